@@ -1,0 +1,74 @@
+"""Multi-agent text environments for math reasoning (PettingZoo), with tasks and a registry.
+
+import envs
+env = envs.make("math/reflection-v0", task="arithmetic")
+env.reset(seed=0)
+for agent in env.agent_iter():
+    obs, reward, terminated, truncated, info = env.last()
+    env.step(None if terminated or truncated else my_policy(obs))
+"""
+
+from __future__ import annotations
+
+from envs.errors import (
+    DataLoadError,
+    DuplicateEnvError,
+    DuplicateTaskError,
+    RegistryError,
+    UnknownEnvError,
+    UnknownTaskError,
+)
+from envs.registry import EnvSpec, deregister, list_envs, make, register, spec
+from envs.sources import ListSource, Problem, ProblemSource, load_jsonl, make_problem
+from envs.tasks import Task, list_tasks, make_task, register_task
+
+# The built-in table: entry points are strings, so listing envs imports no env module.
+register("math/solve-v0", "envs.solve:env", max_turns=1)
+register("math/reflection-v0", "envs.reflection:env", max_turns=5, rounds=2)
+register("math/debate-v0", "envs.debate:env", max_turns=2, num_agents=3, rounds=2)
+register("math/ensemble-v0", "envs.ensemble:env", max_turns=1, num_agents=3)
+
+
+def _register_gymnasium() -> None:
+    import gymnasium
+
+    if "math/solve-v0" not in gymnasium.registry:
+        gymnasium.register(
+            "math/solve-v0", entry_point="envs.solve:SolveGymEnv", disable_env_checker=False
+        )
+
+
+_register_gymnasium()
+
+
+def check_env(env, **kwargs):
+    """Run PettingZoo's API tests and the project's text checks; see `envs.checks.check_env`."""
+    from envs.checks import check_env as _check_env
+
+    return _check_env(env, **kwargs)
+
+
+__all__ = [
+    "DataLoadError",
+    "DuplicateEnvError",
+    "DuplicateTaskError",
+    "EnvSpec",
+    "ListSource",
+    "Problem",
+    "ProblemSource",
+    "RegistryError",
+    "Task",
+    "UnknownEnvError",
+    "UnknownTaskError",
+    "check_env",
+    "deregister",
+    "list_envs",
+    "list_tasks",
+    "load_jsonl",
+    "make",
+    "make_problem",
+    "make_task",
+    "register",
+    "register_task",
+    "spec",
+]

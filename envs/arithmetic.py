@@ -1,0 +1,165 @@
+"""Procedural arithmetic word problems: offline, seeded, with difficulty levels.
+
+Problem ``index`` of a (split, difficulty, seed) triple is generated from its own
+``random.Random`` seeded by those values, so any problem can be rebuilt alone, in any order,
+on any machine (reasoning-gym's per-index seeding). Level ``d`` chains ``d`` operations; operand
+ranges grow with the level; every intermediate quantity is a non-negative integer.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator, Sequence
+
+from envs.sources import Problem, ProblemSource
+
+MAX_DIFFICULTY = 5
+NAMES = (
+    "Mia",
+    "Noah",
+    "Ava",
+    "Liam",
+    "Zoe",
+    "Omar",
+    "Lena",
+    "Ravi",
+    "Sofia",
+    "Kenji",
+    "Ines",
+    "Tom",
+)
+ITEMS = ("apples", "marbles", "stickers", "books", "coins", "pencils", "cookies", "cards", "shells")
+SPLIT_SALT = {"train": 0, "validation": 1, "test": 2}
+
+
+def _add(rng: random.Random, value: int, level: int, name: str, item: str) -> tuple[int, str, str]:
+    k = rng.randint(2, 9 * level + 1)
+    text = rng.choice(
+        (
+            f"{name} buys {k} more {item}.",
+            f"A friend gives {name} {k} {item}.",
+            f"{name} finds {k} {item}.",
+        )
+    )
+    return value + k, text, f"+ {k}"
+
+
+def _sub(rng: random.Random, value: int, level: int, name: str, item: str) -> tuple[int, str, str]:
+    if value < 2:
+        return _add(rng, value, level, name, item)
+    k = rng.randint(1, value - 1)
+    text = rng.choice(
+        (f"{name} gives away {k} {item}.", f"{name} loses {k} {item}.", f"{name} uses {k} {item}.")
+    )
+    return value - k, text, f"- {k}"
+
+
+def _mul(rng: random.Random, value: int, level: int, name: str, item: str) -> tuple[int, str, str]:
+    k = rng.randint(2, 2 + level)
+    words = {2: "doubles", 3: "triples"}
+    verb = words.get(k, f"becomes {k} times as large")
+    return value * k, f"Then the number of {item} {name} has {verb}.", f"* {k}"
+
+
+def _div(rng: random.Random, value: int, level: int, name: str, item: str) -> tuple[int, str, str]:
+    divisors = [k for k in range(2, 10) if value % k == 0 and value // k > 0]
+    if not divisors:
+        return _mul(rng, value, level, name, item)
+    k = rng.choice(divisors)
+    text = f"{name} shares the {item} equally among {k} boxes and keeps only one box."
+    return value // k, text, f"/ {k}"
+
+
+OPS = (_add, _sub, _mul, _div)
+
+
+def generate_problem(
+    index: int, *, difficulty: int = 1, split: str = "train", seed: int = 0
+) -> Problem:
+    """Build problem `index` of the given split, difficulty and seed (pure function of them)."""
+    rng = random.Random(f"arithmetic|{seed}|{SPLIT_SALT.get(split, split)}|{difficulty}|{index}")
+    name, item = rng.choice(NAMES), rng.choice(ITEMS)
+    value = rng.randint(2, 10 * difficulty + 10)
+    sentences = [f"{name} has {value} {item}."]
+    expression = str(value)
+    # Multiplication and division appear from level 2 on, keeping level 1 to one add/subtract.
+    ops = OPS if difficulty > 1 else OPS[:2]
+    for _ in range(difficulty):
+        value, text, step = rng.choice(ops)(rng, value, difficulty, name, item)
+        sentences.append(text)
+        expression = f"({expression} {step})"
+    sentences.append(f"How many {item} does {name} have now?")
+    return Problem(
+        id=f"arithmetic/{split}/d{difficulty}/s{seed}/{index}",
+        question=" ".join(sentences),
+        answer=str(value),
+        metadata={
+            "source": "arithmetic",
+            "index": index,
+            "split": split,
+            "difficulty": difficulty,
+            "seed": seed,
+            "expression": expression[1:-1] if expression.startswith("(") else expression,
+        },
+    )
+
+
+class ArithmeticSource(ProblemSource):
+    """`size` generated problems; items are built on access, so size costs nothing.
+
+    Args:
+        size (`int`, defaults to 1000): number of problems.
+        difficulty (`int` or `Sequence[int]`, defaults to 1): level 1..5, or several levels
+            cycled over the indices (a curriculum mix).
+        split (`str`, defaults to "train"): "train", "validation" or "test"; splits use disjoint
+            random streams, so held-out problems are generated, not stored.
+        seed (`int`, defaults to 0): changes every problem.
+    """
+
+    def __init__(
+        self,
+        size: int = 1000,
+        difficulty: int | Sequence[int] = 1,
+        split: str = "train",
+        seed: int = 0,
+    ) -> None:
+        levels = [difficulty] if isinstance(difficulty, int) else list(difficulty)
+        if not levels or any(
+            not isinstance(d, int) or not 1 <= d <= MAX_DIFFICULTY for d in levels
+        ):
+            raise ValueError(
+                f"arithmetic difficulty must be an int in 1..{MAX_DIFFICULTY} or a list of them, "
+                f"got {difficulty!r}"
+            )
+        if not isinstance(size, int) or size < 1:
+            raise ValueError(f"arithmetic size must be a positive int, got {size!r}")
+        self.size, self.levels, self.split, self.seed = size, levels, split, seed
+        self.name = "arithmetic"
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __getitem__(self, index: int) -> Problem:
+        if not -self.size <= index < self.size:
+            raise IndexError(f"problem index {index} out of range for {self.size} problems")
+        index %= self.size
+        level = self.levels[index % len(self.levels)]
+        return generate_problem(index, difficulty=level, split=self.split, seed=self.seed)
+
+    def __iter__(self) -> Iterator[Problem]:
+        return (self[i] for i in range(self.size))
+
+    def get(self, problem_id: str) -> Problem:
+        try:
+            _, split, level, seed, index = problem_id.split("/")
+            problem = generate_problem(
+                int(index), difficulty=int(level[1:]), split=split, seed=int(seed[1:])
+            )
+        except ValueError as err:
+            raise KeyError(
+                f"{problem_id!r} is not an arithmetic problem id "
+                "('arithmetic/<split>/d<level>/s<seed>/<index>')"
+            ) from err
+        if problem["id"] != problem_id:
+            raise KeyError(f"{problem_id!r} is not a valid arithmetic problem id")
+        return problem

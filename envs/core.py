@@ -1,0 +1,150 @@
+"""Machinery shared by the environments: text spaces, task setup, problem choice, scoring."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping
+from typing import Any
+
+from gymnasium import spaces
+
+from envs.sources import Problem, make_problem
+from envs.tasks import Task, make_task
+from rewards import Verdict, Verifier
+
+# Characters the text spaces sample from: ASCII plus odd unicode (accents, CJK, emoji, zero-width
+# joiner, right-to-left mark, combining accent), so random actions exercise unicode handling.
+SAMPLE_CHARSET = "".join(chr(c) for c in range(32, 127)) + "\n\téüß中文🙂\u200d\u200f\u0301∑√π≤≥−×÷"
+OBS_FIELDS = ("role", "instruction", "question", "transcript", "prompt")
+CLIP_MARK = "\n...[clipped]...\n"
+
+
+class AnyText(spaces.Text):
+    """A `gymnasium.spaces.Text` that contains every string of an allowed length.
+
+    Gymnasium's `Text` only contains strings over its charset; model output can hold any
+    character, so membership here checks type and length only. Sampling uses `SAMPLE_CHARSET`.
+    """
+
+    def __init__(self, max_length: int, seed: int | None = None) -> None:
+        super().__init__(max_length=max_length, min_length=0, charset=SAMPLE_CHARSET, seed=seed)
+
+    def contains(self, x: Any) -> bool:
+        return isinstance(x, str) and len(x) <= self.max_length
+
+    def __repr__(self) -> str:
+        return f"AnyText(max_length={self.max_length})"
+
+
+def clip(text: str, limit: int) -> str:
+    """Shorten `text` to at most `limit` characters, keeping its head and its tail."""
+    if len(text) <= limit:
+        return text
+    keep = max(limit - len(CLIP_MARK), 0)
+    head = keep // 4  # the answer sits at the end of a response: keep more of the tail
+    return text[:head] + CLIP_MARK[: limit - keep] + text[len(text) - (keep - head) :]
+
+
+class TaskEnvMixin:
+    """Task loading, problem choice, action checking and scoring for the math environments.
+
+    Subclasses call `_setup_task(...)` in `__init__`, `_start_episode(seed, options)` in
+    `reset`, `_check_action(agent, action)` and `_score(text)` in `step`.
+    """
+
+    metadata: dict[str, Any]
+    task: Task
+    verifier: Verifier
+    problem: Problem
+
+    def _setup_task(
+        self,
+        task: str | Task,
+        data_path: str | None,
+        split: str | None,
+        verifier: str | Verifier | None,
+        task_kwargs: Mapping[str, Any] | None,
+        max_action_chars: int,
+        max_obs_chars: int,
+    ) -> None:
+        for name, value in (
+            ("max_action_chars", max_action_chars),
+            ("max_obs_chars", max_obs_chars),
+        ):
+            if not isinstance(value, int) or value < 64:
+                raise ValueError(f"{name} must be an int >= 64, got {value!r}")
+        options = dict(task_kwargs or {})
+        if not isinstance(task, Task):
+            options.update(data_path=data_path, split=split)
+        self.task = make_task(task, verifier=verifier, **options)
+        self.verifier = self.task.verifier  # type: ignore[assignment]
+        self.max_action_chars = max_action_chars
+        self.max_obs_chars = max_obs_chars
+        self._obs_space = spaces.Dict({k: AnyText(max_obs_chars) for k in OBS_FIELDS})
+        self._act_space = AnyText(max_action_chars)
+        self._rng = random.Random()
+        self.problem = self.task.source[0]
+
+    def observation_space(self, agent: str) -> spaces.Space:
+        return self._obs_space
+
+    def action_space(self, agent: str) -> spaces.Space:
+        return self._act_space
+
+    def _start_episode(self, seed: int | None, options: Mapping[str, Any] | None) -> None:
+        """Pick the episode's problem: `options["problem"]`, `options["problem_id"]` or the seed."""
+        if seed is not None:
+            self._rng = random.Random(seed)
+        # Other keys are ignored, as Gymnasium and PettingZoo envs do (PZ's api test passes some).
+        options = dict(options or {})
+        if "problem" in options:
+            p = options["problem"]
+            if not isinstance(p, Mapping):
+                raise TypeError(f"options['problem'] must be a mapping, got {type(p).__name__}")
+            self.problem = make_problem(
+                p.get("id"), p.get("question"), p.get("answer"), p.get("metadata")
+            )
+        elif "problem_id" in options:
+            self.problem = self.task.source.get(options["problem_id"])
+        else:
+            self.problem = self.task.source[self._rng.randrange(len(self.task.source))]
+
+    def _check_action(self, agent: str, action: Any) -> tuple[str, bool]:
+        """Return the action clipped to the action space, and whether it was clipped."""
+        if not isinstance(action, str):
+            raise TypeError(
+                f"action of {agent!r} must be a str (the agent's reply), got {type(action).__name__}"
+            )
+        clipped = clip(action, self.max_action_chars)
+        return clipped, len(clipped) != len(action)
+
+    def _score(self, text: str) -> Verdict:
+        """The verifier's verdict on `text` against the current problem's reference."""
+        return self.verifier.verify(text, self.problem["answer"])
+
+    def _base_info(self, turn: int) -> dict[str, Any]:
+        return {"problem_id": self.problem["id"], "turn": turn}
+
+    def _answer_info(
+        self, turn: int, verdict: Verdict, clipped: bool, **extra: Any
+    ) -> dict[str, Any]:
+        return {
+            **self._base_info(turn),
+            "extracted": verdict.extracted,
+            "correct": verdict.correct,
+            "score": verdict.score,
+            "reason": verdict.reason,
+            "parse_error": verdict.extracted is None,
+            "action_clipped": clipped,
+            **extra,
+        }
+
+    def _obs(self, role: str, instruction: str, prompt: str, transcript: str) -> dict[str, str]:
+        limit = self.max_obs_chars
+        return {
+            "role": role,
+            "instruction": clip(instruction, limit),
+            "question": clip(self.problem["question"], limit),
+            "transcript": clip(transcript, limit),
+            "prompt": clip(prompt, limit),
+        }

@@ -1,0 +1,199 @@
+"""Multi-agent debate, a Parallel environment.
+
+| Id          | ``math/debate-v0``                                                    |
+|-------------|-----------------------------------------------------------------------|
+| Agents      | ``debater_0`` ... ``debater_{N-1}``                                   |
+| Turn order  | simultaneous; ``rounds`` rounds                                       |
+| Observation | Dict of text: role, instruction, question, transcript, prompt         |
+| Action      | any string (clipped to ``max_action_chars``)                          |
+| Reward      | each round, the verifier's score of the agent's own answer            |
+
+Round 0: every agent answers the problem. Round t > 0: every agent sees its own previous answer
+and the others' previous answers, and revises. The episode terminates after ``rounds`` rounds.
+
+Influence-aware reward (``influence_discount`` = g > 0): an agent is also credited, discounted,
+with its teammates' later correctness. At round t >= 1 agent i receives
+``g * mean_{j != i} score_j(t)``, the teammates' correctness after they read i's round t-1
+answer; it arrives one round late because only then is it known (``infos[i]["influence_bonus"]``).
+
+Infos each round: ``problem_id``, ``turn`` (the round), ``round``, ``role``, ``extracted``,
+``correct``, ``score``, ``reason``, ``parse_error``, ``action_clipped``, ``influence_bonus``, and the
+team's majority answer ``team_answer`` / ``team_correct`` (ties go to the lowest agent index).
+
+Arguments:
+    task, data_path, split, verifier, task_kwargs: the task (see `envs.tasks`).
+    num_agents (`int`, 3), rounds (`int`, 2), influence_discount (`float`, 0.0).
+    max_action_chars (`int`, 8192), max_obs_chars (`int`, 32768), render_mode (None | "ansi").
+
+Version history:
+    v0: initial release.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pettingzoo import ParallelEnv
+
+from envs import prompts
+from envs.core import TaskEnvMixin
+from envs.reflection import render_transcript
+from envs.tasks import Task
+from rewards import Verdict, Verifier, canonical_answer, majority_vote
+
+
+class DebateEnv(TaskEnvMixin, ParallelEnv):
+    """See the module docstring."""
+
+    metadata = {"name": "math/debate-v0", "render_modes": ["ansi"], "is_parallelizable": True}
+    agent_prefix = "debater"
+
+    def __init__(
+        self,
+        task: str | Task = "arithmetic",
+        data_path: str | None = None,
+        split: str | None = None,
+        verifier: str | Verifier | None = None,
+        task_kwargs: Mapping[str, Any] | None = None,
+        num_agents: int = 3,
+        rounds: int = 2,
+        influence_discount: float = 0.0,
+        instructions: Sequence[str] | None = None,
+        max_action_chars: int = 8192,
+        max_obs_chars: int = 32768,
+        render_mode: str | None = None,
+    ) -> None:
+        if not isinstance(num_agents, int) or num_agents < 1:
+            raise ValueError(f"num_agents must be an int >= 1, got {num_agents!r}")
+        if not isinstance(rounds, int) or rounds < 1:
+            raise ValueError(f"rounds must be an int >= 1, got {rounds!r}")
+        if not (isinstance(influence_discount, (int, float)) and 0.0 <= influence_discount <= 1.0):
+            raise ValueError(f"influence_discount must be in [0, 1], got {influence_discount!r}")
+        if render_mode not in (None, "ansi"):
+            raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
+        self._setup_task(
+            task, data_path, split, verifier, task_kwargs, max_action_chars, max_obs_chars
+        )
+        self.rounds, self.influence_discount = rounds, float(influence_discount)
+        self.render_mode = render_mode
+        self.possible_agents = [f"{self.agent_prefix}_{i}" for i in range(num_agents)]
+        self.max_turns = rounds
+        templates = list(instructions) if instructions else [None]
+        if not all(t is None or isinstance(t, str) for t in templates):
+            raise TypeError("instructions must be a sequence of str")
+        self._instructions = {
+            a: self.task.instruction(self._role, templates[i % len(templates)])
+            for i, a in enumerate(self.possible_agents)
+        }
+        self.agents: list[str] = []
+        self.turns: list[tuple[str, str]] = []
+
+    _role = "debater"
+
+    def reset(
+        self, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[dict[str, dict[str, str]], dict[str, dict[str, Any]]]:
+        self._start_episode(seed, options)
+        self.agents = list(self.possible_agents)
+        self.round = 0
+        self.turns = []
+        self.answers: dict[str, str] = {}
+        infos = {a: {**self._base_info(0), "round": 0, "role": self._role} for a in self.agents}
+        return {a: self._observe(a) for a in self.agents}, infos
+
+    def _observe(self, agent: str) -> dict[str, str]:
+        question = self.problem["question"]
+        others = {a: t for a, t in self.answers.items() if a != agent}
+        prompt = prompts.debate_prompt(question, self.answers.get(agent), others)
+        return self._obs(
+            self._role, self._instructions[agent], prompt, render_transcript(self.turns)
+        )
+
+    def step(self, actions: Mapping[str, str]) -> tuple[dict, dict, dict, dict, dict]:
+        if not self.agents:
+            raise RuntimeError("the episode is over: call reset() before step()")
+        if not isinstance(actions, Mapping):
+            raise TypeError(f"actions must be a dict agent -> str, got {type(actions).__name__}")
+        missing, extra = set(self.agents) - set(actions), set(actions) - set(self.agents)
+        if missing or extra:
+            raise ValueError(
+                f"every live agent acts each round: missing actions for {sorted(missing)}, "
+                f"actions for agents not in play {sorted(extra)}; live agents are {self.agents}"
+            )
+        texts, verdicts, clipped = {}, {}, {}
+        for agent in self.agents:  # check every action before changing any state
+            texts[agent], clipped[agent] = self._check_action(agent, actions[agent])
+        for agent in self.agents:
+            verdicts[agent] = self._score(texts[agent])
+        rewards, infos = self._rewards_and_infos(verdicts, clipped)
+        self.answers = texts
+        self.turns.extend((a, texts[a]) for a in self.agents)
+        self.round += 1
+        done = self.round >= self.rounds
+        terminations = dict.fromkeys(self.agents, done)
+        truncations = dict.fromkeys(self.agents, False)
+        observations = {a: self._observe(a) for a in self.agents}
+        if done:
+            self.agents = []
+        return observations, rewards, terminations, truncations, infos
+
+    def _rewards_and_infos(
+        self, verdicts: Mapping[str, Verdict], clipped: Mapping[str, bool]
+    ) -> tuple[dict[str, float], dict[str, dict[str, Any]]]:
+        team_answer, team_votes, team_correct = self._team_answer(verdicts)
+        rewards, infos = {}, {}
+        for agent, verdict in verdicts.items():
+            others = [v.score for a, v in verdicts.items() if a != agent]
+            bonus = 0.0
+            if self.round > 0 and others and self.influence_discount > 0:
+                bonus = self.influence_discount * math.fsum(others) / len(others)
+            rewards[agent] = verdict.score + bonus
+            infos[agent] = self._answer_info(
+                self.round,
+                verdict,
+                clipped[agent],
+                round=self.round,
+                role=self._role,
+                influence_bonus=bonus,
+                team_answer=team_answer,
+                team_votes=team_votes,
+                team_correct=team_correct,
+            )
+        return rewards, infos
+
+    @staticmethod
+    def _team_answer(verdicts: Mapping[str, Verdict]) -> tuple[str | None, int, bool]:
+        """Majority answer (ties: lowest agent index), its vote count, and whether it is right."""
+        answer, votes = majority_vote([v.extracted for v in verdicts.values()])
+        if answer is None:
+            return None, 0, False
+        key = canonical_answer(answer)
+        holder = next(
+            v
+            for v in verdicts.values()
+            if v.extracted is not None and canonical_answer(v.extracted) == key
+        )
+        return answer, votes, holder.correct
+
+    def observation_space(self, agent: str):
+        return self._obs_space
+
+    def action_space(self, agent: str):
+        return self._act_space
+
+    def state(self) -> str:
+        return render_transcript(self.turns)
+
+    def render(self) -> str | None:
+        return None if self.render_mode is None else render_transcript(self.turns)
+
+    def close(self) -> None:
+        pass
+
+
+def env(**kwargs: Any) -> DebateEnv:
+    """Make a `DebateEnv` (Parallel envs have no order-enforcing wrapper; `wrapped` is ignored)."""
+    kwargs.pop("wrapped", None)
+    return DebateEnv(**kwargs)

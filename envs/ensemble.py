@@ -1,0 +1,76 @@
+"""Instruction-variant ensemble, a Parallel environment with one round.
+
+| Id          | ``math/ensemble-v0``                                                   |
+|-------------|------------------------------------------------------------------------|
+| Agents      | ``variant_0`` ... ``variant_{K-1}``                                    |
+| Turn order  | simultaneous, one round                                                |
+| Observation | Dict of text; each agent's ``instruction`` is a different variant       |
+| Action      | any string (clipped to ``max_action_chars``)                           |
+| Reward      | the verifier's score of the agent's own answer                         |
+
+Each agent reads the problem under its own instruction variant (`envs.prompts.VARIANTS`, cycled,
+or ``instructions=``) and answers once. The team answer is the majority vote over the agents'
+extracted answers, equivalent answers voting together; ties go to the answer of the lowest agent
+index. It is reported in every agent's info as ``team_answer`` / ``team_correct`` (with
+``team_votes``); rewards stay per agent.
+
+Arguments:
+    task, data_path, split, verifier, task_kwargs: the task (see `envs.tasks`).
+    num_agents (`int`, 3): K.
+    instructions (`Sequence[str] | None`): instruction templates; ``{answer_format}`` is filled.
+    max_action_chars (`int`, 8192), max_obs_chars (`int`, 32768), render_mode (None | "ansi").
+
+Version history:
+    v0: initial release.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from envs import prompts
+from envs.debate import DebateEnv
+from envs.tasks import Task
+from rewards import Verifier
+
+
+class EnsembleEnv(DebateEnv):
+    """A one-round `DebateEnv` whose agents differ by instruction; see the module docstring."""
+
+    metadata = {"name": "math/ensemble-v0", "render_modes": ["ansi"], "is_parallelizable": True}
+    agent_prefix = "variant"
+    _role = "solver"
+
+    def __init__(
+        self,
+        task: str | Task = "arithmetic",
+        data_path: str | None = None,
+        split: str | None = None,
+        verifier: str | Verifier | None = None,
+        task_kwargs: Mapping[str, Any] | None = None,
+        num_agents: int = 3,
+        instructions: Sequence[str] | None = None,
+        max_action_chars: int = 8192,
+        max_obs_chars: int = 32768,
+        render_mode: str | None = None,
+    ) -> None:
+        super().__init__(
+            task,
+            data_path,
+            split,
+            verifier,
+            task_kwargs,
+            num_agents=num_agents,
+            rounds=1,
+            instructions=instructions or prompts.VARIANTS,
+            max_action_chars=max_action_chars,
+            max_obs_chars=max_obs_chars,
+            render_mode=render_mode,
+        )
+
+
+def env(**kwargs: Any) -> EnsembleEnv:
+    """Make an `EnsembleEnv` (`wrapped` is accepted and ignored, as for every Parallel env)."""
+    kwargs.pop("wrapped", None)
+    return EnsembleEnv(**kwargs)

@@ -1,0 +1,76 @@
+"""Role instructions and user-message templates shared by the environments.
+
+`{answer_format}` in an instruction is filled from the task (for example "give the final answer
+as \\boxed{...}"). Tasks may override any role's instruction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+SOLVER = "You are a careful problem solver. Reason step by step, then {answer_format}"
+CRITIC = (
+    "You are a strict reviewer. Check the proposed solution step by step. Point out the first "
+    "error if there is one. End with exactly one line 'Verdict: correct' or 'Verdict: incorrect'."
+)
+REFINER = (
+    "You revise solutions. Read the problem, the latest solution and the reviewer's feedback, "
+    "fix any error, and write a complete corrected solution; {answer_format}"
+)
+DEBATER = (
+    "You are one of several agents solving the same problem. Reason step by step; when other "
+    "agents' answers are shown, weigh them critically and keep or change your answer. "
+    "{answer_format}"
+)
+# Instruction variants of the ensemble env (one per agent, cycled when K exceeds the list).
+VARIANTS = (
+    "Solve the problem step by step. {answer_format}",
+    (
+        "Solve the problem by writing one equation per sentence, then check the result by "
+        "working backwards. {answer_format}"
+    ),
+    (
+        "Restate what is asked in one sentence, list the known quantities, then compute. "
+        "{answer_format}"
+    ),
+    (
+        "Solve the problem twice by two different methods and report the answer they agree "
+        "on. {answer_format}"
+    ),
+)
+
+DEFAULT_INSTRUCTIONS: Mapping[str, str] = {
+    "solver": SOLVER,
+    "critic": CRITIC,
+    "refiner": REFINER,
+    "debater": DEBATER,
+}
+
+
+def problem_block(question: str) -> str:
+    return f"Problem:\n{question}"
+
+
+def solve_prompt(question: str) -> str:
+    return f"{problem_block(question)}\n\nSolve the problem."
+
+
+def critic_prompt(question: str, answer: str) -> str:
+    return f"{problem_block(question)}\n\nProposed solution:\n{answer}\n\nReview the solution."
+
+
+def refiner_prompt(question: str, answer: str, feedback: str) -> str:
+    return (
+        f"{problem_block(question)}\n\nLatest solution:\n{answer}\n\nReviewer feedback:\n"
+        f"{feedback}\n\nWrite the corrected solution."
+    )
+
+
+def debate_prompt(question: str, own: str | None, others: Mapping[str, str]) -> str:
+    if own is None:
+        return solve_prompt(question)
+    shown = "\n\n".join(f"{agent}:\n{text}" for agent, text in others.items())
+    return (
+        f"{problem_block(question)}\n\nYour previous answer:\n{own}\n\nThe other agents "
+        f"answered:\n{shown}\n\nGive your updated solution."
+    )

@@ -1,0 +1,211 @@
+"""Solver -> critic -> refiner reflection, an AEC environment.
+
+| Id                | ``math/reflection-v0``                                        |
+|-------------------|---------------------------------------------------------------|
+| Agents            | ``solver_0``, ``critic_0``, ``refiner_0``                     |
+| Turn order        | solver, then (critic, refiner) for ``rounds`` rounds          |
+| Observation       | Dict of text: role, instruction, question, transcript, prompt |
+| Action            | any string (clipped to ``max_action_chars``)                  |
+| Reward            | per role (below), or a shared team reward at the end          |
+
+The state the acting agent sees is the problem, the latest answer and the latest feedback (the
+full transcript is in the ``transcript`` field too). The solver answers once. The critic reviews
+the latest answer and ends with ``Verdict: correct`` or ``Verdict: incorrect``. The refiner
+revises the latest answer using the critic's feedback. The episode terminates after the last
+refiner turn, or, with ``stop_on_accept``, as soon as the critic accepts.
+
+Rewards (``team_reward=False``): the solver gets the verifier's score of its answer; the critic
+gets 1 when its verdict matches the truth of the answer it reviewed, else 0 (no verdict: 0); the
+refiner gets the score of its revision. With ``team_reward=True`` every agent gets the score of
+the final answer when the episode ends and 0 before.
+
+Infos: ``problem_id``, ``turn`` (0-based index of the agent turn), ``round``, ``role``,
+``extracted``, ``correct``, ``score``, ``reason``, ``parse_error``, ``action_clipped``; the critic's
+also ``verdict`` and ``reviewed_correct``; at the end every agent's ``final_correct``.
+
+Arguments:
+    task (`str | Task`, "arithmetic"), data_path, split, verifier, task_kwargs: the task.
+    rounds (`int`, 2): critic/refiner rounds K; at most 1 + 2K agent turns.
+    stop_on_accept (`bool`, False): end the episode when the critic says correct.
+    team_reward (`bool`, False): one shared reward for the final answer instead of per role.
+    max_action_chars (`int`, 8192), max_obs_chars (`int`, 32768): text bounds.
+    render_mode (`str | None`): "ansi" makes `render()` return the transcript.
+
+Version history:
+    v0: initial release.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from pettingzoo import AECEnv
+from pettingzoo.utils import wrappers
+
+from envs import prompts
+from envs.core import TaskEnvMixin
+from envs.tasks import Task
+from rewards import Verifier
+
+VERDICT_RE = re.compile(
+    r"verdict\s*[:=\-]?\s*[*_`\"']*\s*(correct|incorrect|right|wrong)\b"
+    r"|\\boxed\{\s*(correct|incorrect)\s*\}",
+    re.IGNORECASE,
+)
+
+
+def parse_verdict(text: str) -> bool | None:
+    """The critic's last stated verdict: True (correct), False (incorrect) or None (none given)."""
+    matches = VERDICT_RE.findall(text[-4000:])
+    if not matches:
+        return None
+    word = next(w for w in matches[-1] if w).lower()
+    return word in ("correct", "right")
+
+
+def render_transcript(turns: list[tuple[str, str]]) -> str:
+    return "\n\n".join(f"[{agent}]\n{text}" for agent, text in turns)
+
+
+class ReflectionEnv(TaskEnvMixin, AECEnv):
+    """See the module docstring."""
+
+    metadata = {"name": "math/reflection-v0", "render_modes": ["ansi"], "is_parallelizable": False}
+
+    def __init__(
+        self,
+        task: str | Task = "arithmetic",
+        data_path: str | None = None,
+        split: str | None = None,
+        verifier: str | Verifier | None = None,
+        task_kwargs: Mapping[str, Any] | None = None,
+        rounds: int = 2,
+        stop_on_accept: bool = False,
+        team_reward: bool = False,
+        max_action_chars: int = 8192,
+        max_obs_chars: int = 32768,
+        render_mode: str | None = None,
+    ) -> None:
+        super().__init__()
+        if not isinstance(rounds, int) or rounds < 1:
+            raise ValueError(f"rounds must be an int >= 1, got {rounds!r}")
+        if render_mode not in (None, "ansi"):
+            raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
+        self._setup_task(
+            task, data_path, split, verifier, task_kwargs, max_action_chars, max_obs_chars
+        )
+        self.rounds, self.stop_on_accept, self.team_reward = rounds, stop_on_accept, team_reward
+        self.render_mode = render_mode
+        self.possible_agents = ["solver_0", "critic_0", "refiner_0"]
+        self.schedule = ["solver_0"] + ["critic_0", "refiner_0"] * rounds
+        self.max_turns = len(self.schedule)
+        self._instructions = {
+            "solver_0": self.task.instruction("solver"),
+            "critic_0": self.task.instruction("critic"),
+            "refiner_0": self.task.instruction("refiner"),
+        }
+        self.agents = []
+        self.turns: list[tuple[str, str]] = []
+
+    # ------------------------------------------------------------------ PettingZoo API
+    def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> None:
+        self._start_episode(seed, options)
+        self.agents = list(self.possible_agents)
+        self.rewards = dict.fromkeys(self.agents, 0.0)
+        self._cumulative_rewards = dict.fromkeys(self.agents, 0.0)
+        self.terminations = dict.fromkeys(self.agents, False)
+        self.truncations = dict.fromkeys(self.agents, False)
+        self.infos = {a: {**self._base_info(0), "role": a.split("_")[0]} for a in self.agents}
+        self.turns = []
+        self.turn = 0
+        self.answer: str | None = None  # latest solver/refiner answer
+        self.answer_verdict = None
+        self.feedback: str | None = None
+        self.agent_selection = self.schedule[0]
+
+    def observe(self, agent: str) -> dict[str, str]:
+        question = self.problem["question"]
+        if agent == "solver_0" or self.answer is None:
+            prompt = prompts.solve_prompt(question)
+        elif agent == "critic_0":
+            prompt = prompts.critic_prompt(question, self.answer)
+        else:
+            prompt = prompts.refiner_prompt(question, self.answer, self.feedback or "(none)")
+        return self._obs(
+            agent.split("_")[0], self._instructions[agent], prompt, render_transcript(self.turns)
+        )
+
+    def step(self, action: str | None) -> None:
+        agent = self.agent_selection
+        if self.terminations.get(agent) or self.truncations.get(agent):
+            self._was_dead_step(action)
+            return
+        if not self.agents:
+            raise RuntimeError("the episode is over: call reset() before step()")
+        text, clipped = self._check_action(agent, action)
+        self._cumulative_rewards[agent] = 0.0
+        self._clear_rewards()
+        round_index = max(self.turn - 1, 0) // 2
+        extra = {"round": round_index, "role": agent.split("_")[0]}
+        done = self.turn + 1 >= self.max_turns
+        if agent == "critic_0":
+            verdict = parse_verdict(text)
+            truth = self.answer_verdict.correct
+            hit = verdict is not None and verdict == truth
+            self.feedback = text
+            self.infos[agent] = {
+                **self._base_info(self.turn),
+                **extra,
+                "extracted": None if verdict is None else ("correct" if verdict else "incorrect"),
+                "verdict": verdict,
+                "reviewed_correct": truth,
+                "correct": hit,
+                "score": float(hit),
+                "parse_error": verdict is None,
+                "reason": "no 'Verdict: correct|incorrect' line"
+                if verdict is None
+                else (
+                    "verdict matches the answer's truth"
+                    if hit
+                    else "verdict contradicts the answer's truth"
+                ),
+                "action_clipped": clipped,
+            }
+            self.rewards[agent] = float(hit)
+            done = done or (self.stop_on_accept and verdict is True)
+        else:
+            verdict_obj = self._score(text)
+            self.answer, self.answer_verdict = text, verdict_obj
+            self.infos[agent] = self._answer_info(self.turn, verdict_obj, clipped, **extra)
+            self.rewards[agent] = verdict_obj.score
+        self.turns.append((agent, text))
+        self.turn += 1
+        if self.team_reward:
+            final = self.answer_verdict.score if done else 0.0
+            self.rewards = dict.fromkeys(self.agents, final)
+        if done:
+            for a in self.agents:
+                self.terminations[a] = True
+                self.infos[a]["final_correct"] = self.answer_verdict.correct
+                self.infos[a]["final_answer"] = self.answer_verdict.extracted
+        self._accumulate_rewards()
+        if done:
+            self._deads_step_first()
+        else:
+            self.agent_selection = self.schedule[self.turn]
+
+    def render(self) -> str | None:
+        if self.render_mode is None:
+            return None
+        return render_transcript(self.turns)
+
+    def close(self) -> None:
+        pass
+
+
+def env(wrapped: bool = True, **kwargs: Any) -> AECEnv:
+    """Make a `ReflectionEnv`, order-enforced unless `wrapped=False`."""
+    raw = ReflectionEnv(**kwargs)
+    return wrappers.OrderEnforcingWrapper(raw) if wrapped else raw

@@ -1,0 +1,142 @@
+"""Environment registry: `register`, `make`, `spec`, `list_envs`.
+
+Ids read ``namespace/name-vN`` (for example ``math/reflection-v0``). Entry points are either a
+callable or a ``"module:callable"`` string, imported only when the env is made, so listing the
+registered envs imports no env module.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from envs.errors import DuplicateEnvError, RegistryError, UnknownEnvError
+
+ENV_ID_RE = re.compile(
+    r"^(?P<namespace>[a-z][a-z0-9_]*)/(?P<name>[a-z][a-z0-9_]*)-v(?P<version>\d+)$"
+)
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    """A registered environment.
+
+    Args:
+        id (`str`): ``namespace/name-vN``.
+        entry_point (`str | Callable`): ``"module:callable"`` or a callable returning the env.
+        kwargs (`dict`): default keyword arguments, overridden by those given to `make`.
+        max_turns (`int | None`): upper bound on agent turns (AEC) or rounds (Parallel) with the
+            default kwargs; informational, the env's own `max_turns` attribute is authoritative.
+    """
+
+    id: str
+    entry_point: str | Callable[..., Any]
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    max_turns: int | None = None
+
+    @property
+    def namespace(self) -> str:
+        return parse_env_id(self.id)[0]
+
+    @property
+    def name(self) -> str:
+        return parse_env_id(self.id)[1]
+
+    @property
+    def version(self) -> int:
+        return parse_env_id(self.id)[2]
+
+    def load(self) -> Callable[..., Any]:
+        """Return the entry point as a callable, importing its module if needed."""
+        if callable(self.entry_point):
+            return self.entry_point
+        module_name, _, attr = self.entry_point.partition(":")
+        if not attr:
+            raise RegistryError(
+                f"entry point {self.entry_point!r} of {self.id!r} must read 'module:callable'"
+            )
+        module = importlib.import_module(module_name)
+        try:
+            return getattr(module, attr)
+        except AttributeError as err:
+            raise RegistryError(
+                f"entry point {self.entry_point!r} of {self.id!r}: module {module_name!r} has no "
+                f"attribute {attr!r}"
+            ) from err
+
+
+_REGISTRY: dict[str, EnvSpec] = {}
+
+
+def parse_env_id(env_id: str) -> tuple[str, str, int]:
+    """Split ``namespace/name-vN`` into its parts, or raise naming the expected format."""
+    if not isinstance(env_id, str):
+        raise TypeError(f"env id must be a str like 'math/solve-v0', got {type(env_id).__name__}")
+    match = ENV_ID_RE.match(env_id)
+    if match is None:
+        raise RegistryError(
+            f"malformed env id {env_id!r}: expected 'namespace/name-vN' in lower case, "
+            "for example 'math/reflection-v0'"
+        )
+    return match["namespace"], match["name"], int(match["version"])
+
+
+def register(
+    env_id: str,
+    entry_point: str | Callable[..., Any],
+    *,
+    max_turns: int | None = None,
+    override: bool = False,
+    **kwargs: Any,
+) -> EnvSpec:
+    """Register an environment under `env_id`.
+
+    Raises:
+        DuplicateEnvError: the id is taken and `override` is False.
+    """
+    parse_env_id(env_id)
+    if env_id in _REGISTRY and not override:
+        raise DuplicateEnvError(
+            f"env id {env_id!r} is already registered; pass override=True to replace it, "
+            "or bump the version (-vN+1) if the behaviour changed"
+        )
+    env_spec = EnvSpec(env_id, entry_point, dict(kwargs), max_turns)
+    _REGISTRY[env_id] = env_spec
+    return env_spec
+
+
+def deregister(env_id: str) -> None:
+    """Remove a registered id (for tests and notebooks)."""
+    spec(env_id)
+    del _REGISTRY[env_id]
+
+
+def spec(env_id: str) -> EnvSpec:
+    """Return the `EnvSpec` of `env_id`, with a "did you mean" when it is unknown."""
+    if env_id in _REGISTRY:
+        return _REGISTRY[env_id]
+    parse_env_id(env_id)
+    close = difflib.get_close_matches(env_id, list(_REGISTRY), n=3, cutoff=0.6)
+    hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+    raise UnknownEnvError(
+        f"no env registered as {env_id!r}.{hint} Registered: {', '.join(sorted(_REGISTRY))}"
+    )
+
+
+def list_envs(namespace: str | None = None) -> list[str]:
+    """Sorted registered ids, optionally only those of one namespace."""
+    return sorted(i for i in _REGISTRY if namespace is None or i.startswith(f"{namespace}/"))
+
+
+def make(env_id: str, **kwargs: Any) -> Any:
+    """Build the env registered as `env_id`; keyword arguments override the spec's defaults.
+
+    ``make(env_id, wrapped=False)`` returns the raw env (no order-enforcing wrapper), if the
+    entry point supports it.
+    """
+    env_spec = spec(env_id)
+    return env_spec.load()(**{**env_spec.kwargs, **kwargs})

@@ -1,0 +1,139 @@
+"""Single-agent solving: the baseline every multi-agent env is compared with.
+
+| Id          | ``math/solve-v0`` (also ``gymnasium.make("math/solve-v0")``)  |
+|-------------|---------------------------------------------------------------|
+| Agents      | ``solver_0``                                                  |
+| Turn order  | one turn                                                      |
+| Observation | Dict of text: role, instruction, question, transcript, prompt |
+| Action      | any string (clipped to ``max_action_chars``)                  |
+| Reward      | the verifier's score of the answer                            |
+
+`envs.make("math/solve-v0")` gives a PettingZoo AEC env with one agent, so rollout code treats
+it like the multi-agent envs; `gymnasium.make("math/solve-v0")` (after ``import envs``) gives
+`SolveGymEnv`, a `gymnasium.Env` with ``reset() -> (obs, info)`` and
+``step(text) -> (obs, reward, terminated, truncated, info)``.
+
+Arguments:
+    task, data_path, split, verifier, task_kwargs: the task (see `envs.tasks`).
+    max_action_chars (`int`, 8192), max_obs_chars (`int`, 32768), render_mode (None | "ansi").
+
+Version history:
+    v0: initial release.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import gymnasium
+from pettingzoo import AECEnv
+from pettingzoo.utils import wrappers
+
+from envs import prompts
+from envs.core import TaskEnvMixin
+from envs.reflection import render_transcript
+from envs.tasks import Task
+from rewards import Verifier
+
+
+class SolveEnv(TaskEnvMixin, AECEnv):
+    """See the module docstring."""
+
+    metadata = {"name": "math/solve-v0", "render_modes": ["ansi"], "is_parallelizable": True}
+
+    def __init__(
+        self,
+        task: str | Task = "arithmetic",
+        data_path: str | None = None,
+        split: str | None = None,
+        verifier: str | Verifier | None = None,
+        task_kwargs: Mapping[str, Any] | None = None,
+        max_action_chars: int = 8192,
+        max_obs_chars: int = 32768,
+        render_mode: str | None = None,
+    ) -> None:
+        super().__init__()
+        if render_mode not in (None, "ansi"):
+            raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
+        self._setup_task(
+            task, data_path, split, verifier, task_kwargs, max_action_chars, max_obs_chars
+        )
+        self.render_mode = render_mode
+        self.possible_agents = ["solver_0"]
+        self.max_turns = 1
+        self._instruction = self.task.instruction("solver")
+        self.agents = []
+        self.turns: list[tuple[str, str]] = []
+
+    def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> None:
+        self._start_episode(seed, options)
+        self.agents = ["solver_0"]
+        self.rewards = {"solver_0": 0.0}
+        self._cumulative_rewards = {"solver_0": 0.0}
+        self.terminations = {"solver_0": False}
+        self.truncations = {"solver_0": False}
+        self.infos = {"solver_0": {**self._base_info(0), "role": "solver"}}
+        self.turns = []
+        self.agent_selection = "solver_0"
+
+    def observe(self, agent: str) -> dict[str, str]:
+        prompt = prompts.solve_prompt(self.problem["question"])
+        return self._obs("solver", self._instruction, prompt, render_transcript(self.turns))
+
+    def step(self, action: str | None) -> None:
+        agent = self.agent_selection
+        if self.terminations.get(agent) or self.truncations.get(agent):
+            self._was_dead_step(action)
+            return
+        if not self.agents:
+            raise RuntimeError("the episode is over: call reset() before step()")
+        text, clipped = self._check_action(agent, action)
+        verdict = self._score(text)
+        self.turns.append((agent, text))
+        self.rewards = {agent: verdict.score}
+        self._cumulative_rewards[agent] = 0.0
+        self.infos[agent] = self._answer_info(
+            0, verdict, clipped, round=0, role="solver", final_correct=verdict.correct
+        )
+        self.terminations[agent] = True
+        self._accumulate_rewards()
+
+    def render(self) -> str | None:
+        return None if self.render_mode is None else render_transcript(self.turns)
+
+    def close(self) -> None:
+        pass
+
+
+def env(wrapped: bool = True, **kwargs: Any) -> AECEnv:
+    """Make a `SolveEnv`, order-enforced unless `wrapped=False`."""
+    raw = SolveEnv(**kwargs)
+    return wrappers.OrderEnforcingWrapper(raw) if wrapped else raw
+
+
+class SolveGymEnv(gymnasium.Env):
+    """`math/solve-v0` as a single-agent `gymnasium.Env` (one step per episode)."""
+
+    metadata = {"render_modes": ["ansi"]}
+
+    def __init__(self, **kwargs: Any) -> None:
+        self._env = SolveEnv(**kwargs)
+        self.render_mode = self._env.render_mode
+        self.observation_space = self._env.observation_space("solver_0")
+        self.action_space = self._env.action_space("solver_0")
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        super().reset(seed=seed)
+        self._env.reset(seed=seed, options=options)
+        return self._env.observe("solver_0"), dict(self._env.infos["solver_0"])
+
+    def step(self, action: str):
+        if not self._env.agents or self._env.terminations["solver_0"]:
+            raise RuntimeError("the episode is over: call reset() before step()")
+        self._env.step(action)
+        info = dict(self._env.infos["solver_0"])
+        return self._env.observe("solver_0"), self._env.rewards["solver_0"], True, False, info
+
+    def render(self) -> str | None:
+        return self._env.render()

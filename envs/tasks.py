@@ -1,0 +1,234 @@
+"""Tasks: a problem source, a verifier and prompt settings, registered by name.
+
+Built-in: ``arithmetic`` (procedural, offline; the default everywhere), ``gsm8k``, ``math`` and
+``anli`` (hub id through `datasets`, or ``data_path=`` a local JSONL file).
+
+Register your own::
+
+    from envs import register_task, Task, ListSource, make_problem
+    register_task("capitals", lambda **kw: Task(
+        "capitals", ListSource([make_problem("c/0", "Capital of France?", "Paris")]),
+        verifier="label", answer_format="give the answer as \\\\boxed{city}."))
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from rewards.extract import last_boxed
+
+from envs import prompts
+from envs.arithmetic import ArithmeticSource
+from envs.errors import DuplicateTaskError, UnknownTaskError
+from envs.sources import Problem, ProblemSource, load_hub, load_jsonl, require
+from rewards import Verifier, get_verifier
+
+BOXED = "give the final answer as \\boxed{...} at the end."
+
+
+@dataclass
+class Task:
+    """A problem source with its verifier and prompt settings.
+
+    Args:
+        name (`str`): registry name.
+        source (`ProblemSource`): the problems.
+        verifier (`str | Verifier`, defaults to "math"): a verifier or its registry name.
+        answer_format (`str`): how answering roles must state the answer; filled into the
+            role instructions.
+        instructions (`Mapping[str, str]`): per-role overrides of `prompts.DEFAULT_INSTRUCTIONS`.
+    """
+
+    name: str
+    source: ProblemSource
+    verifier: str | Verifier = "math"
+    answer_format: str = BOXED
+    instructions: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.source, ProblemSource):
+            raise TypeError(
+                f"Task {self.name!r}: source must be a ProblemSource (e.g. ListSource([...])), "
+                f"got {type(self.source).__name__}"
+            )
+        if isinstance(self.verifier, str):
+            self.verifier = get_verifier(self.verifier)
+        if not isinstance(self.verifier, Verifier):
+            raise TypeError(
+                f"Task {self.name!r}: verifier must be a name or have verify(response, reference), "
+                f"got {type(self.verifier).__name__}"
+            )
+        unknown = set(self.instructions) - set(prompts.DEFAULT_INSTRUCTIONS)
+        if unknown:
+            raise ValueError(
+                f"Task {self.name!r}: unknown roles {sorted(unknown)} in instructions; "
+                f"expected some of {sorted(prompts.DEFAULT_INSTRUCTIONS)}"
+            )
+
+    def instruction(self, role: str, template: str | None = None) -> str:
+        """The system instruction for `role`, with the task's answer format filled in."""
+        text = template or self.instructions.get(role) or prompts.DEFAULT_INSTRUCTIONS[role]
+        return text.replace("{answer_format}", self.answer_format)
+
+
+TaskFactory = Callable[..., Task]
+_TASKS: dict[str, TaskFactory] = {}
+
+
+def register_task(name: str, factory: TaskFactory, *, override: bool = False) -> None:
+    """Register `factory(**kwargs) -> Task` under `name`; a taken name raises unless `override`."""
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"task name must be a non-empty str, got {name!r}")
+    if name in _TASKS and not override:
+        raise DuplicateTaskError(f"task {name!r} is already registered; pass override=True")
+    _TASKS[name] = factory
+
+
+def list_tasks() -> list[str]:
+    return sorted(_TASKS)
+
+
+def make_task(task: str | Task, **kwargs: Any) -> Task:
+    """Build a registered task (kwargs such as `split`, `data_path`, `verifier` go to its factory).
+
+    A `Task` instance is returned as is, with `verifier` swapped if one is given.
+    """
+    if isinstance(task, Task):
+        verifier = kwargs.pop("verifier", None)
+        if kwargs:
+            raise TypeError(f"options {sorted(kwargs)} apply to a task name, not a Task object")
+        if verifier is None:
+            return task
+        return Task(task.name, task.source, verifier, task.answer_format, task.instructions)
+    if task not in _TASKS:
+        close = difflib.get_close_matches(str(task), list(_TASKS), n=3)
+        hint = f" Did you mean {' or '.join(map(repr, close))}?" if close else ""
+        raise UnknownTaskError(
+            f"no task named {task!r}.{hint} Registered: {', '.join(list_tasks())}"
+        )
+    kwargs = {k: v for k, v in kwargs.items() if v is not None}
+    return _TASKS[task](**kwargs)
+
+
+# ---------------------------------------------------------------- built-in tasks
+
+
+def arithmetic_task(
+    split: str = "train",
+    size: int = 1000,
+    difficulty: int | list[int] = 1,
+    seed: int = 0,
+    verifier: str | Verifier = "math",
+) -> Task:
+    return Task("arithmetic", ArithmeticSource(size, difficulty, split, seed), verifier)
+
+
+def _gsm8k_row(row: Mapping[str, Any], index: int, where: str) -> Problem:
+    solution = str(require(row, "answer"))
+    if "####" not in solution:
+        raise ValueError(f"field 'answer' has no '#### <final answer>' line: {solution[-80:]!r}")
+    final = solution.rsplit("####", 1)[1].strip().replace(",", "")
+    return Problem(
+        id=f"gsm8k/{index}",
+        question=str(require(row, "question")),
+        answer=final,
+        metadata={"source": "gsm8k", "index": index, "solution": solution},
+    )
+
+
+def gsm8k_task(
+    split: str = "test",
+    data_path: str | None = None,
+    verifier: str | Verifier = "gsm8k",
+    hub_id: str = "openai/gsm8k",
+) -> Task:
+    if data_path:
+        source = load_jsonl(data_path, _gsm8k_row, "gsm8k")
+    else:
+        source = load_hub(hub_id, "main", split, _gsm8k_row, "gsm8k")
+    return Task("gsm8k", source, verifier)
+
+
+def _math_row(row: Mapping[str, Any], index: int, where: str) -> Problem:
+    solution = str(row.get("solution") or "")
+    answer = row.get("answer")
+    if answer is None or not str(answer).strip():
+        if not solution:
+            raise KeyError("answer")
+        answer = last_boxed(solution)
+        if answer is None:
+            raise ValueError("no 'answer' field and the 'solution' has no \\boxed{} answer")
+    metadata = {"source": "math", "index": index, "solution": solution}
+    metadata.update({k: row[k] for k in ("level", "type", "subject", "unique_id") if k in row})
+    return Problem(
+        id=str(row.get("unique_id") or f"math/{index}"),
+        question=str(require(row, "problem", "question")),
+        answer=str(answer).strip(),
+        metadata=metadata,
+    )
+
+
+def math_task(
+    split: str = "test",
+    data_path: str | None = None,
+    verifier: str | Verifier = "math",
+    hub_id: str = "HuggingFaceH4/MATH-500",
+) -> Task:
+    if data_path:
+        source = load_jsonl(data_path, _math_row, "math")
+    else:
+        source = load_hub(hub_id, None, split, _math_row, "math")
+    return Task("math", source, verifier)
+
+
+ANLI_LABELS = {
+    "e": "entailment",
+    "n": "neutral",
+    "c": "contradiction",
+    0: "entailment",
+    1: "neutral",
+    2: "contradiction",
+}
+
+
+def _anli_row(row: Mapping[str, Any], index: int, where: str) -> Problem:
+    raw = require(row, "label")
+    label = ANLI_LABELS.get(raw.strip().lower() if isinstance(raw, str) else raw, raw)
+    if label not in ANLI_LABELS.values():
+        raise ValueError(f"field 'label' is {raw!r}; expected e/n/c, 0/1/2 or a full label name")
+    premise, hypothesis = require(row, "premise", "context"), require(row, "hypothesis")
+    return Problem(
+        id=str(row.get("uid") or f"anli/{index}"),
+        question=f"Premise: {premise}\nHypothesis: {hypothesis}\n"
+        "Does the premise entail the hypothesis, contradict it, or neither (neutral)?",
+        answer=label,
+        metadata={"source": "anli", "index": index, "reason": row.get("reason", "")},
+    )
+
+
+def anli_task(
+    split: str = "dev_r1",
+    data_path: str | None = None,
+    verifier: str | Verifier = "label",
+    hub_id: str = "facebook/anli",
+) -> Task:
+    if data_path:
+        source = load_jsonl(data_path, _anli_row, "anli")
+    else:
+        source = load_hub(hub_id, None, split, _anli_row, "anli")
+    return Task(
+        "anli",
+        source,
+        verifier,
+        answer_format="give the final label as \\boxed{entailment}, \\boxed{neutral} or "
+        "\\boxed{contradiction} at the end.",
+    )
+
+
+register_task("arithmetic", arithmetic_task)
+register_task("gsm8k", gsm8k_task)
+register_task("math", math_task)
+register_task("anli", anli_task)

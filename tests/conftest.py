@@ -1,0 +1,27 @@
+"""Shared fixtures. Tests never download: data is generated here, models are built locally."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.utils import write_jsonl
+
+
+@pytest.fixture
+def gsm8k_file(tmp_path: Path) -> Path:
+    rows = [
+        {
+            "question": f"Sam has {i} apples and buys {i + 2} more. How many now?",
+            "answer": f"Sam has {i}+{i + 2}=<<{i}+{i + 2}={2 * i + 2}>>{2 * i + 2}.\n#### {2 * i + 2:,}",
+        }
+        for i in range(1, 12)
+    ]
+    rows.append(
+        {
+            "question": "A house costs $1,500 plus $625. Total?",
+            "answer": "1500+625=<<1500+625=2125>>2125\n#### 2,125",
+        }
+    )
+    return write_jsonl(tmp_path / "gsm8k.jsonl", rows)

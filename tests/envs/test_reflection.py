@@ -1,0 +1,195 @@
+from __future__ import annotations
+
+import pytest
+
+import envs
+from envs.reflection import parse_verdict
+
+PROBLEM = {"id": "p/1", "question": "Ann has 2 pens and buys 3 more. How many pens?", "answer": "5"}
+
+
+def play(env, replies):
+    """Step through an episode with replies per agent; return (agent, reward, info) per turn."""
+    env.reset(seed=0, options={"problem": PROBLEM})
+    turns, queues = [], {a: list(r) for a, r in replies.items()}
+    for agent in env.agent_iter():
+        obs, reward, terminated, truncated, info = env.last()
+        if terminated or truncated:
+            turns.append((agent, reward, "done", info))
+            env.step(None)
+            continue
+        turns.append((agent, reward, obs, info))
+        env.step(queues[agent].pop(0))
+    return turns
+
+
+def make(**kwargs):
+    return envs.make("math/reflection-v0", **kwargs)
+
+
+def test_turn_order_and_per_role_rewards():
+    env = make(rounds=2, wrapped=False)
+    replies = {
+        "solver_0": ["2 + 3 = 6. \\boxed{6}"],
+        "critic_0": ["2 + 3 is 5, not 6. Verdict: incorrect", "Looks fine. Verdict: correct"],
+        "refiner_0": ["Fixed: 2 + 3 = 5. \\boxed{5}", "Still \\boxed{5}"],
+    }
+    env.reset(seed=0, options={"problem": PROBLEM})
+    order, rewards = [], []
+    while env.agents and not all(env.terminations.values()):
+        agent = env.agent_selection
+        order.append(agent)
+        env.step(replies[agent].pop(0))
+        rewards.append(env.rewards[agent])
+    assert order == ["solver_0", "critic_0", "refiner_0", "critic_0", "refiner_0"]
+    # solver wrong (0), critic right to reject (1), refiner right (1), critic right to accept (1)...
+    assert rewards == [0.0, 1.0, 1.0, 1.0, 1.0]
+    assert (
+        env.infos["critic_0"]["reviewed_correct"] is True
+        and env.infos["critic_0"]["verdict"] is True
+    )
+    assert all(env.infos[a]["final_correct"] for a in env.agents)
+
+
+def test_observations_carry_state_but_not_the_answer():
+    env = make(rounds=1)
+    seen = play(
+        env,
+        {
+            "solver_0": ["I get \\boxed{4}"],
+            "critic_0": ["Wrong. Verdict: incorrect"],
+            "refiner_0": ["\\boxed{5}"],
+        },
+    )
+    critic_obs = next(obs for agent, _, obs, _ in seen if agent == "critic_0" and obs != "done")
+    refiner_obs = next(obs for agent, _, obs, _ in seen if agent == "refiner_0" and obs != "done")
+    assert "\\boxed{4}" in critic_obs["prompt"] and "Verdict" in critic_obs["instruction"]
+    assert "Wrong. Verdict: incorrect" in refiner_obs["prompt"]
+    assert "\\boxed{4}" in refiner_obs["transcript"] and refiner_obs["role"] == "refiner"
+    for _, _, obs, _ in seen:
+        if obs != "done":
+            assert set(obs) == {"role", "instruction", "question", "transcript", "prompt"}
+
+
+def test_infos_carry_problem_turn_and_correctness():
+    env = make(rounds=1)
+    seen = play(
+        env,
+        {
+            "solver_0": ["\\boxed{5}"],
+            "critic_0": ["Verdict: correct"],
+            "refiner_0": ["no answer at all"],
+        },
+    )
+    final = {agent: info for agent, _, obs, info in seen if obs == "done"}
+    assert final["solver_0"] == {
+        **final["solver_0"],
+        "problem_id": "p/1",
+        "turn": 0,
+        "extracted": "5",
+        "correct": True,
+    }
+    assert final["refiner_0"]["parse_error"] is True and final["refiner_0"]["score"] == 0.0
+    assert final["refiner_0"]["turn"] == 2 and final["critic_0"]["turn"] == 1
+
+
+def test_team_reward_is_shared_at_the_end():
+    env = make(rounds=1, team_reward=True)
+    seen = play(
+        env,
+        {
+            "solver_0": ["\\boxed{4}"],
+            "critic_0": ["Verdict: incorrect"],
+            "refiner_0": ["\\boxed{5}"],
+        },
+    )
+    final_rewards = {agent: reward for agent, reward, obs, _ in seen if obs == "done"}
+    assert final_rewards == {"solver_0": 1.0, "critic_0": 1.0, "refiner_0": 1.0}
+    mid = [reward for agent, reward, obs, _ in seen if obs != "done"]
+    assert mid == [0.0, 0.0, 0.0]
+
+
+def test_stop_on_accept_ends_early():
+    env = make(rounds=3, stop_on_accept=True, wrapped=False)
+    env.reset(options={"problem": PROBLEM})
+    env.step("\\boxed{5}")
+    env.step("All good. Verdict: correct")
+    assert all(env.terminations.values()) and len(env.turns) == 2
+    assert env.rewards["critic_0"] == 1.0
+
+
+def test_critic_without_verdict_gets_zero_and_parse_error():
+    env = make(rounds=1, wrapped=False)
+    env.reset(options={"problem": PROBLEM})
+    env.step("\\boxed{5}")
+    env.step("hmm, not sure")
+    assert env.rewards["critic_0"] == 0.0 and env.infos["critic_0"]["parse_error"] is True
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Verdict: correct", True),
+        ("verdict - INCORRECT.", False),
+        ("**Verdict:** incorrect", False),  # markdown bold around the label
+        ("Verdict: correct ... on second thought Verdict: incorrect", False),  # last one counts
+        ("\\boxed{correct}", True),
+        ("The answer is correct", None),  # no verdict line
+        ("", None),
+    ],
+)
+def test_parse_verdict(text, expected):
+    assert parse_verdict(text) is expected
+
+
+def test_non_string_action_raises_type_error_naming_agent():
+    env = make()
+    env.reset(seed=0)
+    with pytest.raises(TypeError, match=r"'solver_0'.*got list"):
+        env.step(["a"])
+
+
+def test_step_before_reset_and_after_end_raise():
+    env = make(rounds=1)
+    with pytest.raises(Exception, match="reset"):
+        env.step("x")
+    raw = make(rounds=1, wrapped=False)
+    raw.reset(seed=0)
+    for _ in range(3):
+        raw.step("\\boxed{1}")
+    for _ in range(3):
+        raw.step(None)
+    assert raw.agents == []
+    with pytest.raises(RuntimeError, match="reset"):
+        raw.step("again")
+
+
+def test_dead_agent_must_step_none():
+    raw = make(rounds=1, wrapped=False)
+    raw.reset(seed=0)
+    for _ in range(3):
+        raw.step("\\boxed{1}")
+    with pytest.raises(ValueError, match="only valid action is None"):
+        raw.step("late reply")
+
+
+def test_render_ansi_returns_transcript():
+    env = make(rounds=1, render_mode="ansi")
+    play(env, {"solver_0": ["S"], "critic_0": ["C"], "refiner_0": ["R"]})
+    assert env.render() == "[solver_0]\nS\n\n[critic_0]\nC\n\n[refiner_0]\nR"
+    with pytest.raises(ValueError, match="render_mode"):
+        make(render_mode="human")
+
+
+def test_huge_action_is_clipped_and_flagged():
+    env = make(rounds=1, wrapped=False, max_action_chars=1000)
+    env.reset(seed=0, options={"problem": PROBLEM})
+    env.step("x" * 1_000_000 + " \\boxed{5}")
+    assert env.infos["solver_0"]["action_clipped"] is True and env.rewards["solver_0"] == 1.0
+    assert len(env.observe("critic_0")["prompt"]) < 2000
+
+
+@pytest.mark.parametrize("kwargs", [{"rounds": 0}, {"rounds": "2"}, {"max_action_chars": 3}])
+def test_bad_arguments_raise(kwargs):
+    with pytest.raises(ValueError):
+        make(**kwargs)

@@ -1,0 +1,54 @@
+"""Every registered env passes PettingZoo's API tests and `envs.check_env`, with no edit here."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+
+import envs
+from envs.solve import SolveEnv
+
+
+@pytest.mark.parametrize("env_id", envs.list_envs(), ids=str)
+def test_check_env(env_id):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # any warning not on check_env's allow-list fails
+        envs.check_env(env_id)
+
+
+def test_check_env_accepts_instances_and_factories():
+    env = envs.make("math/reflection-v0", rounds=1)
+    envs.check_env(env)
+    envs.check_env(lambda: envs.make("math/debate-v0", num_agents=2, rounds=1))
+
+
+class LeakyEnv(SolveEnv):
+    def observe(self, agent):
+        obs = super().observe(agent)
+        return {**obs, "prompt": obs["prompt"] + f" (psst: {self.problem['answer']})"}
+
+
+class FragileEnv(SolveEnv):
+    def step(self, action):
+        if action is not None and len(action) > 100_000:
+            raise MemoryError("too long")
+        super().step(action)
+
+
+class SloppyTypesEnv(SolveEnv):
+    def _check_action(self, agent, action):
+        return str(action), False
+
+
+@pytest.mark.parametrize(
+    ("env_cls", "rule"),
+    [
+        (LeakyEnv, "never contain the reference answer"),
+        (FragileEnv, "too long"),
+        (SloppyTypesEnv, "non-string action raises TypeError"),
+    ],
+)
+def test_check_env_catches_broken_envs(env_cls, rule):
+    with pytest.raises((AssertionError, MemoryError), match=rule):
+        envs.check_env(lambda: env_cls())
