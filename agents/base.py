@@ -63,9 +63,7 @@ class Generation:
                 f"{len(self.logprobs)} logprobs; there must be exactly one logprob per token."
             )
         if self.finish_reason not in ("stop", "length"):
-            raise ValueError(
-                f"finish_reason={self.finish_reason!r}; expected 'stop' or 'length'."
-            )
+            raise ValueError(f"finish_reason={self.finish_reason!r}; expected 'stop' or 'length'.")
 
     @property
     def num_tokens(self) -> int:
@@ -119,9 +117,7 @@ class GenerationArguments:
 
     def __post_init__(self) -> None:
         if self.max_new_tokens < 1:
-            raise ValueError(
-                f"max_new_tokens={self.max_new_tokens}; it must be at least 1."
-            )
+            raise ValueError(f"max_new_tokens={self.max_new_tokens}; it must be at least 1.")
         if not self.temperature > 0:
             raise ValueError(
                 f"temperature={self.temperature}; it must be > 0 (it divides the logits). "
@@ -132,7 +128,7 @@ class GenerationArguments:
         if self.top_k < 0:
             raise ValueError(f"top_k={self.top_k}; pass a value >= 0, 0 to disable it.")
         if isinstance(self.stop_strings, str):
-            raise ValueError(
+            raise TypeError(
                 f"stop_strings={self.stop_strings!r} is a single string; pass a list, "
                 f"e.g. [{self.stop_strings!r}]."
             )

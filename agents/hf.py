@@ -296,7 +296,7 @@ class HFPolicy:
             )
         completions = out.sequences[:, input_ids.shape[1] :].cpu()
         logprobs = recorder.finish(out.sequences[:, -1])
-        return self._postprocess(prompt_ids, completions, logprobs)
+        return self.build_generations(prompt_ids, completions, logprobs)
 
     def _generation_config(self) -> GenerationConfig:
         # Every processor-relevant field is set explicitly: generate() fills fields left at None
@@ -324,16 +324,7 @@ class HFPolicy:
         )
 
     def _processors(self, recorder: LogprobRecorder) -> LogitsProcessorList:
-        args = self.generation_args
-        processors: list[LogitsProcessor] = [recorder]
-        if args.do_sample:
-            if args.temperature != 1.0:
-                processors.append(TemperatureLogitsWarper(args.temperature))
-            if args.top_k > 0:
-                processors.append(TopKLogitsWarper(args.top_k))
-            if args.top_p < 1.0:
-                processors.append(TopPLogitsWarper(args.top_p))
-        return LogitsProcessorList(processors)
+        return LogitsProcessorList([recorder, *sampling_processors(self.generation_args)])
 
     def _stopping_criteria(self) -> StoppingCriteriaList:
         if not self.generation_args.stop_strings:
@@ -344,9 +335,14 @@ class HFPolicy:
             )
         return StoppingCriteriaList([self._stop_criteria])
 
-    def _postprocess(
+    def build_generations(
         self, prompt_ids: list[list[int]], completions: torch.Tensor, logprobs: torch.Tensor
     ) -> list[Generation]:
+        """Turns padded `(rows, steps)` completion ids and logprobs into `Generation` records.
+
+        Cuts each row after its first eos (kept) or its trailing padding, then at its first stop
+        string, decodes the texts in one batch call and sets the finish reasons.
+        """
         lengths, has_eos = completion_lengths(
             completions, self.eos_ids, self.tokenizer.pad_token_id
         )
@@ -354,7 +350,9 @@ class HFPolicy:
         ids = [row[:n] for row, n in zip(completions.tolist(), lengths.tolist(), strict=True)]
         lps = [row[:n] for row, n in zip(logprobs.tolist(), lengths.tolist(), strict=True)]
         texts = self.tokenizer.batch_decode(ids, skip_special_tokens=True)
-        stopped = [bool(e) or n < max_new for e, n in zip(has_eos.tolist(), lengths.tolist())]
+        stopped = [
+            bool(e) or n < max_new for e, n in zip(has_eos.tolist(), lengths.tolist(), strict=True)
+        ]
         generations = []
         for i, text in enumerate(texts):
             cut = truncate_at_stop(text, ids[i], self.generation_args.stop_strings, self.tokenizer)
@@ -371,6 +369,20 @@ class HFPolicy:
                 )
             )
         return generations
+
+
+def sampling_processors(args: GenerationArguments) -> list[LogitsProcessor]:
+    """Temperature, top-k and top-p warpers for sampling (none for greedy decoding)."""
+    if not args.do_sample:
+        return []
+    processors: list[LogitsProcessor] = []
+    if args.temperature != 1.0:
+        processors.append(TemperatureLogitsWarper(args.temperature))
+    if args.top_k > 0:
+        processors.append(TopKLogitsWarper(args.top_k))
+    if args.top_p < 1.0:
+        processors.append(TopPLogitsWarper(args.top_p))
+    return processors
 
 
 def completion_lengths(

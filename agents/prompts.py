@@ -14,8 +14,10 @@ from agents.base import Observation
 DEFAULT_INSTRUCTION_VARIANTS: tuple[str, ...] = (
     "You are a careful math solver. Think step by step, then give the final answer in \\boxed{}.",
     "Solve the problem. Check each step before moving on. End with \\boxed{answer}.",
-    "You are an expert mathematician. Work backwards from what is asked, then write the answer "
-    "as \\boxed{answer}.",
+    (
+        "You are an expert mathematician. Work backwards from what is asked, then write the "
+        "answer as \\boxed{answer}."
+    ),
     "Estimate the answer first, then compute it exactly and put it in \\boxed{}.",
 )
 
