@@ -1,0 +1,51 @@
+"""Verifiers: turn model answers into rewards.
+
+Quick use::
+
+    from rewards import get_verifier
+    verdict = get_verifier("math").verify("... so the answer is \\boxed{18}.", "18")
+    verdict.score, verdict.extracted, verdict.reason   # 1.0, "18", "correct: numbers match"
+
+Everything here imports without torch; math-verify is imported on the first symbolic check.
+"""
+
+from __future__ import annotations
+
+from rewards.base import Verdict, Verifier
+from rewards.batch import verify_batch
+from rewards.extract import canonical_answer, extract_answer, last_boxed, majority_vote
+from rewards.registry import get_verifier, list_verifiers, register_verifier
+from rewards.reward_funcs import as_reward_func
+from rewards.shaping import (
+    CompositeVerifier,
+    FormatVerifier,
+    PartialNumericVerifier,
+    SimilarityVerifier,
+    UniqueCharsVerifier,
+)
+from rewards.symbolic import is_math_verify_available
+from rewards.verifiers import ExactVerifier, LabelVerifier, MathVerifier, NumericVerifier
+
+__all__ = [
+    "CompositeVerifier",
+    "ExactVerifier",
+    "FormatVerifier",
+    "LabelVerifier",
+    "MathVerifier",
+    "NumericVerifier",
+    "PartialNumericVerifier",
+    "SimilarityVerifier",
+    "UniqueCharsVerifier",
+    "Verdict",
+    "Verifier",
+    "as_reward_func",
+    "canonical_answer",
+    "extract_answer",
+    "get_verifier",
+    "is_math_verify_available",
+    "last_boxed",
+    "list_verifiers",
+    "majority_vote",
+    "register_verifier",
+    "verify_batch",
+]

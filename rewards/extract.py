@@ -1,0 +1,337 @@
+"""Answer extraction from untrusted model text, and answer keys for voting.
+
+Extraction reads only the last `TAIL_CHARS` characters, so its cost is bounded whatever the
+input size. Priority, first found wins:
+
+1. the last ``\\boxed{...}`` / ``\\fbox{...}`` (balanced-brace scan; a missing closing brace
+   takes the rest of the text),
+2. the last ``<answer>...</answer>`` (a missing closing tag takes the rest),
+3. the last GSM8K marker ``#### N``,
+4. the last phrase "the answer is X" / "Answer: X" / "Final answer: X" (up to the end of its
+   sentence),
+5. the last number of the last non-empty line.
+
+Markers 1-3 are explicit; `analyze` returns all of them so that `hedge_reason` (in `hedge.py`)
+can refuse a response whose explicit markers disagree. Phrases are prose: models correct
+themselves ("the answer is 4... no, wait, the answer is 5"), so only the last one counts.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from rewards.numeric import NUMBER_TOKEN, fraction_key, parse_number
+
+__all__ = [
+    "TAIL_CHARS",
+    "Extraction",
+    "analyze",
+    "canonical_answer",
+    "extract_answer",
+    "find_boxed",
+    "has_closed_box",
+    "last_boxed",
+    "majority_vote",
+    "normalize_text",
+    "prepare_reference",
+    "sanitize",
+]
+
+TAIL_CHARS = 4000
+"""Extraction looks at this many trailing characters of a response."""
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\u200b-\u200d\u2060\ufeff]")
+_ODD_SPACES = re.compile(r"[\u00a0\u2000-\u200a\u202f\u205f\u3000]")
+_BOXED = re.compile(r"\\+(?:boxed|fbox)\b\s*")
+_ANSWER_OPEN = re.compile(r"<\s*answer\s*>", re.IGNORECASE)
+_ANSWER_CLOSE = re.compile(r"<\s*/\s*answer\s*>", re.IGNORECASE)
+_GSM8K = re.compile(r"####[ \t]*([^\n]*?)[ \t]*(?=####|\n|$)")
+_PHRASE = re.compile(
+    r"(?i)(?:\bfinal\s+answer|\banswer)[*_]*\s*(?:is\b\s*:?|:|=)[*_\s]*(?P<seg>[^\n]*)"
+)
+_SENTENCE_END = re.compile(r"\.(?=\s|$)|\bI hope\b")
+
+
+def sanitize(text: str, limit: int = TAIL_CHARS) -> str:
+    """Keep the last `limit` characters, drop control and zero-width characters, fix surrogates.
+
+    Args:
+        text: raw model output.
+        limit: how many trailing characters to keep.
+
+    Returns:
+        Printable text safe to encode as UTF-8 (lone surrogates become U+FFFD).
+    """
+    tail = text[-limit:]
+    if not tail.isascii():
+        tail = tail.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+        tail = _ODD_SPACES.sub(" ", tail).replace("−", "-")
+    return _CONTROL.sub("", tail)
+
+
+def _brace_end(text: str, start: int) -> tuple[int, bool]:
+    """Index just past the brace group opening at `start`, and whether it closes at all."""
+    depth = 0
+    index = start
+    length = len(text)
+    while index < length:
+        char = text[index]
+        if char == "\\":
+            index += 2  # an escaped brace \{ or \} does not count
+            continue
+        if char == "{":
+            depth += 1
+        elif char == "}":
+            depth -= 1
+            if depth == 0:
+                return index + 1, True
+        index += 1
+    return length, False
+
+
+def _boxed_spans(text: str) -> list[tuple[int, str, bool]]:
+    """(start, content, closed) of each top-level box."""
+    spans: list[tuple[int, str, bool]] = []
+    position = 0
+    while True:
+        match = _BOXED.search(text, position)
+        if match is None:
+            return spans
+        start = match.end()
+        if start < len(text) and text[start] == "{":
+            end, closed = _brace_end(text, start)
+            content = text[start + 1 : end - 1] if closed else text[start + 1 :]
+        else:  # \boxed 5: the next token
+            token = re.match(r"[^\s$]*", text[start:])
+            content = token.group() if token else ""
+            end, closed = start + len(content), bool(content)
+        spans.append((match.start(), content.strip(), closed))
+        position = max(end, match.end())
+
+
+def last_boxed(text: str) -> str | None:
+    """Content of the last top-level ``\\boxed{}`` / ``\\fbox{}`` of `text`, or None.
+
+    Examples:
+        >>> last_boxed(r"so $x = \\boxed{\\frac{1}{2}}$.")
+        '\\\\frac{1}{2}'
+    """
+    spans = _boxed_spans(text)
+    return spans[-1][1] if spans else None
+
+
+def find_boxed(text: str) -> list[str]:
+    """Contents of every top-level ``\\boxed{}`` / ``\\fbox{}`` in order (nested ones stay inside).
+
+    Examples:
+        >>> find_boxed(r"so \\boxed{\\frac{1}{2}} and \\boxed{3")
+        ['\\\\frac{1}{2}', '3']
+    """
+    return [content for _, content, _ in _boxed_spans(text)]
+
+
+def has_closed_box(text: str) -> bool:
+    """Whether `text` has a closed, non-empty ``\\boxed{}`` / ``\\fbox{}``."""
+    return any(content and closed for _, content, closed in _boxed_spans(text))
+
+
+def _answer_tags(text: str) -> list[tuple[int, str]]:
+    tags = []
+    for match in _ANSWER_OPEN.finditer(text):
+        close = _ANSWER_CLOSE.search(text, match.end())
+        body = text[match.end() : close.start() if close else len(text)]
+        tags.append((match.start(), body.strip()))
+    return tags
+
+
+def _strip_wrappers(text: str) -> str:
+    """Unwrap one answer: a whole-text ``\\boxed{}``, ``$...$``, trailing period."""
+    text = text.strip()
+    for _ in range(4):
+        before = text
+        match = _BOXED.match(text)
+        if match and text[match.end() : match.end() + 1] == "{":
+            end, closed = _brace_end(text, match.end())
+            if end >= len(text):  # the box spans the whole text (or never closes)
+                text = text[match.end() + 1 : end - 1 if closed else end].strip()
+        if len(text) >= 2 and text[0] == "$" and text[-1] == "$":
+            text = text.strip("$").strip()
+        text = text.rstrip(".").strip()
+        if text == before:
+            break
+    return text
+
+
+@dataclass(frozen=True)
+class Extraction:
+    """What `analyze` found in a response.
+
+    Args:
+        answer: the final answer text, unwrapped (``"18"``, ``"\\frac{1}{2}"``), or None.
+        kind: ``"boxed"``, ``"answer_tag"``, ``"gsm8k"``, ``"phrase"``, ``"last_line"`` or
+            ``"none"``.
+        segment: the text the answer was taken from; hedge counting looks at all of it.
+        markers: every explicit final-answer marker (boxed, answer tags, ``####``) in order.
+    """
+
+    answer: str | None
+    kind: str
+    segment: str
+    markers: tuple[str, ...] = ()
+
+
+def _last_phrase(text: str) -> str | None:
+    last = None
+    for last in _PHRASE.finditer(text):  # noqa: B007 - only the last phrase counts
+        pass
+    return None if last is None else last["seg"]
+
+
+def _phrase_segment(text: str) -> str | None:
+    segment = _last_phrase(text)
+    if segment is None:
+        return None
+    # "Final Answer: The final answer is 5" nests one phrase in another: take the innermost.
+    while (inner := _last_phrase(segment)) is not None:
+        segment = inner
+    end = _SENTENCE_END.search(segment)
+    return (segment[: end.start()] if end else segment).strip()
+
+
+def analyze(response: str) -> Extraction:
+    """Find the final answer of a response and every explicit answer marker in it.
+
+    Args:
+        response: model output (only its last `TAIL_CHARS` characters are read).
+
+    Returns:
+        The `Extraction`; ``answer`` is None when nothing answer-like was found.
+    """
+    text = sanitize(response)
+    tags = _answer_tags(text)
+    boxed = [(start, content) for start, content, _ in _boxed_spans(text)]
+    gsm8k = [(m.start(), m.group(1).strip()) for m in _GSM8K.finditer(text)]
+    markers = tuple(_strip_wrappers(body) for _, body in sorted(boxed + tags + gsm8k))
+    for kind, found in (("boxed", boxed), ("answer_tag", tags), ("gsm8k", gsm8k)):
+        if found:
+            segment = _strip_wrappers(found[-1][1])
+            return Extraction(segment or None, kind, segment, markers)
+    phrase = _phrase_segment(text)
+    if phrase:
+        segment = _strip_wrappers(phrase)
+        return Extraction(segment or None, "phrase", segment)
+    lines = [line for line in text.splitlines() if line.strip()]
+    if lines:
+        tokens = NUMBER_TOKEN.findall(lines[-1])
+        if tokens:
+            return Extraction(tokens[-1].strip(), "last_line", lines[-1].strip())
+    return Extraction(None, "none", "")
+
+
+def extract_answer(response: str) -> str | None:
+    """The final answer of a response, or None.
+
+    Args:
+        response: model output; any string (non-strings give None).
+
+    Returns:
+        The answer text, unwrapped from ``\\boxed{}`` and ``$...$``.
+
+    Examples:
+        >>> extract_answer("9 * 2 = 18, so the answer is \\\\boxed{18}.")
+        '18'
+        >>> extract_answer("She pays $5.\\n#### 5")
+        '5'
+        >>> extract_answer("no digits here") is None
+        True
+    """
+    if not isinstance(response, str):
+        return None
+    return analyze(response).answer
+
+
+def prepare_reference(reference: str) -> str:
+    """The answer inside a reference: the final of a GSM8K solution, the last boxed of a MATH one.
+
+    Args:
+        reference: a bare answer (``"18"``) or a full reference solution.
+
+    Returns:
+        The bare answer, stripped.
+    """
+    text = reference.strip()
+    if "####" in text:
+        return text.rsplit("####", 1)[1].strip()
+    if "boxed" in text or "fbox" in text:
+        boxed = find_boxed(text)
+        if boxed and boxed[-1]:
+            return _strip_wrappers(boxed[-1])
+    return text
+
+
+_TEXT_NOISE = re.compile(r"\\+(?:left|right|displaystyle|!|,|;|:)|\s+")
+_TEXT_CMD = re.compile(r"\\+(?:text|textbf|textrm|mathrm|mbox)\s*\{([^{}]*)\}")
+
+
+def normalize_text(text: str) -> str:
+    """Lowercased answer text with LaTeX spacing, ``$`` and whitespace differences removed."""
+    text = _TEXT_CMD.sub(r"\1", _strip_wrappers(text))
+    text = text.replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac")
+    return _TEXT_NOISE.sub(" ", text).strip().lower().replace(" ", "")
+
+
+def canonical_answer(text: str) -> str:
+    """A key under which equivalent answers vote together.
+
+    Numbers become their exact fraction (``"0.5"``, ``"\\frac{1}{2}"`` and ``"1/2"`` all give
+    ``"1/2"``; ``"$2,125"`` gives ``"2125"``; a percent sign is dropped, so ``"20%"`` votes with
+    ``"20"``). Anything else is lowercased with whitespace and LaTeX spacing removed.
+
+    Args:
+        text: an extracted answer.
+
+    Returns:
+        The key; ``""`` for an empty answer.
+
+    Examples:
+        >>> canonical_answer("\\\\dfrac{2}{4}") == canonical_answer("0.5")
+        True
+        >>> canonical_answer(" X + 1 ")
+        'x+1'
+    """
+    number = parse_number(text)
+    if number is not None:
+        return fraction_key(number.value)
+    return normalize_text(text)
+
+
+def majority_vote(answers: Sequence[str | None]) -> tuple[str | None, int]:
+    """The most common answer by `canonical_answer`, and how many answers gave it.
+
+    Args:
+        answers: one extracted answer per agent; None and empty answers are ignored.
+
+    Returns:
+        ``(answer, count)`` where answer is the first agent's spelling of the winning key; ties
+        go to the key that appeared first. ``(None, 0)`` when no agent answered.
+
+    Examples:
+        >>> majority_vote(["0.5", None, "7", "\\\\frac{1}{2}", "7"])
+        ('0.5', 2)
+    """
+    counts: dict[str, int] = {}
+    first: dict[str, str] = {}
+    for answer in answers:
+        if answer is None:
+            continue
+        key = canonical_answer(answer)
+        if not key:
+            continue
+        counts[key] = counts.get(key, 0) + 1
+        first.setdefault(key, answer)
+    if not counts:
+        return None, 0
+    best = max(counts, key=lambda key: counts[key])  # max keeps the first key among equals
+    return first[best], counts[best]

@@ -1,0 +1,231 @@
+"""Numbers in model answers: parsing to `Fraction` and comparing them the way math-verify does.
+
+`parse_number` accepts one number written the many ways models and datasets write it (``2,125``,
+``$18``, ``\\$18.00``, ``18 dollars``, ``50\\%``, ``\\frac{1}{2}``, ``-3/4``, ``\\boxed{7}``) and
+returns a `Num`, or None when the text is anything more than one number (an expression, two
+numbers, a number glued to a variable such as ``5x``). Callers send the None cases to a slower,
+symbolic check, so None means "not sure", never "wrong".
+
+`numbers_match` decides equality exactly as math-verify's ``verify(parse(ref), parse(pred))`` does
+for numbers (checked case by case against math-verify 0.9, see tests/rewards/test_numbers.py):
+
+- two integers compare exactly, and a percent sign is ignored between integers (``20%`` == ``20``);
+- when either side is written with a decimal point, both are rounded to 6 decimal places
+  (half to even) first, so ``0.333333`` == ``1/3`` but ``0.3333`` != ``1/3``;
+- otherwise (fractions) the exact values compare, a percent meaning 1/100.
+
+Where math-verify's answer depends on float representation details (a percent next to a decimal,
+more than 15 significant digits, an exact rounding tie) `numbers_match` returns None and the
+caller defers to math-verify itself.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from fractions import Fraction
+
+__all__ = ["NUMBER_TOKEN", "Num", "fraction_key", "numbers_match", "parse_number"]
+
+# One unsigned number: thousands-grouped or plain, with an optional decimal part.
+_NUM = r"(?:\d{1,3}(?:,\d{3})+(?!\d)(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+)"
+_FRAC_ARG = r"\{\s*-?\s*" + _NUM + r"\s*\}"
+
+NUMBER_TOKEN = re.compile(
+    r"(?:(?<![\w)\]}.])-)?"  # a minus is a sign only when not a binary operator
+    r"(?<![\w.])"  # not glued to a word (x2) or another number (1.2.3)
+    r"(?:\\+[dt]?frac\s*"
+    + _FRAC_ARG
+    + r"\s*"
+    + _FRAC_ARG
+    + r"|"
+    + _NUM
+    + r"(?:\s*/\s*"
+    + _NUM
+    + r")?)"
+)
+"""Finds number-like tokens in free text (used for last-number fallbacks and hedge counting)."""
+
+_NUMBER_TEXT = re.compile(
+    r"(?P<sign>[-+])?\s*"
+    r"(?:\\[dt]?frac\s*\{\s*(?P<fn>-?\s*" + _NUM + r")\s*\}\s*\{\s*(?P<fd>-?\s*" + _NUM + r")\s*\}"
+    r"|\\[dt]?frac(?P<fn1>\d)(?P<fd1>\d)"
+    r"|(?P<n>" + _NUM + r")(?:\s*/\s*(?P<d>" + _NUM + r"))?)"
+    r"\s*(?P<pct>%|percent\b|per\s?cent\b)?"
+    r"(?P<unit>(?:\s+[A-Za-z][A-Za-z'./-]*)+)?"
+    r"\s*[.,;:!]?"
+)
+
+_WRAPPERS = (
+    re.compile(r"^\\+(?:boxed|fbox)\s*\{(.*)\}$", re.DOTALL),
+    re.compile(r"^\$\$(.*)\$\$$", re.DOTALL),
+    re.compile(r"^\$([^$]*)\$$", re.DOTALL),
+    re.compile(r"^\\\((.*)\\\)$", re.DOTALL),
+    re.compile(r"^\\\[(.*)\\\]$", re.DOTALL),
+)
+_TEXT_CMD = re.compile(
+    r"\\+(?:text|textrm|textbf|textit|textnormal|mathrm|mathbf|mbox|operatorname)\s*\{([^{}]*)\}"
+)
+_SPACING = re.compile(r"\\+[!,;: ]|\\+(?:left|right|displaystyle)\b|~")
+_CURRENCY = re.compile(r"\\*\$|\bUS(?:D|\$)?\b|[€£¥₹]|\\+(?:euro|pounds)\b")
+_PERCENT_LATEX = re.compile(r"\\+%")
+# Trailing words that are never units: they turn "5 or 6" or "5 pi" into something else.
+_NOT_UNITS = frozenset(
+    {"or", "and", "to", "plus", "minus", "times", "over", "divided", "by", "not", "nor"}
+    | {"either", "maybe", "possibly", "perhaps", "between", "except", "pi", "sqrt", "cdot"}
+    | {"div", "mod", "log", "ln", "sin", "cos", "tan", "choose", "factorial", "squared", "cubed"}
+)
+_MAX_NUMBER_TEXT = 200
+
+
+@dataclass(frozen=True)
+class Num:
+    """A parsed number.
+
+    Args:
+        value: the number as written, without the percent scaling (``50%`` has value 50).
+        percent: whether a percent sign or word followed it.
+        is_float: whether it was written with a decimal point (math-verify makes it a Float).
+        is_integer: whether it was written as a whole number (no fraction bar, no decimal point).
+        digits: significant digits written (float handling depends on them).
+        decimals: digits after the decimal point.
+    """
+
+    value: Fraction
+    percent: bool = False
+    is_float: bool = False
+    is_integer: bool = True
+    digits: int = 1
+    decimals: int = 0
+
+    @property
+    def actual(self) -> Fraction:
+        """The value with a percent applied (``50%`` -> 1/2)."""
+        return self.value / 100 if self.percent else self.value
+
+
+def _unwrap(text: str) -> str:
+    for _ in range(4):
+        before = text
+        for pattern in _WRAPPERS:
+            match = pattern.match(text)
+            if match:
+                text = match.group(1).strip()
+        if text == before:
+            break
+    return text
+
+
+def _clean(text: str) -> str:
+    text = _unwrap(text.strip())
+    text = _SPACING.sub("", text.replace("{,}", ","))
+    text = _TEXT_CMD.sub(r" \1 ", text)
+    text = _PERCENT_LATEX.sub("%", text)
+    text = _CURRENCY.sub(" ", text)
+    return text.replace("−", "-").strip()
+
+
+def _to_fraction(literal: str) -> Fraction:
+    return Fraction(literal.replace(",", "").replace(" ", ""))
+
+
+def _literal_stats(literal: str) -> tuple[int, int]:
+    """Significant digits and decimals of an unsigned decimal literal."""
+    plain = literal.replace(",", "").replace("-", "").replace(" ", "")
+    whole, _, frac = plain.partition(".")
+    significant = (whole + frac).lstrip("0") or "0"
+    return len(significant), len(frac)
+
+
+def parse_number(text: str) -> Num | None:
+    """Parse text that is exactly one number, possibly with currency, percent and unit words.
+
+    Args:
+        text: an extracted answer such as ``"$2,125"``, ``"\\frac{3}{4}"`` or ``"18 dollars"``.
+
+    Returns:
+        The `Num`, or None when the text is not a single plain number.
+
+    Examples:
+        >>> parse_number("\\\\$2,125.50").value
+        Fraction(4251, 2)
+        >>> parse_number("50\\\\%").percent
+        True
+        >>> parse_number("5x") is None
+        True
+    """
+    if not isinstance(text, str) or len(text) > _MAX_NUMBER_TEXT:
+        return None
+    match = _NUMBER_TEXT.fullmatch(_clean(text))
+    if match is None:
+        return None
+    unit = match["unit"]
+    if unit and any(
+        word.lower().strip(".") in _NOT_UNITS or len(word) == 1 for word in unit.split()
+    ):
+        return None
+    sign = -1 if match["sign"] == "-" else 1
+    percent = match["pct"] is not None
+    if match["n"] is not None and match["d"] is None:
+        digits, decimals = _literal_stats(match["n"])
+        return Num(
+            sign * _to_fraction(match["n"]),
+            percent,
+            is_float=decimals > 0 or "." in match["n"],
+            is_integer="." not in match["n"],
+            digits=digits,
+            decimals=decimals,
+        )
+    num, den = (
+        (match["fn"], match["fd"]) if match["fn"] is not None else (match["fn1"], match["fd1"])
+    )
+    if num is None:
+        num, den = match["n"], match["d"]
+    if "." in num or "." in den:
+        return None  # 1.5/3 is an expression to math-verify, not a Rational
+    denominator = _to_fraction(den)
+    if denominator == 0:
+        return None
+    return Num(sign * _to_fraction(num) / denominator, percent, is_float=False, is_integer=False)
+
+
+def _round6(num: Num, value: Fraction) -> Fraction | None:
+    """Round to 6 decimals half to even like sympy's ``round(6)``; None when float noise could flip it."""
+    if num.is_float and num.digits > 15:
+        return None
+    scaled = value * 10**6
+    if scaled - (scaled.numerator // scaled.denominator) == Fraction(1, 2):
+        return None  # exact tie: the binary float may sit on either side of it
+    return round(value, 6)
+
+
+def numbers_match(reference: Num, predicted: Num) -> bool | None:
+    """Whether two numbers are equal under math-verify's rules (see the module docstring).
+
+    Args:
+        reference: the gold number.
+        predicted: the model's number.
+
+    Returns:
+        True or False, or None when only math-verify itself can say (the caller should defer).
+    """
+    if reference.percent or predicted.percent:
+        if reference.is_float or predicted.is_float:
+            return None
+        if reference.is_integer and predicted.is_integer:
+            return reference.value == predicted.value
+        return reference.actual == predicted.actual
+    if reference.is_float or predicted.is_float:
+        left = _round6(reference, reference.value)
+        right = _round6(predicted, predicted.value)
+        if left is None or right is None:
+            return None
+        return left == right
+    return reference.value == predicted.value
+
+
+def fraction_key(value: Fraction) -> str:
+    """Canonical text of a fraction: ``"18"``, ``"1/2"``, ``"-3/4"``."""
+    return (
+        str(value.numerator) if value.denominator == 1 else f"{value.numerator}/{value.denominator}"
+    )

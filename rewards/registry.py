@@ -1,0 +1,142 @@
+"""Verifier registry: names to factories.
+
+Built-in names: ``math`` (alias ``math_verify``), ``gsm8k`` (alias ``numeric``), ``exact``,
+``label``, ``similarity``, ``unique_chars``, ``partial_numeric``, ``format`` (``boxed_format`` is
+``format`` with ``style="boxed"``) and ``composite``. A name that is not registered may be an
+import path, ``"pkg.module:Class"`` or ``"pkg.module.Class"``; the object found is called with
+the options (or returned as is when it already is a verifier and no options are given).
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+from collections.abc import Callable
+from typing import Any
+
+from rewards.base import Verifier
+from rewards.shaping import (
+    CompositeVerifier,
+    FormatVerifier,
+    PartialNumericVerifier,
+    SimilarityVerifier,
+    UniqueCharsVerifier,
+)
+from rewards.verifiers import ExactVerifier, LabelVerifier, MathVerifier, NumericVerifier
+
+__all__ = ["get_verifier", "list_verifiers", "register_verifier"]
+
+VerifierFactory = Callable[..., Verifier]
+
+_REGISTRY: dict[str, VerifierFactory] = {}
+
+
+def register_verifier(name: str, factory: VerifierFactory, override: bool = False) -> None:
+    """Register `factory(**options) -> Verifier` under `name`.
+
+    Args:
+        name: the registry name.
+        factory: a verifier class or any callable returning a verifier.
+        override: replace an existing registration instead of raising.
+
+    Raises:
+        ValueError: the name is empty or taken (and `override` is False).
+        TypeError: the factory is not callable.
+    """
+    if not isinstance(name, str) or not name.strip():
+        raise ValueError(f"verifier name must be a non-empty str, got {name!r}")
+    if not callable(factory):
+        raise TypeError(f"verifier factory for {name!r} must be callable, got {factory!r}")
+    if name in _REGISTRY and not override:
+        raise ValueError(
+            f"verifier {name!r} is already registered; pass override=True to replace it"
+        )
+    _REGISTRY[name] = factory
+
+
+def list_verifiers() -> list[str]:
+    """Registered verifier names, sorted."""
+    return sorted(_REGISTRY)
+
+
+def _import_path(path: str) -> Any:
+    module_name, sep, attribute = path.partition(":")
+    if not sep:
+        module_name, _, attribute = path.rpartition(".")
+    if not module_name or not attribute:
+        raise ImportError(f"{path!r} is not 'pkg.module:Name' or 'pkg.module.Name'")
+    module = importlib.import_module(module_name)
+    target = module
+    for part in attribute.split("."):
+        target = getattr(target, part)
+    return target
+
+
+def get_verifier(name: str, **options: Any) -> Verifier:
+    """Build a verifier by registry name or import path.
+
+    Args:
+        name: a registered name (see `list_verifiers`) or ``"pkg.module:Class"``.
+        **options: passed to the factory, e.g. ``get_verifier("gsm8k", rel_tol=0.01)``.
+
+    Returns:
+        The verifier.
+
+    Raises:
+        ValueError: unknown name (with the valid names and a "did you mean"), or an import path
+            that does not resolve.
+        TypeError: the factory built something without ``name`` and ``verify``.
+
+    Examples:
+        >>> get_verifier("math").name
+        'math'
+        >>> get_verifier("maths")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        ValueError: unknown verifier 'maths'. Did you mean 'math'...
+    """
+    if not isinstance(name, str):
+        raise TypeError(f"verifier name must be a str, got {type(name).__name__}")
+    factory = _REGISTRY.get(name)
+    if factory is None and ("." in name or ":" in name):
+        try:
+            factory = _import_path(name)
+        except (ImportError, AttributeError) as exc:
+            raise ValueError(f"could not import verifier {name!r}: {exc}") from exc
+        if isinstance(factory, Verifier) and not isinstance(factory, type) and not options:
+            return factory
+    if factory is None:
+        close = difflib.get_close_matches(name, list(_REGISTRY), n=3, cutoff=0.6)
+        hint = f" Did you mean {' or '.join(map(repr, close))}?" if close else ""
+        raise ValueError(
+            f"unknown verifier {name!r}.{hint} Valid names: {', '.join(list_verifiers())}, "
+            "or an import path 'pkg.module:Class'"
+        )
+    verifier = factory(**options)
+    if not isinstance(verifier, Verifier):
+        raise TypeError(
+            f"verifier factory {name!r} returned {type(verifier).__name__}, which has no "
+            "name and verify(response, reference)"
+        )
+    return verifier
+
+
+def _boxed_format(**options: Any) -> FormatVerifier:
+    return FormatVerifier(**{"style": "boxed", **options})
+
+
+for _name, _factory in {
+    "math": MathVerifier,
+    "math_verify": MathVerifier,
+    "gsm8k": NumericVerifier,
+    "numeric": NumericVerifier,
+    "exact": ExactVerifier,
+    "label": LabelVerifier,
+    "similarity": SimilarityVerifier,
+    "unique_chars": UniqueCharsVerifier,
+    "partial_numeric": PartialNumericVerifier,
+    "format": FormatVerifier,
+    "boxed_format": _boxed_format,
+    "composite": CompositeVerifier,
+}.items():
+    register_verifier(_name, _factory)

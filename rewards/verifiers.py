@@ -1,0 +1,357 @@
+"""Answer-checking verifiers: `math` (symbolic), `gsm8k` (numeric), `exact` and `label`.
+
+Each one extracts the final answer (`rewards.extract.analyze`), refuses hedged responses
+(`rewards.hedge.hedge_reason`) and only then compares. Model output never makes ``verify``
+raise: a non-string response scores 0 with a reason. A bad reference (not a string, empty, or
+not a number where a number is needed) raises `ValueError`. References may be bare answers or
+full solutions: ``"... #### 18"`` and ``"... \\boxed{18}"`` both mean ``"18"``.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Mapping, Sequence
+
+from rewards.base import Verdict
+from rewards.extract import (
+    Extraction,
+    analyze,
+    canonical_answer,
+    normalize_text,
+    prepare_reference,
+    sanitize,
+)
+from rewards.hedge import hedge_reason
+from rewards.numeric import NUMBER_TOKEN, Num, numbers_match, parse_number
+from rewards.symbolic import symbolic_equal
+
+__all__ = [
+    "ExactVerifier",
+    "LabelVerifier",
+    "MathVerifier",
+    "NumericVerifier",
+    "answer_number",
+    "check_reference",
+    "not_a_string",
+]
+
+NO_ANSWER = "no answer found (no \\boxed{}, <answer>, ####, 'the answer is' or final number)"
+
+
+def check_reference(reference: object, verifier: str, prepare: bool = True) -> str:
+    """Validate a reference and return its bare answer.
+
+    Raises:
+        ValueError: the reference is not a string or is empty.
+    """
+    if not isinstance(reference, str):
+        raise ValueError(  # noqa: TRY004 - the Verifier contract: a bad reference is a ValueError
+            f"{verifier} verifier: reference must be a non-empty str, got "
+            f"{type(reference).__name__} {reference!r:.80}"
+        )
+    bare = prepare_reference(reference) if prepare else reference.strip()
+    if not bare:
+        raise ValueError(f"{verifier} verifier: reference is empty ({reference!r:.80})")
+    return bare
+
+
+def not_a_string(response: object) -> Verdict | None:
+    """The zero verdict for a response that is not a string, else None."""
+    if isinstance(response, str):
+        return None
+    return Verdict(0.0, None, f"response must be a str, got {type(response).__name__}")
+
+
+def _screen(response: object, reference: str) -> Extraction | Verdict:
+    """Extract the answer, or the zero verdict when there is none or it hedges."""
+    rejected = not_a_string(response)
+    if rejected is not None:
+        return rejected
+    extraction = analyze(response)  # type: ignore[arg-type]
+    if extraction.answer is None:
+        return Verdict(0.0, None, NO_ANSWER)
+    hedged = hedge_reason(extraction, reference)
+    if hedged is not None:
+        return Verdict(0.0, extraction.answer, hedged)
+    return extraction
+
+
+@functools.lru_cache(maxsize=65536)
+def _reference_number(reference: str) -> Num | None:
+    return parse_number(reference)
+
+
+def answer_number(answer: str) -> Num | None:
+    """The number an extracted answer states: the whole text, the part after its last ``=``, or
+    its only number token."""
+    number = parse_number(answer)
+    if number is None and "=" in answer:
+        number = parse_number(answer.rsplit("=", 1)[1])
+    if number is None:
+        tokens = NUMBER_TOKEN.findall(answer)
+        if len(tokens) == 1 and not re.search(r"[A-Za-z\\^]", answer.replace(tokens[0], "")):
+            number = parse_number(tokens[0])
+    return number
+
+
+def _brace_depth(text: str) -> int:
+    depth = deepest = 0
+    for char in text:
+        if char == "{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char == "}":
+            depth -= 1
+    return deepest
+
+
+class MathVerifier:
+    """Symbolic equivalence through math-verify, behind an exact numeric fast path.
+
+    When both the extracted answer and the reference are plain numbers they are compared
+    exactly (`rewards.numeric.numbers_match`, which follows math-verify's rules for percent,
+    thousands commas, currency and 6-decimal float rounding) and math-verify is never called.
+    Anything else (expressions, intervals, matrices, LaTeX) goes to math-verify with a bounded
+    time (`rewards.symbolic.symbolic_equal`); a timeout scores 0 with reason "timeout".
+
+    Args:
+        timeout: seconds math-verify may spend on each parse and comparison (default 5.0).
+        isolate: run math-verify in a helper process even in the main thread (default False).
+        max_answer_chars: longer extracted answers score 0 without a symbolic check (1000).
+        max_nesting: answers with deeper brace nesting score 0 without a check (32).
+
+    Examples:
+        >>> v = MathVerifier()
+        >>> v.verify("so the total is \\\\boxed{\\\\frac{1}{2}}", "0.5").score
+        1.0
+        >>> v.verify("#### 17", "18").reason
+        'wrong answer: 17 != 18'
+    """
+
+    name = "math"
+
+    def __init__(
+        self,
+        timeout: float = 5.0,
+        isolate: bool = False,
+        max_answer_chars: int = 1000,
+        max_nesting: int = 32,
+    ) -> None:
+        if not timeout > 0:
+            raise ValueError(f"math verifier: timeout must be > 0 seconds, got {timeout!r}")
+        self.timeout = float(timeout)
+        self.isolate = bool(isolate)
+        self.max_answer_chars = int(max_answer_chars)
+        self.max_nesting = int(max_nesting)
+
+    def verify(self, response: str, reference: str) -> Verdict:
+        """Score one response against one reference (see the class docstring)."""
+        bare = check_reference(reference, self.name)
+        screened = _screen(response, bare)
+        if isinstance(screened, Verdict):
+            return screened
+        answer = screened.answer or ""
+        gold, pred = _reference_number(bare), parse_number(answer)
+        if gold is not None and pred is not None:
+            same = numbers_match(gold, pred)
+            if same is not None:
+                if same:
+                    return Verdict(1.0, answer, "correct: numbers match")
+                return Verdict(0.0, answer, f"wrong answer: {answer:.60} != {bare:.60}")
+        if len(answer) > self.max_answer_chars:
+            return Verdict(0.0, answer, f"answer too long for a symbolic check ({len(answer)})")
+        if _brace_depth(answer) > self.max_nesting:
+            return Verdict(0.0, answer, f"answer nested deeper than {self.max_nesting} braces")
+        same, why = symbolic_equal(bare, answer, self.timeout, self.isolate)
+        return Verdict(1.0 if same else 0.0, answer, why if same is not False else f"wrong: {why}")
+
+
+class NumericVerifier:
+    """Numeric answers only (GSM8K): exact fraction comparison or a relative tolerance; no sympy.
+
+    Args:
+        rel_tol: accept ``|pred - ref| <= rel_tol * |ref|`` (default 0.0: exact, with the same
+            percent and 6-decimal rounding rules as `MathVerifier`).
+
+    Examples:
+        >>> NumericVerifier().verify("She makes $18 a day.\\\\n#### 18", "18").score
+        1.0
+        >>> NumericVerifier().verify("#### 1 #### 18", "18").reason[:6]
+        'hedged'
+    """
+
+    name = "gsm8k"
+
+    def __init__(self, rel_tol: float = 0.0) -> None:
+        if not 0.0 <= rel_tol < 1.0:
+            raise ValueError(f"gsm8k verifier: rel_tol must lie in [0, 1), got {rel_tol!r}")
+        self.rel_tol = float(rel_tol)
+
+    def verify(self, response: str, reference: str) -> Verdict:
+        """Score one response against one numeric reference."""
+        bare = check_reference(reference, self.name)
+        gold = _reference_number(bare)
+        if gold is None:
+            raise ValueError(f"gsm8k verifier: reference {reference!r:.80} is not a number")
+        screened = _screen(response, bare)
+        if isinstance(screened, Verdict):
+            return screened
+        answer = screened.answer or ""
+        pred = answer_number(answer)
+        if pred is None:
+            return Verdict(0.0, answer, f"answer is not a number: {answer:.60}")
+        if self._close(gold, pred):
+            return Verdict(1.0, answer, "correct: numbers match")
+        return Verdict(0.0, answer, f"wrong answer: {answer:.60} != {bare:.60}")
+
+    def _close(self, gold: Num, pred: Num) -> bool:
+        if self.rel_tol == 0.0:
+            decided = numbers_match(gold, pred)
+            if decided is not None:
+                return decided
+        # A percent next to a decimal (or any tolerance): accept either reading of the percent.
+        tolerance = self.rel_tol or 5e-7
+        return any(
+            abs(p - g) <= tolerance * abs(g) or p == g
+            for g in {gold.value, gold.actual}
+            for p in {pred.value, pred.actual}
+        )
+
+
+class ExactVerifier:
+    """Equality of `rewards.extract.canonical_answer` keys (numbers exactly, text normalised).
+
+    Examples:
+        >>> ExactVerifier().verify("Answer: Paris", "paris").score
+        1.0
+        >>> ExactVerifier().verify("Answer: Lyon", "paris").score
+        0.0
+    """
+
+    name = "exact"
+
+    def verify(self, response: str, reference: str) -> Verdict:
+        """Score one response against one reference."""
+        bare = check_reference(reference, self.name)
+        screened = _screen(response, bare)
+        if isinstance(screened, Verdict):
+            return screened
+        answer = screened.answer or ""
+        if canonical_answer(answer) == canonical_answer(bare):
+            return Verdict(1.0, answer, "correct: exact match")
+        return Verdict(0.0, answer, f"wrong answer: {answer:.60} != {bare:.60}")
+
+
+_ANLI_ALIASES = {
+    "e": "entailment",
+    "n": "neutral",
+    "c": "contradiction",
+    "entail": "entailment",
+    "entails": "entailment",
+    "entailed": "entailment",
+    "contradict": "contradiction",
+    "contradicts": "contradiction",
+    "contradicted": "contradiction",
+    "contradictory": "contradiction",
+}
+_ANLI_LABELS = ("entailment", "neutral", "contradiction")
+
+
+class LabelVerifier:
+    """Classification answers such as ANLI's entailment / neutral / contradiction.
+
+    The label is read from the final-answer segment (boxed, ``<answer>`` tags, "the answer is",
+    else the last line). Single-letter aliases (``e``/``n``/``c``) count only when they are the
+    whole answer. Naming two different labels there, or explicit markers that disagree, is
+    hedging and scores 0.
+
+    Args:
+        labels: the label set (default ANLI's three).
+        aliases: extra spellings mapped to labels; by default, for ANLI's labels, the first
+            letters and verb forms ("entails", "contradicts"), otherwise each label's unique
+            first letter.
+
+    Examples:
+        >>> LabelVerifier().verify("The hypothesis follows. Answer: entailment", "e").score
+        1.0
+        >>> LabelVerifier().verify("Answer: entailment or neutral", "e").reason[:6]
+        'hedged'
+    """
+
+    name = "label"
+
+    def __init__(
+        self, labels: Sequence[str] = _ANLI_LABELS, aliases: Mapping[str, str] | None = None
+    ) -> None:
+        names = tuple(str(label).strip().lower() for label in labels)
+        if not names or len(set(names)) != len(names) or not all(names):
+            raise ValueError(f"label verifier: labels must be distinct non-empty, got {labels!r}")
+        self.labels = names
+        if aliases is None:
+            aliases = _ANLI_ALIASES if names == _ANLI_LABELS else self._first_letters(names)
+        self.aliases = {k.strip().lower(): v.strip().lower() for k, v in aliases.items()}
+        unknown = sorted(set(self.aliases.values()) - set(names))
+        if unknown:
+            raise ValueError(f"label verifier: aliases point to unknown labels {unknown}")
+        spellings = {label: label for label in names} | self.aliases
+        # One-letter spellings (e/n/c, or multiple-choice labels a-d) count only as the whole
+        # answer: as words they would match every "a" in a sentence.
+        self._letters = {k: v for k, v in spellings.items() if len(k) == 1}
+        self._words = {k: v for k, v in spellings.items() if len(k) > 1}
+        alternation = "|".join(re.escape(w) for w in sorted(self._words, key=len, reverse=True))
+        self._pattern = (
+            re.compile(rf"(?<![a-z])(?:{alternation})(?![a-z])") if alternation else None
+        )
+
+    @staticmethod
+    def _first_letters(names: tuple[str, ...]) -> dict[str, str]:
+        letters = [name[0] for name in names]
+        return {name[0]: name for name in names if letters.count(name[0]) == 1}
+
+    def label_of(self, text: str) -> list[str]:
+        """Distinct labels named in `text`, in order of first mention."""
+        if len(text) < 40:
+            letters = re.sub(r"[^a-z]", "", normalize_text(text))
+            if letters in self._letters:
+                return [self._letters[letters]]
+        found: list[str] = []
+        if self._pattern is None:
+            return found
+        for match in self._pattern.finditer(text.lower()):
+            label = self._words[match.group()]
+            if label not in found:
+                found.append(label)
+        return found
+
+    def _reference_label(self, reference: object) -> str:
+        bare = check_reference(reference, self.name).lower().strip(" .")
+        label = bare if bare in self.labels else self.aliases.get(bare)
+        if label is None:
+            raise ValueError(
+                f"label verifier: reference {reference!r:.80} is not one of {list(self.labels)}"
+            )
+        return label
+
+    def verify(self, response: str, reference: str) -> Verdict:
+        """Score one response against one reference label."""
+        gold = self._reference_label(reference)
+        rejected = not_a_string(response)
+        if rejected is not None:
+            return rejected
+        extraction = analyze(response)
+        marked = {tuple(self.label_of(m)) for m in extraction.markers if self.label_of(m)}
+        if len(marked) > 1:
+            return Verdict(0.0, extraction.answer, "hedged: explicit final answers disagree")
+        segment = extraction.segment
+        if extraction.kind in ("last_line", "none"):  # the last line, numbers or not
+            lines = [line for line in sanitize(response).splitlines() if line.strip()]
+            segment = lines[-1].strip() if lines else ""
+        found = self.label_of(segment)
+        if not found:
+            return Verdict(0.0, None, f"no label found (expected one of {list(self.labels)})")
+        if len(found) > 1:
+            return Verdict(0.0, segment[:80], f"hedged: multiple candidate answers {found}")
+        if found[0] == gold:
+            return Verdict(1.0, found[0], "correct label")
+        return Verdict(0.0, found[0], f"wrong label: {found[0]} != {gold}")
