@@ -16,7 +16,7 @@ import random
 from collections.abc import Iterable, Iterator
 
 import torch
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 from transformers import (
     AutoModelForCausalLM,
     LlamaConfig,
@@ -33,6 +33,15 @@ BOS_TOKEN = "<|endoftext|>"
 IM_START = "<|im_start|>"
 IM_END = "<|im_end|>"  # ends every chat turn; the tokenizer's eos, so generation stops there
 SPECIAL_TOKENS = (PAD_TOKEN, BOS_TOKEN, IM_START, IM_END)
+
+# Qwen2's pre-tokenization (digits split one by one). transformers 5 loads any folder whose
+# config.json says model_type "qwen2" with its Qwen2Tokenizer, which rebuilds the pipeline with
+# NFC, this regex and a regex-free ByteLevel; using the same pipeline here keeps encodings
+# identical however the saved tokenizer is loaded (TokenizersBackend or Qwen2Tokenizer).
+PRETOKENIZE_REGEX = (
+    r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"""
+    r"""|\s*[\r\n]+|\s+(?!\S)|\s+"""
+)
 
 # ChatML-like. The assistant content and its closing IM_END sit inside {% generation %} markers so
 # `apply_chat_template(..., return_assistant_tokens_mask=True)` (TRL's assistant-only loss) works.
@@ -203,9 +212,11 @@ def build_tokenizer(
 ) -> PreTrainedTokenizerFast:
     """Trains a byte-level BPE tokenizer and wraps it for transformers.
 
-    Byte-level means every string, odd unicode included, encodes and decodes losslessly. The
-    built-in corpus is always added, so the tokenizer works with no corpus at all. Training is
-    deterministic: the same corpus and size give the same vocabulary.
+    Byte-level means every string, odd unicode included, encodes and decodes back to itself up
+    to NFC normalization (as Qwen2's tokenizer does). The pipeline is Qwen2's, so a folder saved
+    with a qwen2 model loads back with identical encodings. The built-in corpus is always added,
+    so the tokenizer works with no corpus at all. Training is deterministic: the same corpus and
+    size give the same vocabulary.
 
     Args:
         corpus (`Iterable[str]` or `None`, defaults to `None`): Extra training text.
@@ -227,7 +238,13 @@ def build_tokenizer(
             f"entries (256 bytes + {len(SPECIAL_TOKENS)} special tokens); pass vocab_size>={minimum}."
         )
     tokenizer = Tokenizer(models.BPE())
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.normalizer = normalizers.NFC()
+    tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(PRETOKENIZE_REGEX), behavior="isolated", invert=False),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
     tokenizer.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,

@@ -1,0 +1,163 @@
+"""The embedded tiny tokenizer and model: round trips, chat template, determinism, speed."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerFast
+
+from agents.base import GenerationArguments
+from agents.hf import HFPolicy
+from agents.tiny import IM_END, PAD_TOKEN, build_tiny_model, build_tokenizer
+
+MESSAGES = [
+    {"role": "system", "content": "You solve."},
+    {"role": "user", "content": "What is 2 + 3?"},
+]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "What is 12 + 7? The answer is \\boxed{19}.",
+        "",  # empty
+        "  leading and trailing spaces \n\t",
+        "é ü \u0301 ß 中文 ∑∫√ 😀 🧮 \u200b\u202e\ufeff",  # odd unicode, bidi, zero width
+        "no such words zyxwv qqq",  # outside the training corpus
+    ],
+)
+def test_tokenizer_round_trip(tokenizer: PreTrainedTokenizerFast, text: str) -> None:
+    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+    assert tokenizer.decode(ids) == text
+
+
+def test_tokenizer_normalizes_to_nfc(tokenizer: PreTrainedTokenizerFast) -> None:
+    ids = tokenizer("cafe\u0301", add_special_tokens=False)["input_ids"]  # decomposed é
+    assert tokenizer.decode(ids) == "caf\u00e9"
+
+
+def test_tokenizer_special_tokens(tokenizer: PreTrainedTokenizerFast) -> None:
+    assert tokenizer.pad_token == PAD_TOKEN
+    assert tokenizer.eos_token == IM_END
+    assert tokenizer.pad_token_id != tokenizer.eos_token_id
+    assert tokenizer.padding_side == "left"
+    assert 300 < len(tokenizer) <= 1024  # the built-in corpus stops short of the target
+
+
+def test_tokenizer_is_deterministic_and_uses_corpus() -> None:
+    assert build_tokenizer().get_vocab() == build_tokenizer().get_vocab()
+    corpus = ["zyxwvut zyxwvut zyxwvut"] * 50
+    custom = build_tokenizer(corpus)
+    # A word repeated in the corpus becomes one token.
+    assert len(custom("zyxwvut", add_special_tokens=False)["input_ids"]) == 1
+    assert len(build_tokenizer()("zyxwvut", add_special_tokens=False)["input_ids"]) > 1
+
+
+def test_tokenizer_rejects_tiny_vocab() -> None:
+    with pytest.raises(ValueError, match="vocab_size>=260"):
+        build_tokenizer(vocab_size=100)
+
+
+def test_chat_template(tokenizer: PreTrainedTokenizerFast) -> None:
+    text = tokenizer.apply_chat_template(MESSAGES, add_generation_prompt=True, tokenize=False)
+    assert text == (
+        "<|im_start|>system\nYou solve.<|im_end|>\n"
+        "<|im_start|>user\nWhat is 2 + 3?<|im_end|>\n<|im_start|>assistant\n"
+    )
+    no_prompt = tokenizer.apply_chat_template(MESSAGES, tokenize=False)
+    assert not no_prompt.endswith("assistant\n")
+
+
+def test_chat_template_assistant_mask(tokenizer: PreTrainedTokenizerFast) -> None:
+    conversation = [*MESSAGES, {"role": "assistant", "content": "It is \\boxed{5}."}]
+    out = tokenizer.apply_chat_template(
+        conversation, tokenize=True, return_dict=True, return_assistant_tokens_mask=True
+    )
+    ids, mask = out["input_ids"], out["assistant_masks"]
+    masked = [i for i, m in zip(ids, mask, strict=True) if m]
+    # Exactly the assistant content and its closing eos are trained on.
+    assert tokenizer.decode(masked) == "It is \\boxed{5}." + IM_END
+    assert masked[-1] == tokenizer.eos_token_id
+
+
+def test_save_and_load(tokenizer: PreTrainedTokenizerFast, tmp_path: Path) -> None:
+    model = build_tiny_model(tokenizer, seed=3)
+    tokenizer.save_pretrained(tmp_path)
+    model.save_pretrained(tmp_path)
+    loaded_tok = AutoTokenizer.from_pretrained(tmp_path)
+    loaded = AutoModelForCausalLM.from_pretrained(tmp_path)
+    assert loaded_tok.get_vocab() == tokenizer.get_vocab()
+    assert loaded_tok.chat_template == tokenizer.chat_template
+    assert loaded_tok.pad_token == PAD_TOKEN
+    assert loaded_tok.eos_token == IM_END
+    ids = torch.tensor([tokenizer("What is 2 + 3?")["input_ids"]])
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(ids).logits, model(ids).logits)
+
+
+@pytest.mark.parametrize("arch", ["qwen2", "llama"])
+def test_auto_tokenizer_beside_model_config_encodes_the_same(
+    tokenizer: PreTrainedTokenizerFast, tmp_path: Path, arch: str
+) -> None:
+    # transformers 5 picks a tokenizer class from config.json's model_type (Qwen2Tokenizer for
+    # qwen2), which rebuilds the pre-tokenizer; encodings must not change.
+    build_tiny_model(tokenizer, arch=arch).save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    loaded = AutoTokenizer.from_pretrained(tmp_path)
+    conversation = [*MESSAGES, {"role": "assistant", "content": "12 + 7 = 19 é😀 \\boxed{19}"}]
+    text = tokenizer.apply_chat_template(conversation, tokenize=False)
+    assert loaded(text)["input_ids"] == tokenizer(text)["input_ids"]
+    assert loaded.apply_chat_template(conversation, tokenize=False) == text
+    assert (loaded.pad_token, loaded.eos_token) == (PAD_TOKEN, IM_END)
+
+
+def test_model_deterministic_per_seed(tokenizer: PreTrainedTokenizerFast) -> None:
+    a, b, c = (build_tiny_model(tokenizer, seed=s) for s in (0, 0, 1))
+    for (name, p), q in zip(a.named_parameters(), b.parameters(), strict=True):
+        assert torch.equal(p, q), name
+    assert not all(torch.equal(p, r) for p, r in zip(a.parameters(), c.parameters(), strict=True))
+
+
+def test_model_leaves_global_rng_alone(tokenizer: PreTrainedTokenizerFast) -> None:
+    state = torch.get_rng_state()
+    build_tiny_model(tokenizer, seed=5)
+    assert torch.equal(state, torch.get_rng_state())
+
+
+@pytest.mark.parametrize("arch", ["qwen2", "llama"])
+def test_model_archs(tokenizer: PreTrainedTokenizerFast, arch: str) -> None:
+    model = build_tiny_model(tokenizer, arch=arch)
+    assert model.config.model_type == arch
+    assert model.config.vocab_size == len(tokenizer)
+    assert model.config.tie_word_embeddings
+    assert model.get_output_embeddings().weight is model.get_input_embeddings().weight
+    assert sum(p.numel() for p in model.parameters()) < 500_000
+    assert not model.training
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [({"arch": "gpt2"}, "arch='gpt2'"), ({"hidden_size": 66}, "divisible")],
+)
+def test_model_rejects_bad_arguments(
+    tokenizer: PreTrainedTokenizerFast, kwargs: dict, match: str
+) -> None:
+    with pytest.raises(ValueError, match=match):
+        build_tiny_model(tokenizer, **kwargs)
+
+
+def test_batch_of_32_generates_64_tokens_fast(tokenizer: PreTrainedTokenizerFast) -> None:
+    model = build_tiny_model(tokenizer)
+    policy = HFPolicy(model, tokenizer, GenerationArguments(max_new_tokens=64, seed=0))
+    observations = [
+        {"instruction": "Solve.", "prompt": f"What is {i} * {i + 1}?"} for i in range(32)
+    ]
+    policy.generate(observations[:2])  # warm up
+    start = time.perf_counter()
+    generations = policy.generate(observations)
+    elapsed = time.perf_counter() - start
+    assert len(generations) == 32
+    assert elapsed < 3.0, f"batch-32 x 64-token generate took {elapsed:.2f}s"
