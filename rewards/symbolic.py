@@ -37,7 +37,7 @@ logger = logging.getLogger(__name__)
 _ROOT = str(Path(__file__).resolve().parent.parent)
 _BOOT = "import sys; sys.path.insert(0, {root!r}); from rewards.symbolic import _serve; _serve()"
 _START_TIMEOUT_S = 120.0
-_MAX_IDLE = 8
+_MAX_HELPERS = max(4, 2 * (os.cpu_count() or 1))
 _MEMORY_LIMIT_BYTES = 4 * 1024**3
 _INSTALL_HINT = "pip install 'math-verify[antlr4_13_2]' (the project's base dependencies)"
 
@@ -200,11 +200,21 @@ class _Worker:
 
 
 class _WorkerPool:
+    """At most `_MAX_HELPERS` helpers (each holds sympy, ~100 MB); more callers wait their turn."""
+
     def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._idle: list[_Worker] = []
+        self.forget()
 
     def compare(self, reference: str, answer: str, timeout: float) -> tuple[bool | None, str]:
+        # A caller waits at most for a few helpers' worth of bounded calls, then gives up.
+        if not self._slots.acquire(timeout=_START_TIMEOUT_S + 12 * max(1, math.ceil(timeout))):
+            return None, "timeout: every math-verify helper stayed busy"
+        try:
+            return self._compare(reference, answer, timeout)
+        finally:
+            self._slots.release()
+
+    def _compare(self, reference: str, answer: str, timeout: float) -> tuple[bool | None, str]:
         with self._lock:
             worker = self._idle.pop() if self._idle else None
         try:
@@ -220,10 +230,7 @@ class _WorkerPool:
             worker.kill()
             return None, f"error: math-verify helper failed ({type(exc).__name__})"
         with self._lock:
-            if len(self._idle) < _MAX_IDLE:
-                self._idle.append(worker)
-                return result
-        worker.kill()
+            self._idle.append(worker)
         return result
 
     def shutdown(self) -> None:
@@ -233,9 +240,10 @@ class _WorkerPool:
             worker.kill()
 
     def forget(self) -> None:
-        """In a forked child: the parent's helpers and lock are not ours to use."""
+        """Start empty; in a forked child the parent's helpers and locks are not ours to use."""
         self._lock = threading.Lock()
-        self._idle = []
+        self._slots = threading.BoundedSemaphore(_MAX_HELPERS)
+        self._idle: list[_Worker] = []
 
 
 _POOL = _WorkerPool()

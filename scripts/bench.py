@@ -1,0 +1,210 @@
+"""Benchmarks, one subcommand each: ``python scripts/bench.py <command> --help``.
+
+Commands:
+    verifiers   verifications per second of the ``math`` verifier against plain math-verify
+                (``verify(parse(ref), parse(response))``) on the same GSM8K-style inputs.
+
+To add a command (``envs``, ``rollout``, ``train``), write ``add_<name>_parser(subparsers)``
+that registers its flags and ``set_defaults(func=run_<name>)``, where ``run_<name>(args)``
+returns a JSON-serialisable dict of figures, and append the adder to `COMMANDS`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:  # run as a file: make the project packages importable
+    sys.path.insert(0, str(REPO))
+
+DEFAULT_GSM8K = REPO.parent / "shared" / "data" / "gsm8k" / "test.jsonl"
+
+
+# ---------------------------------------------------------------- verifiers
+
+
+def add_verifiers_parser(subparsers: Any) -> None:
+    """Register the ``verifiers`` command."""
+    parser = subparsers.add_parser(
+        "verifiers",
+        help="math verifier vs plain math-verify: verifications per second and verdict agreement",
+        description=(
+            "Times MathVerifier.verify and plain math-verify verify(parse(ref), parse(response)) "
+            "on GSM8K reference solutions: each solution once with its own final answer and once "
+            "with the final changed, so half the verdicts should be correct."
+        ),
+    )
+    parser.add_argument(
+        "--data-path",
+        type=Path,
+        default=DEFAULT_GSM8K if DEFAULT_GSM8K.exists() else None,
+        help="GSM8K JSONL (question, answer ending in '#### N'); default ../shared/data/gsm8k/"
+        "test.jsonl when present, else generated GSM8K-style solutions",
+    )
+    parser.add_argument("--limit", type=int, default=None, help="use only the first N problems")
+    parser.add_argument("--generate", type=int, default=500, help="problems to generate (no data)")
+    parser.add_argument("--seed", type=int, default=0, help="seed for changed finals and data")
+    parser.add_argument("--show", type=int, default=10, help="differing verdicts to print")
+    parser.add_argument("--json", type=Path, default=None, help="write the figures to this file")
+    parser.set_defaults(func=run_verifiers)
+
+
+def _generated_solutions(count: int, seed: int) -> list[dict[str, str]]:
+    """GSM8K-style solutions: calculator annotations, dollars, thousands commas, '#### N'."""
+    rng = random.Random(seed)
+    rows = []
+    for index in range(count):
+        a, b, c = rng.randint(2, 60), rng.randint(2, 40), rng.randint(1, 900)
+        product = a * b
+        total = product * c if index % 7 == 0 else product + c
+        op = "*" if index % 7 == 0 else "+"
+        final = f"{total:,}" if index % 5 == 0 else str(total)
+        answer = (
+            f"Each box holds {a} * {b} = <<{a}*{b}={product}>>{product} items.\n"
+            f"So the total is {product} {op} {c} = $<<{product}{op}{c}={total}>>{total:,}.\n"
+            f"#### {final}"
+        )
+        rows.append({"question": f"generated problem {index}", "answer": answer})
+    return rows
+
+
+def _load_pairs(args: argparse.Namespace) -> tuple[list[tuple[str, str, bool]], str]:
+    if args.data_path is not None:
+        lines = Path(args.data_path).read_text(encoding="utf-8").splitlines()
+        rows = [json.loads(line) for line in lines if line.strip()]
+        source = str(args.data_path)
+    else:
+        rows = _generated_solutions(args.generate, args.seed)
+        source = f"generated ({args.generate} GSM8K-style solutions)"
+    rows = rows[: args.limit] if args.limit else rows
+    rng = random.Random(args.seed)
+    pairs = []
+    for row in rows:
+        body, final = row["answer"].rsplit("####", 1)
+        final = final.strip()
+        wrong = int(final.replace(",", "")) + rng.choice([-3, -2, -1, 1, 2, 3, 10])
+        pairs.append((row["answer"], final, True))
+        pairs.append((f"{body}#### {wrong}", final, False))
+    return pairs, source
+
+
+def _rate(fn: Callable[[str, str], bool], pairs: Sequence[tuple[str, str, bool]]) -> tuple:
+    started = time.perf_counter()
+    verdicts = [fn(response, reference) for response, reference, _ in pairs]
+    elapsed = time.perf_counter() - started
+    return verdicts, len(pairs) / elapsed, elapsed
+
+
+def run_verifiers(args: argparse.Namespace) -> dict[str, Any]:
+    """Time both verifiers on the same inputs and compare their verdicts."""
+    import logging
+
+    from math_verify import parse, verify
+
+    from rewards import MathVerifier, extract_answer
+
+    logging.getLogger("math_verify").setLevel(logging.ERROR)
+    pairs, source = _load_pairs(args)
+    ours = MathVerifier()
+
+    def ours_fn(response: str, reference: str) -> bool:
+        return ours.verify(response, reference).correct
+
+    def plain_fn(response: str, reference: str) -> bool:
+        return bool(verify(parse(reference), parse(response)))
+
+    for fn in (ours_fn, plain_fn):  # warm up imports and caches outside the timing
+        for response, reference, _ in pairs[:20]:
+            fn(response, reference)
+    our_verdicts, our_rate, our_s = _rate(ours_fn, pairs)
+    plain_verdicts, plain_rate, plain_s = _rate(plain_fn, pairs)
+    differ = [
+        i for i, (a, b) in enumerate(zip(our_verdicts, plain_verdicts, strict=True)) if a != b
+    ]
+    # Same comparison, but math-verify is handed our extracted answer: isolates the fast path's
+    # number rules from the two extractors' differences.
+    same_input = [
+        bool(verify(parse(ref), parse(extract_answer(resp) or ""))) for resp, ref, _ in pairs
+    ]
+    differ_same_input = sum(a != b for a, b in zip(our_verdicts, same_input, strict=True))
+    expected = [want for _, _, want in pairs]
+    figures = {
+        "source": source,
+        "verifications": len(pairs),
+        "ours_per_s": round(our_rate, 1),
+        "plain_math_verify_per_s": round(plain_rate, 1),
+        "speedup": round(our_rate / plain_rate, 2),
+        "ours_seconds": round(our_s, 3),
+        "plain_seconds": round(plain_s, 3),
+        "verdicts_differ": len(differ),
+        "verdicts_differ_same_extracted_answer": differ_same_input,
+        "ours_match_expected": sum(a == b for a, b in zip(our_verdicts, expected, strict=True)),
+        "plain_match_expected": sum(a == b for a, b in zip(plain_verdicts, expected, strict=True)),
+        "differing": [
+            {
+                "index": i,
+                "reference": pairs[i][1],
+                "expected": pairs[i][2],
+                "ours": our_verdicts[i],
+                "plain": plain_verdicts[i],
+                "ours_extracted": extract_answer(pairs[i][0]),
+                "plain_extracted": [str(x) for x in parse(pairs[i][0])],
+            }
+            for i in differ
+        ],
+    }
+    print(f"inputs: {source}; {len(pairs)} verifications (half correct, half changed finals)")
+    print(f"ours (math verifier):  {our_rate:10.1f} verifications/s ({our_s:.3f} s)")
+    print(f"plain math-verify:     {plain_rate:10.1f} verifications/s ({plain_s:.3f} s)")
+    print(f"speedup:               {figures['speedup']:10.2f}x")
+    print(
+        f"verdicts differ:       {len(differ)} (expected verdict: ours "
+        f"{figures['ours_match_expected']}/{len(pairs)}, plain {figures['plain_match_expected']}"
+        f"/{len(pairs)}); with math-verify given our extracted answer: {differ_same_input}"
+    )
+    for item in figures["differing"][: args.show]:
+        print(
+            f"  #{item['index']}: ref {item['reference']} expected {item['expected']} "
+            f"ours {item['ours']} ({item['ours_extracted']!r}) "
+            f"plain {item['plain']} ({item['plain_extracted']})"
+        )
+    return figures
+
+
+# ---------------------------------------------------------------- entry point
+
+COMMANDS: list[Callable[[Any], None]] = [add_verifiers_parser]
+
+
+def make_parser() -> argparse.ArgumentParser:
+    """The parser with one subcommand per entry of `COMMANDS`."""
+    parser = argparse.ArgumentParser(
+        prog="bench.py", description=__doc__.split("\n\n")[0] if __doc__ else None
+    )
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for add in COMMANDS:
+        add(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one benchmark command; write its figures as JSON when ``--json`` is given."""
+    args = make_parser().parse_args(argv)
+    figures = args.func(args)
+    path = getattr(args, "json", None)
+    if path is not None:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")
+        print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
