@@ -43,6 +43,7 @@ TAIL_CHARS = 4000
 """Extraction looks at this many trailing characters of a response."""
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\u200b-\u200d\u2060\ufeff]")
+_SURROGATES = re.compile(r"[\ud800-\udfff]")
 _ODD_SPACES = re.compile(r"[\u00a0\u2000-\u200a\u202f\u205f\u3000]")
 _BOXED = re.compile(r"\\+(?:boxed|fbox)\b\s*")
 _ANSWER_OPEN = re.compile(r"<\s*answer\s*>", re.IGNORECASE)
@@ -51,7 +52,12 @@ _GSM8K = re.compile(r"####[ \t]*([^\n]*?)[ \t]*(?=####|\n|$)")
 _PHRASE = re.compile(
     r"(?i)(?:\bfinal\s+answer|\banswer)[*_]*\s*(?:is\b\s*:?|:|=)[*_\s]*(?P<seg>[^\n]*)"
 )
-_SENTENCE_END = re.compile(r"\.(?=\s|$)|\bI hope\b")
+# A phrase's answer ends with its sentence or where an explanation starts ("5, because ...").
+_SENTENCE_END = re.compile(
+    r"\.(?=\s|$)|\bI hope\b"
+    r"|,?\s*\b(?:because|since|which|given|where|due to|thus|therefore|hence)\b",
+    re.IGNORECASE,
+)
 
 
 def sanitize(text: str, limit: int = TAIL_CHARS) -> str:
@@ -66,8 +72,7 @@ def sanitize(text: str, limit: int = TAIL_CHARS) -> str:
     """
     tail = text[-limit:]
     if not tail.isascii():
-        tail = tail.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
-        tail = _ODD_SPACES.sub(" ", tail).replace("−", "-")
+        tail = _SURROGATES.sub("\ufffd", _ODD_SPACES.sub(" ", tail)).replace("−", "-")
     return _CONTROL.sub("", tail)
 
 

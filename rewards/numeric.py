@@ -10,8 +10,9 @@ symbolic check, so None means "not sure", never "wrong".
 for numbers (checked case by case against math-verify 0.9, see tests/rewards/test_numbers.py):
 
 - two integers compare exactly, and a percent sign is ignored between integers (``20%`` == ``20``);
-- when either side is written with a decimal point, both are rounded to 6 decimal places
-  (half to even) first, so ``0.333333`` == ``1/3`` but ``0.3333`` != ``1/3``;
+- a whole number against a decimal compares exactly (``18`` == ``18.0``, ``18`` != ``18.0000001``);
+- otherwise, when either side is written with a decimal point, both are rounded to 6 decimal
+  places (half to even) first, so ``0.333333`` == ``1/3`` but ``0.3333`` != ``1/3``;
 - otherwise (fractions) the exact values compare, a percent meaning 1/100.
 
 Where math-verify's answer depends on float representation details (a percent next to a decimal,
@@ -199,6 +200,11 @@ def _round6(num: Num, value: Fraction) -> Fraction | None:
     return round(value, 6)
 
 
+def _whole(num: Num) -> bool:
+    """Whether sympy holds this number as an Integer (``18``, ``\\frac{4}{2}``), not a Float."""
+    return not num.is_float and num.value.denominator == 1
+
+
 def numbers_match(reference: Num, predicted: Num) -> bool | None:
     """Whether two numbers are equal under math-verify's rules (see the module docstring).
 
@@ -216,6 +222,11 @@ def numbers_match(reference: Num, predicted: Num) -> bool | None:
             return reference.value == predicted.value
         return reference.actual == predicted.actual
     if reference.is_float or predicted.is_float:
+        if _whole(reference) or _whole(predicted):
+            # sympy compares an Integer with a Float exactly (Integer(18) != Float(18.0000001)).
+            if max(reference.digits, predicted.digits) > 15:
+                return None
+            return reference.value == predicted.value
         left = _round6(reference, reference.value)
         right = _round6(predicted, predicted.value)
         if left is None or right is None:
