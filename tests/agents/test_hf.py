@@ -10,7 +10,7 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerFast
 
 from agents.base import GenerationArguments
-from agents.hf import HFPolicy
+from agents.hf import HFPolicy, truncate_at_stop
 from agents.tiny import build_tokenizer
 from tests.agents.conftest import GREEDY
 
@@ -188,3 +188,24 @@ def test_from_pretrained(model, tokenizer, observations, tmp_path: Path) -> None
     assert [g.completion_ids for g in loaded.generate(observations)] == [
         g.completion_ids for g in original.generate(observations)
     ]
+
+
+@pytest.mark.parametrize(
+    ("text", "stops", "expected_text", "expected_piece"),
+    [
+        ("The answer is 42. Then more words", ["."], "The answer is 42", "."),
+        ("abc</answer>def</answer>", ["</answer>", "def"], "abc", "</answer>"),  # first wins
+        ("no stop here", ["STOP"], None, None),
+    ],
+)
+def test_truncate_at_stop(tokenizer, text, stops, expected_text, expected_piece) -> None:
+    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+    cut = truncate_at_stop(text, ids, stops, tokenizer)
+    if expected_text is None:
+        assert cut is None
+        return
+    assert cut is not None
+    cut_text, n = cut
+    assert cut_text == expected_text
+    assert tokenizer.decode(ids[:n]).startswith(expected_text + expected_piece)
+    assert not any(s in tokenizer.decode(ids[: n - 1]) for s in stops)
