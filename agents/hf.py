@@ -28,6 +28,7 @@ from transformers import (
     LogitsProcessorList,
     PreTrainedModel,
     PreTrainedTokenizerBase,
+    StoppingCriteria,
     StoppingCriteriaList,
     StopStringCriteria,
     TemperatureLogitsWarper,
@@ -70,6 +71,25 @@ class LogprobRecorder(LogitsProcessor):
         if not self._steps:
             return torch.zeros(last_tokens.shape[0], 0)
         return torch.stack(self._steps, dim=1).cpu()
+
+
+class CompletionStopCriteria(StoppingCriteria):
+    """Stop strings matched in the completion only.
+
+    transformers' `StopStringCriteria` looks at the whole sequence, so a stop string spanning the
+    end of the prompt (say `"\\n\\n"` after a template's trailing newline) would end a row
+    after one token. This wrapper shows it only the tokens generated after `prompt_width`.
+    """
+
+    def __init__(self, inner: StopStringCriteria, prompt_width: int) -> None:
+        self.inner = inner
+        self.prompt_width = prompt_width
+
+    def __call__(self, input_ids: torch.LongTensor, scores: Any, **kwargs: Any) -> torch.Tensor:
+        completion = input_ids[:, self.prompt_width :]
+        if completion.shape[1] == 0:
+            return torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
+        return self.inner(completion, scores)
 
 
 @contextlib.contextmanager
@@ -291,7 +311,7 @@ class HFPolicy:
                 attention_mask=attention_mask,
                 generation_config=self._generation_config(),
                 logits_processor=self._processors(recorder),
-                stopping_criteria=self._stopping_criteria(),
+                stopping_criteria=self._stopping_criteria(input_ids.shape[1]),
                 **extra,
             )
         completions = out.sequences[:, input_ids.shape[1] :].cpu()
@@ -326,14 +346,14 @@ class HFPolicy:
     def _processors(self, recorder: LogprobRecorder) -> LogitsProcessorList:
         return LogitsProcessorList([recorder, *sampling_processors(self.generation_args)])
 
-    def _stopping_criteria(self) -> StoppingCriteriaList:
+    def _stopping_criteria(self, prompt_width: int) -> StoppingCriteriaList:
         if not self.generation_args.stop_strings:
             return StoppingCriteriaList()
         if self._stop_criteria is None:  # preprocesses the vocabulary once
             self._stop_criteria = StopStringCriteria(
                 tokenizer=self.tokenizer, stop_strings=self.generation_args.stop_strings
             )
-        return StoppingCriteriaList([self._stop_criteria])
+        return StoppingCriteriaList([CompletionStopCriteria(self._stop_criteria, prompt_width)])
 
     def build_generations(
         self, prompt_ids: list[list[int]], completions: torch.Tensor, logprobs: torch.Tensor

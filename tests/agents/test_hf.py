@@ -209,3 +209,14 @@ def test_truncate_at_stop(tokenizer, text, stops, expected_text, expected_piece)
     assert cut_text == expected_text
     assert tokenizer.decode(ids[:n]).startswith(expected_text + expected_piece)
     assert not any(s in tokenizer.decode(ids[: n - 1]) for s in stops)
+
+
+def test_stop_string_spanning_the_prompt_does_not_stop(model, tokenizer, observations) -> None:
+    free = HFPolicy(model, tokenizer, GREEDY).generate(observations[:1])[0]
+    first_piece = tokenizer.decode(free.completion_ids[:1])
+    assert first_piece and first_piece not in free.text[1:]
+    # The generation prompt ends with "assistant\n": this stop string spans prompt and completion.
+    args = dataclasses.replace(GREEDY, stop_strings=["assistant\n" + first_piece])
+    g = HFPolicy(model, tokenizer, args).generate(observations[:1])[0]
+    assert g.completion_ids == free.completion_ids
+    assert g.finish_reason == free.finish_reason
