@@ -13,10 +13,9 @@ on (a truncated token has probability 0 there); TRL makes the same choice.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import random
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
@@ -24,121 +23,30 @@ from transformers import (
     AutoModelForCausalLM,
     AutoTokenizer,
     GenerationConfig,
-    LogitsProcessor,
     LogitsProcessorList,
     PreTrainedModel,
     PreTrainedTokenizerBase,
-    StoppingCriteria,
     StoppingCriteriaList,
     StopStringCriteria,
-    TemperatureLogitsWarper,
-    TopKLogitsWarper,
-    TopPLogitsWarper,
 )
 
 from agents.base import Generation, GenerationArguments, Observation
+from agents.decoding import (
+    CompletionStopCriteria,
+    LogprobRecorder,
+    completion_lengths,
+    eos_token_ids,
+    eval_mode,
+    left_pad,
+    sampling_processors,
+    seeded,
+    truncate_at_stop,
+)
 from agents.prompts import build_messages
 
 logger = logging.getLogger(__name__)
 
 BASE_ADAPTER = "__base__"  # peft's per-row name for "no adapter"
-
-
-class LogprobRecorder(LogitsProcessor):
-    """Records `log_softmax(raw_logits / temperature)` of each sampled token during `generate`.
-
-    Placed first in the processor list it sees the raw logits. The token sampled at step t is only
-    known at step t + 1 (as `input_ids[:, -1]`), so one step's log-softmax is kept until then:
-    memory is one `(batch, vocab)` tensor, not one per step like `output_logits=True`.
-    """
-
-    def __init__(self, temperature: float) -> None:
-        self.temperature = temperature
-        self._pending: torch.Tensor | None = None
-        self._steps: list[torch.Tensor] = []
-
-    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
-        if self._pending is not None:
-            self._steps.append(self._pending.gather(1, input_ids[:, -1:]).squeeze(1))
-        self._pending = torch.log_softmax(scores.float() / self.temperature, dim=-1)
-        return scores
-
-    def finish(self, last_tokens: torch.Tensor) -> torch.Tensor:
-        """Gathers the final step and returns the `(batch, steps)` log-probabilities."""
-        if self._pending is not None:
-            self._steps.append(self._pending.gather(1, last_tokens[:, None]).squeeze(1))
-            self._pending = None
-        if not self._steps:
-            return torch.zeros(last_tokens.shape[0], 0)
-        return torch.stack(self._steps, dim=1).cpu()
-
-
-class CompletionStopCriteria(StoppingCriteria):
-    """Stop strings matched in the completion only.
-
-    transformers' `StopStringCriteria` looks at the whole sequence, so a stop string spanning the
-    end of the prompt (say `"\\n\\n"` after a template's trailing newline) would end a row
-    after one token. This wrapper shows it only the tokens generated after `prompt_width`.
-    """
-
-    def __init__(self, inner: StopStringCriteria, prompt_width: int) -> None:
-        self.inner = inner
-        self.prompt_width = prompt_width
-
-    def __call__(self, input_ids: torch.LongTensor, scores: Any, **kwargs: Any) -> torch.Tensor:
-        completion = input_ids[:, self.prompt_width :]
-        if completion.shape[1] == 0:
-            return torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
-        return self.inner(completion, scores)
-
-
-@contextlib.contextmanager
-def seeded(seed: int | None, device: torch.device) -> Iterator[None]:
-    """Runs the block under `torch.manual_seed(seed)` without touching the caller's RNG state."""
-    if seed is None:
-        yield
-        return
-    devices = [device.index or 0] if device.type == "cuda" else []
-    with torch.random.fork_rng(devices=devices):
-        torch.manual_seed(seed)
-        yield
-
-
-@contextlib.contextmanager
-def eval_mode(model: torch.nn.Module) -> Iterator[None]:
-    """Eval mode and no grad for the block, restoring the model's training flag afterwards."""
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.no_grad():
-            yield
-    finally:
-        model.train(was_training)
-
-
-def left_pad(
-    rows: Sequence[Sequence[int]], pad_id: int, device: torch.device
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Left-pads token rows into `(input_ids, attention_mask)` tensors."""
-    width = max(len(r) for r in rows)
-    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(rows), width), dtype=torch.long)
-    for i, row in enumerate(rows):
-        if row:
-            ids[i, width - len(row) :] = torch.tensor(row, dtype=torch.long)
-            mask[i, width - len(row) :] = 1
-    return ids.to(device), mask.to(device)
-
-
-def eos_token_ids(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> list[int]:
-    """The union of the tokenizer's eos and the model's generation-config eos ids."""
-    ids = {tokenizer.eos_token_id} if tokenizer.eos_token_id is not None else set()
-    configured = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
-    if isinstance(configured, int):
-        ids.add(configured)
-    elif configured is not None:
-        ids.update(configured)
-    return sorted(ids)
 
 
 def is_peft_model(model: Any) -> bool:
@@ -389,75 +297,6 @@ class HFPolicy:
                 )
             )
         return generations
-
-
-def sampling_processors(args: GenerationArguments) -> list[LogitsProcessor]:
-    """Temperature, top-k and top-p warpers for sampling (none for greedy decoding)."""
-    if not args.do_sample:
-        return []
-    processors: list[LogitsProcessor] = []
-    if args.temperature != 1.0:
-        processors.append(TemperatureLogitsWarper(args.temperature))
-    if args.top_k > 0:
-        processors.append(TopKLogitsWarper(args.top_k))
-    if args.top_p < 1.0:
-        processors.append(TopPLogitsWarper(args.top_p))
-    return processors
-
-
-def completion_lengths(
-    completions: torch.Tensor, eos_ids: Sequence[int], pad_id: int
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per-row completion length (through the first eos) and whether an eos was generated.
-
-    Rows without eos lose their trailing pad tokens: `generate` pads rows that a stopping
-    criterion finished early. When pad is an eos id, the first-eos rule already covers that.
-    """
-    steps = completions.shape[1]
-    is_eos = torch.isin(completions, torch.tensor(list(eos_ids), dtype=completions.dtype))
-    has_eos = is_eos.any(dim=1)
-    first_eos = torch.where(has_eos, is_eos.int().argmax(dim=1) + 1, steps)
-    if pad_id in eos_ids or steps == 0:
-        return first_eos, has_eos
-    not_pad = completions != pad_id
-    trailing = not_pad.flip(dims=[1]).int().argmax(dim=1)
-    no_pad_len = torch.where(not_pad.any(dim=1), steps - trailing, 0)
-    return torch.where(has_eos, first_eos, no_pad_len), has_eos
-
-
-def truncate_at_stop(
-    text: str,
-    ids: list[int],
-    stop_strings: Sequence[str],
-    tokenizer: PreTrainedTokenizerBase,
-) -> tuple[str, int] | None:
-    """Cuts a completion at its first stop string.
-
-    Args:
-        text (`str`): The decoded completion.
-        ids (`list[int]`): Its tokens.
-        stop_strings (`Sequence[str]`): Strings that end a completion.
-        tokenizer (`PreTrainedTokenizerBase`): Decodes token prefixes.
-
-    Returns:
-        `None` when no stop string occurs, else the text before the first stop string and the
-        number of tokens up to and including the one that completes it (found by bisection over
-        decoded prefixes, so O(log n) decodes).
-    """
-    hits = [(text.find(s), s) for s in stop_strings]
-    hits = [(i, s) for i, s in hits if i >= 0]
-    if not hits:
-        return None
-    index = min(i for i, _ in hits)
-    low, high = 1, len(ids)
-    while low < high:  # smallest prefix whose decoding contains a stop string
-        mid = (low + high) // 2
-        prefix = tokenizer.decode(ids[:mid], skip_special_tokens=True)
-        if any(s in prefix for s in stop_strings):
-            high = mid
-        else:
-            low = mid + 1
-    return text[:index], low
 
 
 def _active_adapter(model: Any) -> str:

@@ -17,7 +17,8 @@ import torch
 from transformers import DynamicCache, PreTrainedModel, PreTrainedTokenizerBase, StopStringCriteria
 
 from agents.base import Generation, GenerationArguments, Observation
-from agents.hf import HFPolicy, eval_mode, left_pad, sampling_processors, seeded
+from agents.decoding import eval_mode, left_pad, sampling_processors, seeded
+from agents.hf import HFPolicy
 from agents.prompts import expand_instructions
 
 MODES = ("mean", "weighted")

@@ -10,7 +10,8 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerFast
 
 from agents.base import GenerationArguments
-from agents.hf import HFPolicy, truncate_at_stop
+from agents.decoding import truncate_at_stop
+from agents.hf import HFPolicy
 from agents.tiny import build_tokenizer
 from tests.agents.conftest import GREEDY
 

@@ -149,7 +149,8 @@ def test_model_rejects_bad_arguments(
         build_tiny_model(tokenizer, **kwargs)
 
 
-def test_batch_of_32_generates_64_tokens_fast(tokenizer: PreTrainedTokenizerFast) -> None:
+def time_batch_of_32(tokenizer: PreTrainedTokenizerFast) -> float:
+    """Seconds to sample 64 tokens for 32 prompts with the default tiny model."""
     model = build_tiny_model(tokenizer)
     policy = HFPolicy(model, tokenizer, GenerationArguments(max_new_tokens=64, seed=0))
     observations = [
@@ -160,4 +161,17 @@ def test_batch_of_32_generates_64_tokens_fast(tokenizer: PreTrainedTokenizerFast
     generations = policy.generate(observations)
     elapsed = time.perf_counter() - start
     assert len(generations) == 32
-    assert elapsed < 3.0, f"batch-32 x 64-token generate took {elapsed:.2f}s"
+    return elapsed
+
+
+def test_batch_of_32_generates_64_tokens(tokenizer: PreTrainedTokenizerFast) -> None:
+    # About 0.3 s on 2 idle cores; the loose bound only catches gross regressions (a much bigger
+    # default model, per-token python work) without failing on a busy shared machine.
+    elapsed = time_batch_of_32(tokenizer)
+    assert elapsed < 15.0, f"batch-32 x 64-token generate took {elapsed:.2f}s"
+
+
+@pytest.mark.slow
+def test_batch_of_32_generates_64_tokens_fast(tokenizer: PreTrainedTokenizerFast) -> None:
+    best = min(time_batch_of_32(tokenizer) for _ in range(3))
+    assert best < 2.0, f"batch-32 x 64-token generate took {best:.2f}s at best"
