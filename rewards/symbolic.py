@@ -103,7 +103,8 @@ def compare_in_process(reference: str, answer: str, timeout: float) -> tuple[boo
                     return True, "equivalent (math-verify)"
             except TimeoutException:
                 timed_out = True
-            except Exception:  # noqa: BLE001, S112 - a failing comparison is a non-match, as in verify()
+            # A failing comparison is a non-match, as inside verify() itself.
+            except Exception:  # noqa: BLE001, S112
                 continue
     if timed_out:
         return None, f"timeout: math-verify comparison took over {seconds} s"

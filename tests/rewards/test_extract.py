@@ -34,7 +34,9 @@ EXTRACT_CASES = [
 ]
 
 
-@pytest.mark.parametrize(("response", "expected"), EXTRACT_CASES, ids=[c[0][:30] for c in EXTRACT_CASES])
+@pytest.mark.parametrize(
+    ("response", "expected"), EXTRACT_CASES, ids=[c[0][:30] for c in EXTRACT_CASES]
+)
 def test_extract_answer(response: str, expected: str) -> None:
     assert extract_answer(response) == expected
 

@@ -39,7 +39,10 @@ def test_hedged_responses_score_zero(verifier: str, response: str, reference: st
 
 COMMITTED = [
     ("We have 3 + 4 = 7 and 7 * 2 = 14, then 14 - 1 = 13.\n\\boxed{13}", "13"),  # worked solution
-    ("Janet sells 16 - 3 - 4 = <<16-3-4=9>>9 eggs.\nShe makes 9 * 2 = $<<9*2=18>>18.\n#### 18", "18"),
+    (
+        "Janet sells 16 - 3 - 4 = <<16-3-4=9>>9 eggs.\nShe makes 9 * 2 = $<<9*2=18>>18.\n#### 18",
+        "18",
+    ),
     ("\\boxed{18} so #### 18", "18"),  # two markers that agree
     ("\\boxed{0.5}, that is \\boxed{\\frac{1}{2}}", "1/2"),  # agreeing markers, two spellings
     ("The answer is 18 dollars.", "18"),  # units are not candidates

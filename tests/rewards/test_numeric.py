@@ -100,7 +100,9 @@ MATCH_CASES = [
 ]
 
 
-@pytest.mark.parametrize(("reference", "prediction"), MATCH_CASES, ids=[f"{r}|{p}" for r, p in MATCH_CASES])
+@pytest.mark.parametrize(
+    ("reference", "prediction"), MATCH_CASES, ids=[f"{r}|{p}" for r, p in MATCH_CASES]
+)
 def test_numbers_match_agrees_with_math_verify(reference: str, prediction: str) -> None:
     from math_verify import parse, verify
 

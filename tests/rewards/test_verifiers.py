@@ -40,7 +40,9 @@ MATH_CASES = [
 ]
 
 
-@pytest.mark.parametrize(("response", "reference", "score"), MATH_CASES, ids=[c[0][:30] for c in MATH_CASES])
+@pytest.mark.parametrize(
+    ("response", "reference", "score"), MATH_CASES, ids=[c[0][:30] for c in MATH_CASES]
+)
 def test_math_verifier(response: str, reference: str, score: float) -> None:
     assert MathVerifier().verify(response, reference).score == score
 
