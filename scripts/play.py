@@ -75,7 +75,9 @@ def play(env_id: str, seed: int, **kwargs) -> dict[str, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--env", default="math/reflection-v0", choices=envs.list_envs())
     parser.add_argument("--task", default="arithmetic", choices=envs.list_tasks())
     parser.add_argument("--data-path", default=None, help="local JSONL file for gsm8k/math/anli")
