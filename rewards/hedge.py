@@ -9,7 +9,8 @@ every number from 1 to 100. Two rules refuse such responses before any compariso
    ``\\boxed{3, 4, 5}`` against ``5`` is hedged, ``\\boxed{(1, 2)}`` against ``(1, 2)`` is not.
 
 Candidates are the parts of the segment between list separators (commas that are not thousands
-separators, semicolons, "or", "and", ``\\quad``, ellipses, whitespace between two bare numbers);
+separators, semicolons, "or", "and", ``\\quad``, ellipses, whitespace between two bare numbers,
+and LaTeX alternatives: row breaks ``\\\\``, ``&``, ``|``, ``\\lor``, ``\\vee``, ``\\cup``, ...);
 each part counts by its value after its last ``=``, so "9 * 2 = 18" is one candidate and a
 worked solution with many intermediate numbers and one final marker passes.
 """
@@ -24,10 +25,40 @@ from rewards.numeric import NUMBER_TOKEN, fraction_key, parse_number
 
 __all__ = ["count_candidates", "hedge_reason"]
 
+_OPERATORS = (
+    "cdot",
+    "times",
+    "div",
+    "pm",
+    "mp",
+    "frac",
+    "dfrac",
+    "tfrac",
+    "sqrt",
+    "over",
+    "ast",
+    "star",
+    "circ",
+    "left",
+    "right",
+    "cdots",
+    "ldots",
+    "dots",
+    "binom",
+    "choose",
+    "mod",
+    "bmod",
+    "pmod",
+)
 _SEPARATORS = re.compile(
-    r",(?!\d{3}(?!\d))"  # a comma, unless it groups thousands (2,125)
+    r",(?!\}?\d{3}(?!\d))"  # a comma, unless it groups thousands (2,125 or 2{,}125)
     r"|;|\n|\\q?quad\b|…|\.{3}|\\[lc]?dots\b|\bor\b|\band\b"
-    r"|(?<=\d)\s+(?=[-+]?\.?\d)",  # whitespace between two numbers: "1 2 3"
+    # LaTeX alternatives math-verify would read as one value: rows, "or", "|", unions.
+    r"|\\\\(?![A-Za-z])|&|\||\\(?:lor|vee|land|wedge|mid|cup|cap)\b"
+    # Two numbers with only whitespace or non-operator commands between them: "1 2 3",
+    # "5 \\hspace{1em} 6", "5 \\setminus 6" (not "2 \\cdot 3", not the thin space of "2\\,125").
+    r"|(?<=\d)(?:\s|\\[;:]|\\(?!(?:" + "|".join(_OPERATORS) + r")\b)[A-Za-z]+\*?(?:\{[^{}]*\})?)+"
+    r"(?=[-+]?\.?\d)",
     re.IGNORECASE,
 )
 _MAX_PARTS = 1000

@@ -191,7 +191,7 @@ def parse_number(text: str) -> Num | None:
 
 
 def _round6(num: Num, value: Fraction) -> Fraction | None:
-    """Round to 6 places, half to even, as sympy's ``round(6)``; None if float noise could flip it."""
+    """Round to 6 places, half to even, like sympy's ``round(6)``; None if a float may flip it."""
     if num.is_float and num.digits > 15:
         return None
     scaled = value * 10**6

@@ -26,6 +26,17 @@ HEDGED = [
     ("\\boxed{18} and #### 19", "18"),  # box and GSM8K marker disagree
     ("<answer>4; 5; 6</answer>", "5"),  # semicolon list in tags
     ("Answer: 2 and 3", "3"),  # "and" list
+    # LaTeX that math-verify would otherwise read as its last value:
+    ("\\boxed{5 \\\\ 6}", "6"),  # row break
+    ("\\boxed{\\begin{cases} 5 \\\\ 6 \\end{cases}}", "6"),  # cases environment
+    ("\\boxed{5 \\lor 6}", "6"),  # logical or
+    ("\\boxed{5 \\vee 6}", "6"),  # vee
+    ("\\boxed{5 | 6}", "6"),  # bar
+    ("\\boxed{5 \\mid 6}", "6"),  # \mid
+    ("\\boxed{5 \\cup 6}", "6"),  # union
+    ("\\boxed{5 \\& 6}", "6"),  # ampersand
+    ("\\boxed{5 \\hspace{1em} 6}", "6"),  # spacing command between numbers
+    ("\\boxed{5 \\setminus 6}", "6"),  # any non-operator command between numbers
 ]
 
 
@@ -51,6 +62,8 @@ COMMITTED = [
     ("The answer is 4. Wait, I made an error. The answer is 5.", "5"),  # prose self-correction
     ("\\boxed{18 \\text{ dollars}}", "18"),  # unit in the box
     ("so 9 * 2 = 18", "18"),  # arithmetic on the last line is one candidate
+    ("\\boxed{1{,}000}", "1000"),  # LaTeX thousands separator is not a list
+    ("\\boxed{2\\,125}", "2125"),  # thin-space thousands separator is not a list
 ]
 
 
@@ -59,6 +72,19 @@ COMMITTED = [
 def test_committed_responses_still_score(verifier: str, response: str, reference: str) -> None:
     verdict = get_verifier(verifier).verify(response, reference)
     assert verdict.score == 1.0, verdict
+
+
+OPERATOR_ANSWERS = [
+    ("\\boxed{2 \\cdot 3}", "6"),  # an operator command joins numbers into one value
+    ("\\boxed{2 \\times 10^{3}}", "2000"),  # \\times and a power
+    ("\\boxed{3\\sqrt{2}}", "\\sqrt{18}"),  # coefficient and radical
+    ("\\boxed{\\binom{5}{2}}", "10"),  # binomial
+]
+
+
+@pytest.mark.parametrize(("response", "reference"), OPERATOR_ANSWERS)
+def test_expressions_are_one_candidate(response: str, reference: str) -> None:
+    assert get_verifier("math").verify(response, reference).score == 1.0
 
 
 def test_reference_with_several_values_allows_as_many() -> None:
