@@ -171,15 +171,15 @@ def truncate_at_stop(
         tokenizer (`PreTrainedTokenizerBase`): Decodes token prefixes.
 
     Returns:
-        `None` when no stop string occurs, else the text before the first stop string and the
-        number of tokens up to and including the one that completes it (found by bisection over
-        decoded prefixes, so O(log n) decodes).
+        `None` when no stop string occurs, else the text before the first stop string to be
+        completed (the earliest end) and the number of tokens up to and including the one that
+        completes it (found by bisection over decoded prefixes: O(log n) decodes).
     """
-    hits = [(text.find(s), s) for s in stop_strings]
-    hits = [(i, s) for i, s in hits if i >= 0]
+    # The stop string generation meets first is the one whose first occurrence ends first.
+    hits = [(text.find(s) + len(s), text.find(s)) for s in stop_strings if s in text]
     if not hits:
         return None
-    index = min(i for i, _ in hits)
+    _, index = min(hits)
     low, high = 1, len(ids)
     while low < high:  # smallest prefix whose decoding contains a stop string
         mid = (low + high) // 2

@@ -50,8 +50,14 @@ BASE_ADAPTER = "__base__"  # peft's per-row name for "no adapter"
 
 
 def is_peft_model(model: Any) -> bool:
-    """Whether `model` is a peft model holding named adapters."""
-    return isinstance(getattr(model, "peft_config", None), Mapping)
+    """Whether `model` is a peft `PeftModel` (which takes per-row `adapter_names`).
+
+    transformers models with adapters loaded through `load_adapter` also carry `peft_config`
+    but not `get_base_model`, and their `generate` does not accept `adapter_names`.
+    """
+    return isinstance(getattr(model, "peft_config", None), Mapping) and hasattr(
+        model, "get_base_model"
+    )
 
 
 class HFPolicy:

@@ -196,6 +196,7 @@ def test_from_pretrained(model, tokenizer, observations, tmp_path: Path) -> None
     [
         ("The answer is 42. Then more words", ["."], "The answer is 42", "."),
         ("abc</answer>def</answer>", ["</answer>", "def"], "abc", "</answer>"),  # first wins
+        ("x abcdef y", ["abcdef", "cd"], "x ab", "cd"),  # the first to be completed wins
         ("no stop here", ["STOP"], None, None),
     ],
 )
