@@ -175,3 +175,32 @@ def test_batch_of_32_generates_64_tokens(tokenizer: PreTrainedTokenizerFast) -> 
 def test_batch_of_32_generates_64_tokens_fast(tokenizer: PreTrainedTokenizerFast) -> None:
     best = min(time_batch_of_32(tokenizer) for _ in range(3))
     assert best < 2.0, f"batch-32 x 64-token generate took {best:.2f}s at best"
+
+
+@pytest.mark.slow
+def test_trl_assistant_only_loss_uses_generation_markers(tokenizer, tmp_path: Path) -> None:
+    datasets = pytest.importorskip("datasets")
+    trl = pytest.importorskip("trl")
+    rows = [
+        {"messages": [*MESSAGES, {"role": "assistant", "content": f"\\boxed{{{i}}}"}]}
+        for i in range(4)
+    ]
+    config = trl.SFTConfig(
+        output_dir=str(tmp_path),
+        max_steps=1,
+        per_device_train_batch_size=2,
+        report_to=[],
+        assistant_only_loss=True,
+        use_cpu=True,
+        save_strategy="no",
+    )
+    trainer = trl.SFTTrainer(
+        model=build_tiny_model(tokenizer),
+        args=config,
+        processing_class=tokenizer,
+        train_dataset=datasets.Dataset.from_list(rows),
+    )
+    batch = next(iter(trainer.get_train_dataloader()))
+    labels, ids = batch["labels"][0], batch["input_ids"][0]
+    assert tokenizer.decode(ids[labels != -100]).endswith("}" + IM_END)
+    assert "user" not in tokenizer.decode(ids[labels != -100])
