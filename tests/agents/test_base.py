@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from transformers import HfArgumentParser
 
 from agents import (
     Generation,
@@ -87,3 +88,13 @@ def test_expand_instructions_is_problem_major() -> None:
         ("p1", "b"),
         ("p1", "c"),
     ]
+
+
+def test_generation_arguments_parse_from_command_line() -> None:
+    parser = HfArgumentParser(GenerationArguments)  # what TrlParser builds on
+    (args,) = parser.parse_args_into_dataclasses(
+        ["--stop_strings", "</answer>", "\n\n", "--do_sample", "false", "--seed", "3"]
+    )
+    assert args == GenerationArguments(stop_strings=["</answer>", "\n\n"], do_sample=False, seed=3)
+    with pytest.raises(ValueError, match="top_p"):
+        parser.parse_args_into_dataclasses(["--top_p", "2"])
