@@ -7,6 +7,7 @@ would take longer serially than `serial_below_s` (default 0.5 s).
 
 from __future__ import annotations
 
+import logging
 import math
 import multiprocessing
 import os
@@ -14,11 +15,14 @@ import pickle
 import time
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 
 from rewards.base import Verdict, Verifier
 from rewards.registry import get_verifier
 
 __all__ = ["verify_batch"]
+
+logger = logging.getLogger(__name__)
 
 _PROBE_ITEMS = 16
 _CHUNKS_PER_WORKER = 4
@@ -93,13 +97,22 @@ def verify_batch(
     results = _verify_chunk(resolved, pairs[:probe])
     rest = pairs[probe:]
     estimate = (time.perf_counter() - started) / max(probe, 1) * len(rest)
-    if not rest or workers == 1 or estimate < serial_below_s or not _picklable(resolved):
+    serial = not rest or workers == 1 or estimate < serial_below_s
+    # A daemonic process (a multiprocessing.Pool worker) may not start children.
+    if serial or multiprocessing.current_process().daemon or not _picklable(resolved):
         return results + _verify_chunk(resolved, rest)
     workers = min(workers, len(rest))
     size = math.ceil(len(rest) / (workers * _CHUNKS_PER_WORKER))
     chunks = [rest[i : i + size] for i in range(0, len(rest), size)]
     context = multiprocessing.get_context(mp_context) if mp_context else _default_context()
-    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-        for verdicts in pool.map(_verify_chunk, [resolved] * len(chunks), chunks):
-            results.extend(verdicts)
-    return results
+    try:
+        with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+            pooled = [
+                v
+                for chunk in pool.map(_verify_chunk, [resolved] * len(chunks), chunks)
+                for v in chunk
+            ]
+    except (OSError, BrokenProcessPool) as exc:
+        logger.warning("verify_batch: process pool failed (%s); verifying serially", exc)
+        pooled = _verify_chunk(resolved, rest)
+    return results + pooled

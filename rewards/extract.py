@@ -6,7 +6,7 @@ input size. Priority, first found wins:
 1. the last ``\\boxed{...}`` / ``\\fbox{...}`` (balanced-brace scan; a missing closing brace
    takes the rest of the text),
 2. the last ``<answer>...</answer>`` (a missing closing tag takes the rest),
-3. the last GSM8K marker ``#### N``,
+3. the last GSM8K marker ``#### N`` (a number must follow: ``#### Step 1`` is a heading),
 4. the last phrase "the answer is X" / "Answer: X" / "Final answer: X" (up to the end of its
    sentence),
 5. the last number of the last non-empty line.
@@ -48,7 +48,8 @@ _ODD_SPACES = re.compile(r"[\u00a0\u2000-\u200a\u202f\u205f\u3000]")
 _BOXED = re.compile(r"\\+(?:boxed|fbox)\b\s*")
 _ANSWER_OPEN = re.compile(r"<\s*answer\s*>", re.IGNORECASE)
 _ANSWER_CLOSE = re.compile(r"<\s*/\s*answer\s*>", re.IGNORECASE)
-_GSM8K = re.compile(r"####[ \t]*([^\n]*?)[ \t]*(?=####|\n|$)")
+# "#### 18" is a GSM8K final only when a number follows: "#### Step 1" is a markdown heading.
+_GSM8K = re.compile(r"####[ \t]*((?=[-+$\\.\d])[^\n]*?)[ \t]*(?=####|\n|$)")
 _PHRASE = re.compile(
     r"(?i)(?:\bfinal\s+answer|\banswer)[*_]*\s*(?:is\b\s*:?|:|=)[*_\s]*(?P<seg>[^\n]*)"
 )
@@ -218,11 +219,13 @@ def analyze(response: str) -> Extraction:
     tags = _answer_tags(text)
     boxed = [(start, content) for start, content, _ in _boxed_spans(text)]
     gsm8k = [(m.start(), m.group(1).strip()) for m in _GSM8K.finditer(text)]
-    markers = tuple(_strip_wrappers(body) for _, body in sorted(boxed + tags + gsm8k))
+    found_all = sorted(boxed + tags + gsm8k)
+    markers = tuple(m for m in (_strip_wrappers(body) for _, body in found_all) if m)
     for kind, found in (("boxed", boxed), ("answer_tag", tags), ("gsm8k", gsm8k)):
-        if found:
-            segment = _strip_wrappers(found[-1][1])
-            return Extraction(segment or None, kind, segment, markers)
+        # Empty markers (an echoed "put it in \boxed{}") are skipped.
+        bodies = [body for body in (_strip_wrappers(b) for _, b in found) if body]
+        if bodies:
+            return Extraction(bodies[-1], kind, bodies[-1], markers)
     phrase = _phrase_segment(text)
     if phrase:
         segment = _strip_wrappers(phrase)

@@ -47,7 +47,8 @@ def is_math_verify_available() -> bool:
     return importlib.util.find_spec("math_verify") is not None
 
 
-def _require_math_verify() -> None:
+def require_math_verify() -> None:
+    """Raise an `ImportError` naming the package to install when math-verify is missing."""
     if not is_math_verify_available():
         raise ImportError(f"the 'math' verifier needs math-verify: {_INSTALL_HINT}")
 
@@ -282,7 +283,7 @@ def symbolic_equal(
     Raises:
         ImportError: math-verify is not installed.
     """
-    _require_math_verify()
+    require_math_verify()
     if not isolate and _can_use_signals():
         return compare_in_process(reference, answer, timeout)
     return _POOL.compare(reference, answer, timeout)

@@ -24,7 +24,7 @@ from rewards.extract import (
 )
 from rewards.hedge import hedge_reason
 from rewards.numeric import NUMBER_TOKEN, Num, numbers_match, parse_number
-from rewards.symbolic import symbolic_equal
+from rewards.symbolic import require_math_verify, symbolic_equal
 
 __all__ = [
     "ExactVerifier",
@@ -121,6 +121,9 @@ class MathVerifier:
         max_answer_chars: longer extracted answers score 0 without a symbolic check (1000).
         max_nesting: answers with deeper brace nesting score 0 without a check (32).
 
+    Raises:
+        ImportError: math-verify is not installed (the message says how to install it).
+
     Examples:
         >>> v = MathVerifier()
         >>> v.verify("so the total is \\\\boxed{\\\\frac{1}{2}}", "0.5").score
@@ -140,6 +143,7 @@ class MathVerifier:
     ) -> None:
         if not timeout > 0:
             raise ValueError(f"math verifier: timeout must be > 0 seconds, got {timeout!r}")
+        require_math_verify()
         self.timeout = float(timeout)
         self.isolate = bool(isolate)
         self.max_answer_chars = int(max_answer_chars)

@@ -31,6 +31,9 @@ EXTRACT_CASES = [
     ("she has 5\n\n  \n", "5"),  # blank trailing lines are skipped
     ("It costs $1,234.50 in total", "1,234.50"),  # thousands and decimals
     ("The result is -7", "-7"),  # negative
+    ("#### Step 1: add\n3+4=7\n#### Step 2\nso \\boxed{7}", "7"),  # markdown headings
+    ("#### Step 1\nthe answer is 4", "4"),  # a heading is not a GSM8K marker
+    ("The answer is \\boxed{5}. (Put it in \\boxed{}.)", "5"),  # echoed empty box skipped
 ]
 
 

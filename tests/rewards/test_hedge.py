@@ -62,6 +62,7 @@ COMMITTED = [
     ("The answer is 4. Wait, I made an error. The answer is 5.", "5"),  # prose self-correction
     ("\\boxed{18 \\text{ dollars}}", "18"),  # unit in the box
     ("so 9 * 2 = 18", "18"),  # arithmetic on the last line is one candidate
+    ("#### Step 1\n2 + 3 = 5\n#### Step 2\n\\boxed{5}", "5"),  # headings are not markers
     ("\\boxed{1{,}000}", "1000"),  # LaTeX thousands separator is not a list
     ("\\boxed{2\\,125}", "2125"),  # thin-space thousands separator is not a list
 ]

@@ -209,6 +209,14 @@ def test_non_numeric_reference_raises_for_numeric_verifiers(name: str) -> None:
         get_verifier(name).verify("#### 18", "x + 1")
 
 
+def test_missing_math_verify_names_the_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    from rewards import symbolic
+
+    monkeypatch.setattr(symbolic, "is_math_verify_available", lambda: False)
+    with pytest.raises(ImportError, match="pip install"):
+        MathVerifier()
+
+
 def test_bad_options_raise() -> None:
     with pytest.raises(ValueError):
         MathVerifier(timeout=0)
