@@ -22,6 +22,7 @@ caller defers to math-verify itself.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from fractions import Fraction
@@ -157,6 +158,12 @@ def parse_number(text: str) -> Num | None:
     """
     if not isinstance(text, str) or len(text) > _MAX_NUMBER_TEXT:
         return None
+    return _parse(text)
+
+
+@functools.lru_cache(maxsize=65536)
+def _parse(text: str) -> Num | None:
+    """`parse_number` on a short string (cached: answers such as "18" recur all the time)."""
     match = _NUMBER_TEXT.fullmatch(_clean(text))
     if match is None:
         return None
