@@ -3,7 +3,9 @@
 Problem ``index`` of a (split, difficulty, seed) triple is generated from its own
 ``random.Random`` seeded by those values, so any problem can be rebuilt alone, in any order,
 on any machine (reasoning-gym's per-index seeding). Level ``d`` chains ``d`` operations; operand
-ranges grow with the level; every intermediate quantity is a non-negative integer.
+ranges grow with the level; every intermediate quantity is a non-negative integer. The metadata
+holds the expression, the start value and the steps (``[operator, operand]`` pairs), from which
+worked solutions can be written (`trainers.embedded` does, for the warm-start transcripts).
 """
 
 from __future__ import annotations
@@ -82,11 +84,13 @@ def generate_problem(
     value = rng.randint(2, 10 * difficulty + 10)
     sentences = [f"{name} has {value} {item}."]
     expression = str(value)
+    start, steps = value, []
     # Multiplication and division appear from level 2 on, keeping level 1 to one add/subtract.
     ops = OPS if difficulty > 1 else OPS[:2]
     for _ in range(difficulty):
         value, text, step = rng.choice(ops)(rng, value, difficulty, name, item)
         sentences.append(text)
+        steps.append([step[0], int(step[2:])])
         expression = f"({expression} {step})"
     sentences.append(f"How many {item} does {name} have now?")
     return Problem(
@@ -100,6 +104,8 @@ def generate_problem(
             "difficulty": difficulty,
             "seed": seed,
             "expression": expression[1:-1] if expression.startswith("(") else expression,
+            "start": start,
+            "steps": steps,
         },
     )
 

@@ -1,0 +1,110 @@
+"""Evaluate policies on any registered env x task, with the metrics multi-agent papers report.
+
+    python scripts/evaluate.py                                   # embedded model, reflection, arithmetic
+    python scripts/evaluate.py --env math/debate-v0 --num-problems 100 --json out.json
+    python scripts/evaluate.py --task gsm8k --data-path ../shared/data/gsm8k/test.jsonl --model Qwen/Qwen2.5-0.5B-Instruct
+
+Reports accuracy, pass@k (with --samples >= k), pass1@turn1, maj1@turnK, pass1@turnK and the
+wrong->right / right->wrong flip rates per round, per-agent metrics, and (unless --no-compare) the
+same model played single-agent (`math/solve-v0`) on the same problems, side by side.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+import envs
+from trainers.evaluation import EvalConfig, evaluate, markdown_report
+
+
+def make_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--env", default="math/reflection-v0", choices=envs.list_envs())
+    parser.add_argument("--task", default="arithmetic", choices=envs.list_tasks())
+    parser.add_argument("--data-path", default=None, help="local JSONL for gsm8k/math/anli")
+    parser.add_argument("--split", default=None, help="task split (arithmetic: 'test' is held out)")
+    parser.add_argument(
+        "--difficulty",
+        type=int,
+        nargs="+",
+        default=None,
+        help="arithmetic levels (default: the embedded model's training levels)",
+    )
+    parser.add_argument("--num-problems", type=int, default=200)
+    parser.add_argument("--offset", type=int, default=0, help="first problem index")
+    parser.add_argument(
+        "--model",
+        default=None,
+        help="hub id or local folder; default: the embedded model (built on first use)",
+    )
+    parser.add_argument(
+        "--role-model",
+        action="append",
+        default=[],
+        metavar="ROLE=PATH",
+        help="a different model for one role, e.g. critic=./critic (repeatable)",
+    )
+    parser.add_argument("--samples", type=int, default=1, help="episodes per problem (for pass@k)")
+    parser.add_argument("--k", type=int, nargs="+", default=[1], help="pass@k values")
+    parser.add_argument("--rounds", type=int, default=None, help="env rounds (reflection, debate)")
+    parser.add_argument("--num-agents", type=int, default=None, help="debate / ensemble agents")
+    parser.add_argument("--temperature", type=float, default=1.0)
+    parser.add_argument("--greedy", action="store_true", help="greedy decoding (default: sample)")
+    parser.add_argument("--max-new-tokens", type=int, default=96)
+    parser.add_argument("--num-envs", type=int, default=64, help="env copies batched per turn")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--no-compare", action="store_true", help="skip the single-agent baseline")
+    parser.add_argument("--save-episodes", type=Path, default=None, help="write episodes as JSONL")
+    parser.add_argument("--json", type=Path, default=None, help="write the metrics as JSON")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    args = make_parser().parse_args(argv)
+    config = EvalConfig(
+        env_id=args.env,
+        task=args.task,
+        data_path=args.data_path,
+        split=args.split,
+        difficulty=args.difficulty,
+        num_problems=args.num_problems,
+        offset=args.offset,
+        model=args.model,
+        role_models=dict(r.split("=", 1) for r in args.role_model),
+        samples=args.samples,
+        ks=args.k,
+        rounds=args.rounds,
+        num_agents=args.num_agents,
+        temperature=args.temperature,
+        greedy=args.greedy,
+        max_new_tokens=args.max_new_tokens,
+        num_envs=args.num_envs,
+        seed=args.seed,
+        compare=not args.no_compare,
+        save_episodes=args.save_episodes,
+        progress=True,
+    )
+    start = time.perf_counter()
+    results = evaluate(config)
+    results["seconds"] = time.perf_counter() - start
+    print(markdown_report(results))
+    if args.json is not None:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+        print(f"wrote {args.json}")
+    return results
+
+
+if __name__ == "__main__":
+    main()

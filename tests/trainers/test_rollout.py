@@ -1,0 +1,130 @@
+from __future__ import annotations
+
+import pytest
+
+from agents import OraclePolicy, RoleMap, ScriptedPolicy
+from trainers.metrics import compute_metrics
+from trainers.rollout import Episode, RolloutEngine, load_episodes, save_episodes
+
+
+class CountingPolicy(ScriptedPolicy):
+    """A scripted policy that records the size of every batch it is asked for."""
+
+    def __init__(self, replies):
+        super().__init__(replies)
+        self.batches: list[int] = []
+
+    def act(self, observations):
+        self.batches.append(len(observations))
+        return super().act(observations)
+
+
+def test_turns_are_batched_across_env_copies():
+    policy = CountingPolicy(["\\boxed{1}", "Verdict: incorrect"])
+    engine = RolloutEngine("math/reflection-v0", policy, {"rounds": 1}, num_envs=8)
+    episodes = engine.run(engine.problem_ids(8))
+    # 8 copies, 3 turns each: one batch of 8 per turn, not 24 calls of one.
+    assert policy.batches == [8, 8, 8]
+    assert [t.agent for t in episodes[0].turns] == ["solver_0", "critic_0", "refiner_0"]
+
+
+def test_waves_and_groups():
+    policy = CountingPolicy(["\\boxed{1}"])
+    engine = RolloutEngine("math/solve-v0", policy, num_envs=4)
+    episodes = engine.run(engine.problem_ids(3), group_size=2)
+    assert policy.batches == [4, 2]
+    assert [(e.group, e.sample) for e in episodes] == [
+        (0, 0),
+        (0, 1),
+        (1, 0),
+        (1, 1),
+        (2, 0),
+        (2, 1),
+    ]
+    assert episodes[0].problem_id == episodes[1].problem_id != episodes[2].problem_id
+
+
+def oracle_for(engine):
+    answers = {p["question"]: p["answer"] for p in engine.task.source}
+    return OraclePolicy(lambda obs: answers[obs["question"]])
+
+
+def test_rewards_attributed_to_each_agents_turns():
+    engine = RolloutEngine("math/reflection-v0", ScriptedPolicy(["x"]), {"rounds": 1}, num_envs=4)
+    roles = RoleMap(
+        {
+            "solver": ScriptedPolicy(["I get \\boxed{-1}"]),
+            "critic": ScriptedPolicy(["Verdict: incorrect"]),
+            "refiner": oracle_for(engine),
+        }
+    )
+    engine.policies = roles
+    episodes = engine.run(engine.problem_ids(4))
+    for episode in episodes:
+        assert [t.reward for t in episode.turns] == [0.0, 1.0, 1.0]
+        assert episode.returns == {"solver_0": 0.0, "critic_0": 1.0, "refiner_0": 1.0}
+        assert (
+            episode.turns[2].info["correct"] is True and episode.turns[1].info["verdict"] is False
+        )
+    metrics = compute_metrics(episodes)
+    assert metrics["pass1@turn1"] == 0.0 and metrics["accuracy"] == 1.0
+    assert metrics["flip/wrong->right@1"] == 1.0
+
+
+def test_team_reward_reaches_every_agents_last_turn():
+    engine = RolloutEngine(
+        "math/reflection-v0", ScriptedPolicy(["x"]), {"rounds": 1, "team_reward": True}, num_envs=2
+    )
+    engine.policies = RoleMap(
+        {"*": oracle_for(engine), "critic": ScriptedPolicy(["Verdict: correct"])}
+    )
+    for episode in engine.run(engine.problem_ids(2)):
+        assert [t.reward for t in episode.turns] == [1.0, 1.0, 1.0]
+
+
+def test_copies_ending_at_different_turns():
+    policy = CountingPolicy(["\\boxed{1}", "Verdict: correct", "\\boxed{2}", "Verdict: incorrect"])
+    engine = RolloutEngine(
+        "math/reflection-v0", policy, {"rounds": 3, "stop_on_accept": True}, num_envs=4
+    )
+    episodes = engine.run(engine.problem_ids(2), group_size=2)
+    lengths = sorted(len(e.turns) for e in episodes)
+    assert lengths[0] < lengths[-1] <= 7  # some copies stopped on accept, the others went on
+    assert sum(policy.batches) == sum(lengths)
+
+
+def test_parallel_env_records_one_turn_per_agent_per_round():
+    engine = RolloutEngine(
+        "math/debate-v0", ScriptedPolicy(["x"]), {"num_agents": 3, "rounds": 2}, num_envs=4
+    )
+    engine.policies = RoleMap({"*": oracle_for(engine)})
+    episodes = engine.run(engine.problem_ids(2))
+    turns = episodes[0].turns
+    assert len(turns) == 6 and [t.round for t in turns] == [0, 0, 0, 1, 1, 1]
+    assert all(t.reward == 1.0 for t in turns)
+    assert compute_metrics(episodes)["maj1@turnK"] == 1.0
+
+
+def test_episodes_round_trip_through_jsonl(tmp_path):
+    engine = RolloutEngine("math/debate-v0", ScriptedPolicy(["é \\boxed{3} 🙂"]), num_envs=2)
+    episodes = engine.run(engine.problem_ids(2))
+    path = save_episodes(tmp_path / "eps.jsonl", episodes)
+    assert load_episodes(path) == episodes
+    path.write_text(path.read_text() + "{broken\n")
+    with pytest.raises(ValueError, match=r"eps\.jsonl:3"):
+        load_episodes(path)
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="num_envs"):
+        RolloutEngine("math/solve-v0", ScriptedPolicy(["x"]), num_envs=0)
+    engine = RolloutEngine("math/solve-v0", ScriptedPolicy(["x"]))
+    with pytest.raises(ValueError, match="group_size"):
+        engine.run(["a"], group_size=0)
+    with pytest.raises(ValueError, match="has 1000"):
+        engine.problem_ids(2000)
+
+
+def test_episode_from_dict_requires_fields():
+    with pytest.raises(KeyError):
+        Episode.from_dict({"env_id": "x"})

@@ -1,0 +1,112 @@
+"""Evaluation metrics over episodes, the way multi-agent reasoning results are reported.
+
+An episode's *answer turns* are the turns that state an answer: solver and refiner turns of
+``reflection``, the team's majority answer of each ``debate`` round, the team answer of
+``ensemble``, the one answer of ``solve``. Critic turns are judged separately (per-agent metrics).
+
+- ``accuracy``: the final answer turn is correct (mean over episodes).
+- ``pass@k``: unbiased estimator over the G samples of each problem (Chen et al., 2021), on the
+  final answer.
+- ``pass1@turn1``: the first answer turn is correct.
+- ``maj1@turnK``: the majority vote over the K answer turns is correct (ties: the earliest).
+- ``pass1@turnK``: any of the K answer turns is correct.
+- ``flip/wrong->right@r``, ``flip/right->wrong@r``: among episodes wrong (right) at answer turn r,
+  the fraction right (wrong) at turn r + 1.
+- per agent: mean reward, accuracy (the fraction of its turns with ``info["correct"]``), parse
+  errors and completion length in tokens.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+from rewards import canonical_answer, majority_vote
+from trainers.rollout import Episode, Turn
+
+ANSWER_ROLES = ("solver", "refiner")
+
+
+def answer_sequence(episode: Episode) -> list[tuple[str | None, bool]]:
+    """(extracted answer, correct) for each answer turn of the episode, in order."""
+    turns = episode.turns
+    if turns and "team_answer" in turns[0].info:  # Parallel envs: one team answer per round
+        by_round: dict[int, Turn] = {}
+        for turn in turns:
+            by_round.setdefault(turn.round, turn)
+        return [
+            (t.info.get("team_answer"), bool(t.info.get("team_correct")))
+            for _, t in sorted(by_round.items())
+        ]
+    return [
+        (t.info.get("extracted"), bool(t.info.get("correct")))
+        for t in turns
+        if t.info.get("role", t.agent.rsplit("_", 1)[0]) in ANSWER_ROLES
+    ]
+
+
+def majority_correct(answers: Sequence[tuple[str | None, bool]]) -> bool:
+    """Whether the majority answer of the sequence is correct (ties: the earliest)."""
+    winner, _ = majority_vote([a for a, _ in answers])
+    if winner is None:
+        return False
+    key = canonical_answer(winner)
+    return next(ok for a, ok in answers if a is not None and canonical_answer(a) == key)
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k from n samples with c correct."""
+    if n - c < k:
+        return 1.0
+    return 1.0 - math.prod((n - c - i) / (n - i) for i in range(k))
+
+
+def compute_metrics(episodes: Sequence[Episode], ks: Sequence[int] = (1,)) -> dict[str, Any]:
+    """All metrics of the module docstring, as a flat dict of floats plus ``agents`` and counts."""
+    if not episodes:
+        raise ValueError("compute_metrics needs at least one episode")
+    seqs = [answer_sequence(e) for e in episodes]
+    scored = [s for s in seqs if s]
+    n = max(len(scored), 1)
+    out: dict[str, Any] = {"episodes": len(episodes), "problems": len({e.group for e in episodes})}
+    out["accuracy"] = sum(s[-1][1] for s in scored) / n
+    out["pass1@turn1"] = sum(s[0][1] for s in scored) / n
+    out["maj1@turnK"] = sum(majority_correct(s) for s in scored) / n
+    out["pass1@turnK"] = sum(any(ok for _, ok in s) for s in scored) / n
+    out["answer_turns"] = max((len(s) for s in scored), default=0)
+    for r in range(out["answer_turns"] - 1):
+        pairs = [(s[r][1], s[r + 1][1]) for s in scored if len(s) > r + 1]
+        wrong = [b for a, b in pairs if not a]
+        right = [b for a, b in pairs if a]
+        out[f"flip/wrong->right@{r + 1}"] = sum(wrong) / len(wrong) if wrong else 0.0
+        out[f"flip/right->wrong@{r + 1}"] = (len(right) - sum(right)) / len(right) if right else 0.0
+    groups: dict[int, list[bool]] = defaultdict(list)
+    for episode, seq in zip(episodes, seqs, strict=True):
+        groups[episode.group].append(bool(seq) and seq[-1][1])
+    for k in ks:
+        if all(len(g) >= k for g in groups.values()):
+            out[f"pass@{k}"] = sum(pass_at_k(len(g), sum(g), k) for g in groups.values()) / len(
+                groups
+            )
+    out["agents"] = agent_metrics(episodes)
+    return out
+
+
+def agent_metrics(episodes: Sequence[Episode]) -> dict[str, dict[str, float]]:
+    """Mean reward, accuracy, parse-error rate and completion tokens per agent."""
+    rows: dict[str, list[Turn]] = defaultdict(list)
+    for episode in episodes:
+        for turn in episode.turns:
+            rows[turn.agent].append(turn)
+    return {
+        agent: {
+            "turns": len(turns),
+            "reward": sum(t.reward for t in turns) / len(turns),
+            "accuracy": sum(bool(t.info.get("correct")) for t in turns) / len(turns),
+            "parse_error": sum(bool(t.info.get("parse_error")) for t in turns) / len(turns),
+            "completion_tokens": sum(len(t.completion_ids) for t in turns) / len(turns),
+        }
+        for agent, turns in sorted(rows.items())
+    }

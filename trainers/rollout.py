@@ -1,0 +1,306 @@
+"""The rollout engine: many environment copies, every turn batched across them.
+
+At each step the engine collects the prompt of every live copy (AEC envs: the agent whose turn
+it is; Parallel envs: every live agent), hands them to the role map in one call, which runs one
+`generate` per underlying model, and steps each copy with its reply. Copies that end early drop
+out; the rest go on. Each reply is recorded as a `Turn` with its exact prompt and completion token
+ids and log-probabilities, so trainers never re-tokenize.
+
+Rewards: after every env step, each agent's reward from that step is added to that agent's latest
+turn (its own action's reward, or a shared team reward at the end). A reward reaching an agent
+before its first turn waits for that turn.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pettingzoo import ParallelEnv
+
+import envs as envs_pkg
+from agents.base import Generation, Policy
+from agents.roles import RoleMap
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class Turn:
+    """One agent reply: what it saw (as text and as token ids), what it said, what it earned."""
+
+    agent: str
+    observation: dict[str, str]
+    text: str
+    prompt_ids: list[int]
+    completion_ids: list[int]
+    logprobs: list[float]
+    reward: float
+    info: dict[str, Any]
+    index: int  # position of the turn in the episode (0-based, in acting order)
+    round: int  # the round (Parallel) or the info's round (AEC), else the index
+    finish_reason: str = "stop"
+
+
+@dataclass
+class Episode:
+    """All turns of one episode, with the problem, its group and the agents' returns."""
+
+    env_id: str
+    problem_id: str
+    group: int  # samples of the same problem share a group (GRPO's baseline)
+    sample: int  # index of the sample within its group
+    turns: list[Turn] = field(default_factory=list)
+
+    @property
+    def returns(self) -> dict[str, float]:
+        totals: dict[str, float] = {}
+        for turn in self.turns:
+            totals[turn.agent] = totals.get(turn.agent, 0.0) + turn.reward
+        return totals
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Episode:
+        turns = [Turn(**t) for t in data.get("turns", [])]
+        return cls(data["env_id"], data["problem_id"], data["group"], data["sample"], turns)
+
+
+@dataclass
+class _Slot:
+    env: Any
+    episode: Episode
+    pending: dict[str, float] = field(default_factory=dict)  # rewards before an agent's 1st turn
+    parallel: bool = False
+    observations: dict[str, dict[str, str]] = field(default_factory=dict)  # Parallel envs only
+
+    def credit(self, rewards: Mapping[str, float]) -> None:
+        latest = {t.agent: t for t in self.episode.turns}
+        for agent, reward in rewards.items():
+            if not reward:
+                continue
+            if agent in latest:
+                latest[agent].reward += float(reward)
+            else:
+                self.pending[agent] = self.pending.get(agent, 0.0) + float(reward)
+
+
+class RolloutEngine:
+    """Runs episodes of one registered env with a role map, batching turns across env copies.
+
+    Args:
+        env_id (`str`): a registered env id, e.g. ``"math/reflection-v0"``.
+        policies (`RoleMap | Mapping[str, Policy] | Policy`): who plays which agent; one policy
+            plays every agent.
+        env_kwargs (`Mapping`): passed to `envs.make` (task, data_path, rounds, ...).
+        num_envs (`int`, 64): env copies run at once (a wave); more problems run in waves.
+        progress (`bool`, False): show a tqdm bar over finished episodes.
+    """
+
+    def __init__(
+        self,
+        env_id: str,
+        policies: RoleMap | Mapping[str, Policy] | Policy,
+        env_kwargs: Mapping[str, Any] | None = None,
+        num_envs: int = 64,
+        progress: bool = False,
+    ) -> None:
+        if not isinstance(num_envs, int) or num_envs < 1:
+            raise ValueError(f"num_envs must be a positive int, got {num_envs!r}")
+        if isinstance(policies, RoleMap):
+            self.policies = policies
+        elif isinstance(policies, Mapping):
+            self.policies = RoleMap(policies)
+        else:
+            self.policies = RoleMap.shared(policies)
+        self.env_id, self.env_kwargs = env_id, dict(env_kwargs or {})
+        self.num_envs, self.progress = num_envs, progress
+        self._envs: list[Any] = []
+        probe = self._make_env()
+        self.parallel = isinstance(probe.unwrapped, ParallelEnv)
+        self.task = probe.unwrapped.task
+        self._envs.append(probe)
+
+    def _make_env(self) -> Any:
+        return envs_pkg.make(self.env_id, **self.env_kwargs)
+
+    def problem_ids(self, count: int, offset: int = 0) -> list[str]:
+        """Ids of `count` problems of the env's task, from index `offset` of its source."""
+        source = self.task.source
+        if offset + count > len(source):
+            raise ValueError(
+                f"asked for problems {offset}..{offset + count - 1} but the task has {len(source)}"
+            )
+        return [source[i]["id"] for i in range(offset, offset + count)]
+
+    def run(
+        self,
+        problem_ids: Sequence[str],
+        group_size: int = 1,
+        seed: int = 0,
+        callback: Callable[[Episode], None] | None = None,
+    ) -> list[Episode]:
+        """Play `group_size` episodes of every problem; returns them grouped, in input order.
+
+        Args:
+            problem_ids: problems to play (ids of the env's task).
+            group_size: samples per problem (G of GRPO); they form one `group`.
+            seed: base seed of the env resets (episode i resets with seed + i).
+            callback: called with each finished episode.
+        """
+        if group_size < 1:
+            raise ValueError(f"group_size must be >= 1, got {group_size}")
+        jobs = [(g, s, pid) for g, pid in enumerate(problem_ids) for s in range(group_size)]
+        bar = None
+        if self.progress:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=len(jobs), desc=f"rollout {self.env_id}", unit="ep")
+        episodes: list[Episode] = []
+        for start in range(0, len(jobs), self.num_envs):
+            wave = jobs[start : start + self.num_envs]
+            while len(self._envs) < len(wave):
+                self._envs.append(self._make_env())
+            slots = []
+            for k, (group, sample, pid) in enumerate(wave):
+                env = self._envs[k]
+                first = env.reset(seed=seed + start + k, options={"problem_id": pid})
+                slot = _Slot(env, Episode(self.env_id, pid, group, sample), parallel=self.parallel)
+                if self.parallel:
+                    slot.observations = first[0]
+                slots.append(slot)
+            for slot in self._play(slots):
+                episodes.append(slot.episode)
+                if callback is not None:
+                    callback(slot.episode)
+                if bar is not None:
+                    bar.update(1)
+        if bar is not None:
+            bar.close()
+        episodes.sort(key=lambda e: (e.group, e.sample))
+        return episodes
+
+    def _play(self, slots: list[_Slot]) -> Iterable[_Slot]:
+        live = list(slots)
+        while live:
+            requests: list[tuple[str, dict[str, str]]] = []
+            owners: list[tuple[_Slot, str]] = []
+            still = []
+            for slot in live:
+                agents = self._acting_agents(slot)
+                if not agents:
+                    yield slot
+                    continue
+                still.append(slot)
+                for agent, obs in agents:
+                    requests.append((agent, obs))
+                    owners.append((slot, agent))
+            live = still
+            if not requests:
+                break
+            generations = self.policies.generate(requests)
+            self._apply(owners, requests, generations)
+
+    def _acting_agents(self, slot: _Slot) -> list[tuple[str, dict[str, str]]]:
+        env = slot.env
+        if slot.parallel:
+            return [(a, slot.observations[a]) for a in env.agents]
+        while env.agents:
+            agent = env.agent_selection
+            if env.terminations[agent] or env.truncations[agent]:
+                env.step(None)
+                continue
+            return [(agent, env.observe(agent))]
+        return []
+
+    def _apply(
+        self,
+        owners: list[tuple[_Slot, str]],
+        requests: list[tuple[str, dict[str, str]]],
+        generations: list[Generation],
+    ) -> None:
+        by_slot: dict[int, list[tuple[str, dict[str, str], Generation]]] = {}
+        slots: dict[int, _Slot] = {}
+        for (slot, agent), (_, obs), gen in zip(owners, requests, generations, strict=True):
+            by_slot.setdefault(id(slot), []).append((agent, obs, gen))
+            slots[id(slot)] = slot
+        for key, rows in by_slot.items():
+            slot = slots[key]
+            if slot.parallel:
+                self._step_parallel(slot, rows)
+            else:
+                ((agent, obs, gen),) = rows
+                self._step_aec(slot, agent, obs, gen)
+
+    def _new_turn(
+        self,
+        slot: _Slot,
+        agent: str,
+        obs: dict[str, str],
+        gen: Generation,
+        info: dict[str, Any],
+        round_index: int,
+    ) -> Turn:
+        turn = Turn(
+            agent=agent,
+            observation=dict(obs),
+            text=gen.text,
+            prompt_ids=list(gen.prompt_ids),
+            completion_ids=list(gen.completion_ids),
+            logprobs=list(gen.logprobs),
+            reward=slot.pending.pop(agent, 0.0),
+            info=dict(info),
+            index=len(slot.episode.turns),
+            round=round_index,
+            finish_reason=gen.finish_reason,
+        )
+        slot.episode.turns.append(turn)
+        return turn
+
+    def _step_aec(self, slot: _Slot, agent: str, obs: dict[str, str], gen: Generation) -> None:
+        env = slot.env
+        raw = env.unwrapped
+        env.step(gen.text)
+        info = raw.infos.get(agent, {})
+        self._new_turn(slot, agent, obs, gen, info, int(info.get("round", 0)))
+        slot.credit(raw.rewards)
+
+    def _step_parallel(
+        self, slot: _Slot, rows: list[tuple[str, dict[str, str], Generation]]
+    ) -> None:
+        env = slot.env
+        round_index = env.unwrapped.round
+        slot.observations, rewards, _, _, infos = env.step({a: gen.text for a, _, gen in rows})
+        for agent, obs, gen in rows:
+            self._new_turn(slot, agent, obs, gen, infos.get(agent, {}), round_index)
+        slot.credit(rewards)
+
+
+def save_episodes(path: str | Path, episodes: Iterable[Episode]) -> Path:
+    """Write episodes as JSONL (one episode per line)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8") as handle:
+        for episode in episodes:
+            handle.write(json.dumps(episode.to_dict(), ensure_ascii=False) + "\n")
+    return path
+
+
+def load_episodes(path: str | Path) -> list[Episode]:
+    """Read episodes written by `save_episodes`; a bad line raises naming the file and line."""
+    episodes = []
+    with Path(path).open(encoding="utf-8") as handle:
+        for line_no, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                episodes.append(Episode.from_dict(json.loads(line)))
+            except (json.JSONDecodeError, KeyError, TypeError) as err:
+                raise ValueError(f"{path}:{line_no} is not a saved episode: {err}") from None
+    return episodes
