@@ -133,8 +133,7 @@ def markdown_report(results: dict[str, Any]) -> str:
     if single:
         lines += [
             "",
-            "| same model, same problems | single agent (solve-v0) | "
-            f"multi-agent ({results['env']}) |",
+            f"| same model, same problems | single agent (solve-v0) | multi-agent ({results['env']}) |",
             "|---|---|---|",
         ]
         for key in HEADLINE:

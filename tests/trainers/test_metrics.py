@@ -24,7 +24,7 @@ def turn(agent, extracted, correct, index, round_=0, **info):
 def reflection(group, answers):
     """answers: [(extracted, correct)] for solver then each refiner turn."""
     turns = [turn("solver_0", *answers[0], 0)]
-    for i, (ans, ok) in enumerate(answers[1:]):
+    for ans, ok in answers[1:]:
         turns.append(turn("critic_0", None, True, len(turns)))
         turns.append(turn("refiner_0", ans, ok, len(turns)))
     return Episode("math/reflection-v0", f"p{group}", group, 0, turns)
