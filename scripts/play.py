@@ -14,8 +14,14 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import sys
+from pathlib import Path
 
 from pettingzoo import ParallelEnv
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:  # run as a file from a checkout that is not pip-installed
+    sys.path.insert(0, str(REPO))
 
 import envs
 

@@ -50,20 +50,20 @@ class EmbeddedRecipe:
 
     Args:
         seed (`int`, 0): seeds the transcripts, the weights and the SFT data order.
-        num_problems (`int`, 4000): arithmetic train problems turned into transcripts.
+        num_problems (`int`, 2000): arithmetic train problems turned into transcripts.
         difficulty (`tuple[int, ...]`, (1, 2)): arithmetic levels of the transcripts.
         vocab_size (`int`, 512), hidden_size (`int`, 128), num_layers (`int`, 4), num_heads (`int`, 4).
-        max_steps (`int`, 500), batch_size (`int`, 32), learning_rate (`float`, 2e-3): SFT.
+        max_steps (`int`, 250), batch_size (`int`, 32), learning_rate (`float`, 2e-3): SFT.
     """
 
     seed: int = 0
-    num_problems: int = 4000
+    num_problems: int = 2000
     difficulty: tuple[int, ...] = (1, 2)
     vocab_size: int = 512
     hidden_size: int = 128
     num_layers: int = 4
     num_heads: int = 4
-    max_steps: int = 500
+    max_steps: int = 250
     batch_size: int = 32
     learning_rate: float = 2e-3
 
@@ -134,7 +134,10 @@ def sft_rows(recipe: EmbeddedRecipe) -> list[dict[str, Any]]:
     for problem in source:
         good, truth = worked_solution(problem)
         steps = len(problem["metadata"]["steps"])
-        bad, wrong = worked_solution(problem, rng.randrange(steps), rng.choice([-2, -1, 1, 2, 10]))
+        slip = rng.choice([-2, -1, 1, 2, 10])
+        bad, wrong = worked_solution(problem, rng.randrange(steps), slip)
+        if wrong == truth:  # a slip before a division can round away: slip the last step
+            bad, wrong = worked_solution(problem, steps - 1, slip)
         shown = bad if rng.random() < 0.5 else good
         reflection.reset(options={"problem": problem})
         add(reflection.observe("solver_0"), good, "solver")
