@@ -55,6 +55,13 @@ def make_parser() -> argparse.ArgumentParser:
         metavar="ROLE=PATH",
         help="a different model for one role, e.g. critic=./critic (repeatable)",
     )
+    parser.add_argument(
+        "--ensemble",
+        default=None,
+        choices=["majority_vote", "hidden_state_mean", "hidden_state_weighted"],
+        help="answer with an ensemble of instruction variants (answering roles)",
+    )
+    parser.add_argument("--ensemble-size", type=int, default=3, help="K instruction variants")
     parser.add_argument("--samples", type=int, default=1, help="episodes per problem (for pass@k)")
     parser.add_argument("--k", type=int, nargs="+", default=[1], help="pass@k values")
     parser.add_argument("--rounds", type=int, default=None, help="env rounds (reflection, debate)")
@@ -71,7 +78,12 @@ def make_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    args = make_parser().parse_args(argv)
+    parser = make_parser()
+    args = parser.parse_args(argv)
+    bad = [r for r in args.role_model if "=" not in r]
+    if bad:
+        parser.error(f"--role-model takes ROLE=PATH (e.g. critic=./critic), got {bad}")
+    role_models = dict(r.split("=", 1) for r in args.role_model)
     config = EvalConfig(
         env_id=args.env,
         task=args.task,
@@ -81,7 +93,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         num_problems=args.num_problems,
         offset=args.offset,
         model=args.model,
-        role_models=dict(r.split("=", 1) for r in args.role_model),
+        role_models=role_models,
+        ensemble=args.ensemble,
+        ensemble_size=args.ensemble_size,
         samples=args.samples,
         ks=args.k,
         rounds=args.rounds,

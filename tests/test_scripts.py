@@ -81,3 +81,36 @@ def test_evaluate_end_to_end(tiny_model, tmp_path, monkeypatch):
     assert saved["metrics"]["episodes"] == 6 and "pass@2" in saved["metrics"]
     assert set(results["single_agent"]) >= {"pass1@turn1", "maj1@turnK", "accuracy"}
     assert len((tmp_path / "e.jsonl").read_text().splitlines()) == 6
+
+
+@pytest.mark.parametrize("ensemble", ["majority_vote", "hidden_state_mean"])
+def test_evaluate_with_an_ensemble(tiny_model, monkeypatch, ensemble):
+    sys.path.insert(0, str(REPO / "scripts"))
+    import evaluate
+
+    results = evaluate.main(
+        [
+            "--model",
+            tiny_model,
+            "--env",
+            "math/solve-v0",
+            "--num-problems",
+            "2",
+            "--max-new-tokens",
+            "6",
+            "--ensemble",
+            ensemble,
+            "--ensemble-size",
+            "2",
+        ]
+    )
+    assert results["metrics"]["episodes"] == 2
+
+
+def test_evaluate_rejects_malformed_role_model(capsys):
+    sys.path.insert(0, str(REPO / "scripts"))
+    import evaluate
+
+    with pytest.raises(SystemExit):
+        evaluate.main(["--role-model", "critic"])
+    assert "ROLE=PATH" in capsys.readouterr().err

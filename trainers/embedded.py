@@ -50,21 +50,24 @@ class EmbeddedRecipe:
 
     Args:
         seed (`int`, 0): seeds the transcripts, the weights and the SFT data order.
-        num_problems (`int`, 2000): arithmetic train problems turned into transcripts.
+        num_problems (`int`, 3000): arithmetic train problems turned into transcripts.
         difficulty (`tuple[int, ...]`, (1, 2)): arithmetic levels of the transcripts.
         vocab_size (`int`, 512), hidden_size (`int`, 128), num_layers (`int`, 4), num_heads (`int`, 4).
-        max_steps (`int`, 250), batch_size (`int`, 32), learning_rate (`float`, 2e-3): SFT.
+        review_fraction (`float`, 0.6): share of problems that also give critic, refiner and
+            variant/debater rows (their prompts are long; solver rows teach the arithmetic).
+        max_steps (`int`, 600), batch_size (`int`, 16), learning_rate (`float`, 2e-3): SFT.
     """
 
     seed: int = 0
-    num_problems: int = 2000
+    num_problems: int = 3000
     difficulty: tuple[int, ...] = (1, 2)
     vocab_size: int = 512
     hidden_size: int = 128
     num_layers: int = 4
     num_heads: int = 4
-    max_steps: int = 250
-    batch_size: int = 32
+    review_fraction: float = 0.6
+    max_steps: int = 600
+    batch_size: int = 16
     learning_rate: float = 2e-3
 
     def key(self) -> str:
@@ -141,6 +144,8 @@ def sft_rows(recipe: EmbeddedRecipe) -> list[dict[str, Any]]:
         shown = bad if rng.random() < 0.5 else good
         reflection.reset(options={"problem": problem})
         add(reflection.observe("solver_0"), good, "solver")
+        if rng.random() >= recipe.review_fraction:
+            continue
         reflection.step(shown)
         add(
             reflection.observe("critic_0"),

@@ -31,6 +31,8 @@ class EvalConfig:
     offset: int = 0
     model: str | None = None
     role_models: dict[str, str] = field(default_factory=dict)
+    ensemble: str | None = None
+    ensemble_size: int = 3
     samples: int = 1
     ks: Sequence[int] = (1,)
     rounds: int | None = None

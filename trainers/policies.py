@@ -1,24 +1,59 @@
-"""Building role maps from model names: the embedded default, one shared model, or one per role."""
+"""Building role maps from model names: the embedded default, one shared model, or one per role,
+optionally with an instruction-variant ensemble playing the answering roles."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from agents.base import GenerationArguments
+from agents.base import GenerationArguments, Policy
+from agents.ensemble import make_ensemble
 from agents.hf import HFPolicy
 from agents.roles import RoleMap
+from envs import prompts
+from rewards import canonical_answer, extract_answer
 from trainers.embedded import resolve_model
+
+ANSWER_ROLES = ("solver", "refiner", "debater", "variant")
+
+
+def vote_key(text: str) -> str | None:
+    """The answer a reply votes for, normalised so equivalent answers vote together."""
+    answer = extract_answer(text)
+    return None if answer is None else canonical_answer(answer)
+
+
+def build_ensemble(name: str, policy: HFPolicy, size: int, answer_format: str) -> Policy:
+    """`majority_vote` or `hidden_state_mean|weighted` over the envs' first `size` variants."""
+    variants = [v.replace("{answer_format}", answer_format) for v in prompts.VARIANTS]
+    instructions = [variants[i % len(variants)] for i in range(size)]
+    if name == "majority_vote":
+        return make_ensemble(name, policy=policy, instructions=instructions, vote_fn=vote_key)
+    return make_ensemble(
+        name,
+        model=policy.model,
+        tokenizer=policy.tokenizer,
+        instructions=instructions,
+        generation_args=policy.generation_args,
+    )
 
 
 def build_role_map(
     model: str | None = None,
     role_models: Mapping[str, str] | None = None,
     generation_args: GenerationArguments | None = None,
+    ensemble: str | None = None,
+    ensemble_size: int = 3,
+    answer_format: str = "give the final answer as \\boxed{...} at the end.",
 ) -> RoleMap:
     """A role map: `model` (default: the embedded model) for every agent, `role_models` overriding
-    single roles (``{"critic": "path/to/critic"}``; different architectures are fine)."""
+    single roles (``{"critic": "path/to/critic"}``; different architectures are fine), and with
+    `ensemble` an ensemble of `ensemble_size` instruction variants answering for the answering
+    roles (solver, refiner, debater, variant)."""
     shared = HFPolicy.from_pretrained(resolve_model(model), generation_args)
-    policies = {"*": shared}
+    policies: dict[str, Policy] = {"*": shared}
+    if ensemble:
+        team = build_ensemble(ensemble, shared, ensemble_size, answer_format)
+        policies.update(dict.fromkeys(ANSWER_ROLES, team))
     for role, path in (role_models or {}).items():
         policies[role] = HFPolicy.from_pretrained(resolve_model(path), generation_args)
     return RoleMap(policies)
