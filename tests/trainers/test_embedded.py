@@ -74,3 +74,16 @@ def test_build_is_cached_and_loadable(tmp_path):
     policy = HFPolicy.from_pretrained(str(path), GenerationArguments(max_new_tokens=4, seed=0))
     (gen,) = policy.generate([{"instruction": "Solve.", "prompt": "1 + 1?"}])
     assert 1 <= gen.num_tokens <= 4
+
+
+def test_same_recipe_gives_the_same_model(tmp_path):
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    first = build_embedded(TINY, cache_dir=tmp_path / "a")
+    second = build_embedded(TINY, cache_dir=tmp_path / "b")
+    a = AutoModelForCausalLM.from_pretrained(first).state_dict()
+    b = AutoModelForCausalLM.from_pretrained(second).state_dict()
+    assert a.keys() == b.keys()
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert (first / "tokenizer.json").read_text() == (second / "tokenizer.json").read_text()
