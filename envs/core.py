@@ -19,6 +19,11 @@ OBS_FIELDS = ("role", "instruction", "question", "transcript", "prompt")
 CLIP_MARK = "\n...[clipped]...\n"
 
 
+def render_transcript(turns: list[tuple[str, str]]) -> str:
+    """The turns as ``[agent]`` headed blocks."""
+    return "\n\n".join(f"[{agent}]\n{text}" for agent, text in turns)
+
+
 class AnyText(spaces.Text):
     """A `gymnasium.spaces.Text` that contains every string of an allowed length.
 
@@ -66,7 +71,12 @@ class TaskEnvMixin:
         task_kwargs: Mapping[str, Any] | None,
         max_action_chars: int,
         max_obs_chars: int,
+        render_mode: str | None = None,
     ) -> None:
+        if render_mode not in (None, "ansi"):
+            raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
+        self.render_mode = render_mode
+        self.turns: list[tuple[str, str]] = []
         for name, value in (
             ("max_action_chars", max_action_chars),
             ("max_obs_chars", max_obs_chars),
@@ -138,6 +148,13 @@ class TaskEnvMixin:
             "action_clipped": clipped,
             **extra,
         }
+
+    def render(self) -> str | None:
+        """The transcript so far (render mode "ansi"), or None without a render mode."""
+        return None if self.render_mode is None else render_transcript(self.turns)
+
+    def close(self) -> None:
+        """Nothing to release: the envs hold no files, processes or windows."""
 
     def _obs(self, role: str, instruction: str, prompt: str, transcript: str) -> dict[str, str]:
         limit = self.max_obs_chars

@@ -38,8 +38,7 @@ from typing import Any
 from pettingzoo import ParallelEnv
 
 from envs import prompts
-from envs.core import TaskEnvMixin
-from envs.reflection import render_transcript
+from envs.core import TaskEnvMixin, render_transcript
 from envs.tasks import Task
 from rewards import Verdict, Verifier, canonical_answer, majority_vote
 
@@ -71,13 +70,17 @@ class DebateEnv(TaskEnvMixin, ParallelEnv):
             raise ValueError(f"rounds must be an int >= 1, got {rounds!r}")
         if not (isinstance(influence_discount, (int, float)) and 0.0 <= influence_discount <= 1.0):
             raise ValueError(f"influence_discount must be in [0, 1], got {influence_discount!r}")
-        if render_mode not in (None, "ansi"):
-            raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
         self._setup_task(
-            task, data_path, split, verifier, task_kwargs, max_action_chars, max_obs_chars
+            task,
+            data_path,
+            split,
+            verifier,
+            task_kwargs,
+            max_action_chars,
+            max_obs_chars,
+            render_mode,
         )
         self.rounds, self.influence_discount = rounds, float(influence_discount)
-        self.render_mode = render_mode
         self.possible_agents = [f"{self.agent_prefix}_{i}" for i in range(num_agents)]
         self.max_turns = rounds
         templates = list(instructions) if instructions else [None]
@@ -88,7 +91,6 @@ class DebateEnv(TaskEnvMixin, ParallelEnv):
             for i, a in enumerate(self.possible_agents)
         }
         self.agents: list[str] = []
-        self.turns: list[tuple[str, str]] = []
 
     _role = "debater"
 
@@ -185,12 +187,6 @@ class DebateEnv(TaskEnvMixin, ParallelEnv):
 
     def state(self) -> str:
         return render_transcript(self.turns)
-
-    def render(self) -> str | None:
-        return None if self.render_mode is None else render_transcript(self.turns)
-
-    def close(self) -> None:
-        pass
 
 
 def env(**kwargs: Any) -> DebateEnv:

@@ -45,7 +45,7 @@ from pettingzoo import AECEnv
 from pettingzoo.utils import wrappers
 
 from envs import prompts
-from envs.core import TaskEnvMixin
+from envs.core import TaskEnvMixin, render_transcript
 from envs.tasks import Task
 from rewards import Verifier
 
@@ -63,10 +63,6 @@ def parse_verdict(text: str) -> bool | None:
         return None
     word = next(w for w in matches[-1] if w).lower()
     return word in ("correct", "right")
-
-
-def render_transcript(turns: list[tuple[str, str]]) -> str:
-    return "\n\n".join(f"[{agent}]\n{text}" for agent, text in turns)
 
 
 class ReflectionEnv(TaskEnvMixin, AECEnv):
@@ -91,13 +87,17 @@ class ReflectionEnv(TaskEnvMixin, AECEnv):
         super().__init__()
         if not isinstance(rounds, int) or rounds < 1:
             raise ValueError(f"rounds must be an int >= 1, got {rounds!r}")
-        if render_mode not in (None, "ansi"):
-            raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
         self._setup_task(
-            task, data_path, split, verifier, task_kwargs, max_action_chars, max_obs_chars
+            task,
+            data_path,
+            split,
+            verifier,
+            task_kwargs,
+            max_action_chars,
+            max_obs_chars,
+            render_mode,
         )
         self.rounds, self.stop_on_accept, self.team_reward = rounds, stop_on_accept, team_reward
-        self.render_mode = render_mode
         self.possible_agents = ["solver_0", "critic_0", "refiner_0"]
         self.schedule = ["solver_0"] + ["critic_0", "refiner_0"] * rounds
         self.max_turns = len(self.schedule)
@@ -107,7 +107,6 @@ class ReflectionEnv(TaskEnvMixin, AECEnv):
             "refiner_0": self.task.instruction("refiner"),
         }
         self.agents = []
-        self.turns: list[tuple[str, str]] = []
 
     # ------------------------------------------------------------------ PettingZoo API
     def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> None:
@@ -195,14 +194,6 @@ class ReflectionEnv(TaskEnvMixin, AECEnv):
             self._deads_step_first()
         else:
             self.agent_selection = self.schedule[self.turn]
-
-    def render(self) -> str | None:
-        if self.render_mode is None:
-            return None
-        return render_transcript(self.turns)
-
-    def close(self) -> None:
-        pass
 
 
 def env(wrapped: bool = True, **kwargs: Any) -> AECEnv:

@@ -31,8 +31,7 @@ from pettingzoo import AECEnv
 from pettingzoo.utils import wrappers
 
 from envs import prompts
-from envs.core import TaskEnvMixin
-from envs.reflection import render_transcript
+from envs.core import TaskEnvMixin, render_transcript
 from envs.tasks import Task
 from rewards import Verifier
 
@@ -54,17 +53,20 @@ class SolveEnv(TaskEnvMixin, AECEnv):
         render_mode: str | None = None,
     ) -> None:
         super().__init__()
-        if render_mode not in (None, "ansi"):
-            raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
         self._setup_task(
-            task, data_path, split, verifier, task_kwargs, max_action_chars, max_obs_chars
+            task,
+            data_path,
+            split,
+            verifier,
+            task_kwargs,
+            max_action_chars,
+            max_obs_chars,
+            render_mode,
         )
-        self.render_mode = render_mode
         self.possible_agents = ["solver_0"]
         self.max_turns = 1
         self._instruction = self.task.instruction("solver")
         self.agents = []
-        self.turns: list[tuple[str, str]] = []
 
     def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> None:
         self._start_episode(seed, options)
@@ -98,12 +100,6 @@ class SolveEnv(TaskEnvMixin, AECEnv):
         )
         self.terminations[agent] = True
         self._accumulate_rewards()
-
-    def render(self) -> str | None:
-        return None if self.render_mode is None else render_transcript(self.turns)
-
-    def close(self) -> None:
-        pass
 
 
 def env(wrapped: bool = True, **kwargs: Any) -> AECEnv:

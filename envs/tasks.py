@@ -18,13 +18,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from rewards.extract import last_boxed
-
 from envs import prompts
 from envs.arithmetic import ArithmeticSource
 from envs.errors import DuplicateTaskError, UnknownTaskError
 from envs.sources import Problem, ProblemSource, load_hub, load_jsonl, require
 from rewards import Verifier, get_verifier
+from rewards.extract import last_boxed
 
 BOXED = "give the final answer as \\boxed{...} at the end."
 
@@ -126,6 +125,15 @@ def arithmetic_task(
     return Task("arithmetic", ArithmeticSource(size, difficulty, split, seed), verifier)
 
 
+def _source(
+    data_path: str | None, hub_id: str, config: str | None, split: str, parse_row: Any, name: str
+) -> ProblemSource:
+    """A local JSONL file when `data_path` is given, else the hub dataset's split."""
+    if data_path:
+        return load_jsonl(data_path, parse_row, name)
+    return load_hub(hub_id, config, split, parse_row, name)
+
+
 def _gsm8k_row(row: Mapping[str, Any], index: int, where: str) -> Problem:
     solution = str(require(row, "answer"))
     if "####" not in solution:
@@ -145,11 +153,7 @@ def gsm8k_task(
     verifier: str | Verifier = "gsm8k",
     hub_id: str = "openai/gsm8k",
 ) -> Task:
-    if data_path:
-        source = load_jsonl(data_path, _gsm8k_row, "gsm8k")
-    else:
-        source = load_hub(hub_id, "main", split, _gsm8k_row, "gsm8k")
-    return Task("gsm8k", source, verifier)
+    return Task("gsm8k", _source(data_path, hub_id, "main", split, _gsm8k_row, "gsm8k"), verifier)
 
 
 def _math_row(row: Mapping[str, Any], index: int, where: str) -> Problem:
@@ -177,11 +181,7 @@ def math_task(
     verifier: str | Verifier = "math",
     hub_id: str = "HuggingFaceH4/MATH-500",
 ) -> Task:
-    if data_path:
-        source = load_jsonl(data_path, _math_row, "math")
-    else:
-        source = load_hub(hub_id, None, split, _math_row, "math")
-    return Task("math", source, verifier)
+    return Task("math", _source(data_path, hub_id, None, split, _math_row, "math"), verifier)
 
 
 ANLI_LABELS = {
@@ -215,13 +215,9 @@ def anli_task(
     verifier: str | Verifier = "label",
     hub_id: str = "facebook/anli",
 ) -> Task:
-    if data_path:
-        source = load_jsonl(data_path, _anli_row, "anli")
-    else:
-        source = load_hub(hub_id, None, split, _anli_row, "anli")
     return Task(
         "anli",
-        source,
+        _source(data_path, hub_id, None, split, _anli_row, "anli"),
         verifier,
         answer_format="give the final label as \\boxed{entailment}, \\boxed{neutral} or "
         "\\boxed{contradiction} at the end.",
