@@ -1,0 +1,218 @@
+from __future__ import annotations
+
+import statistics
+
+import pytest
+import torch
+from trl import GRPOConfig, GRPOTrainer
+
+import envs
+from tests.trainers.test_embedded import TINY
+from trainers import grpo
+from trainers.embedded import build_embedded
+from trainers.grpo import (
+    build_grpo_trainer,
+    parse_slot_prompt,
+    rows_from_episodes,
+    slot_dataset,
+    slot_prompt,
+    turn_reward,
+    turn_slots,
+)
+from trainers.rollout import Episode, Turn
+
+PAD, EOS = 0, 1
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory):
+    return str(build_embedded(TINY, cache_dir=tmp_path_factory.mktemp("embedded")))
+
+
+def turn(agent, index, reward, rnd=0, correct=None, tokens=(5, 6), prompt=(7, 8, 9)):
+    return Turn(
+        agent=agent,
+        observation={"prompt": "p"},
+        text="t",
+        prompt_ids=list(prompt),
+        completion_ids=list(tokens),
+        logprobs=[-0.5] * len(tokens),
+        reward=reward,
+        info={"correct": correct},
+        index=index,
+        round=rnd,
+    )
+
+
+def episodes_for(problem_id, rewards_per_sample, group=0):
+    """Reflection-like episodes (solver, critic, refiner); a shorter reward list ends early."""
+    agents = ["solver_0", "critic_0", "refiner_0"]
+    out = []
+    for sample, rewards in enumerate(rewards_per_sample):
+        turns = [
+            turn(agent, i, r, correct=bool(r), tokens=range(10 + i, 12 + i + sample))
+            for i, (agent, r) in enumerate(zip(agents, rewards, strict=False))
+        ]
+        out.append(Episode("math/reflection-v0", problem_id, group, sample, turns))
+    return out
+
+
+def test_slot_prompts_round_trip():
+    assert parse_slot_prompt(slot_prompt("arithmetic/train/d1/s0/#3", 12)) == (
+        "arithmetic/train/d1/s0/#3",
+        12,
+    )
+    with pytest.raises(ValueError, match="slot_dataset"):
+        parse_slot_prompt("What is 2 + 3?")
+    data = slot_dataset(["a", "b"], 3)
+    assert data["prompt"] == ["a#0", "a#1", "a#2", "b#0", "b#1", "b#2"]
+    assert data["slot"] == [0, 1, 2, 0, 1, 2]
+
+
+def test_turn_slots_count_every_turn_an_episode_can_record():
+    assert turn_slots(envs.make("math/reflection-v0", rounds=2)) == 5
+    assert turn_slots(envs.make("math/debate-v0", num_agents=3, rounds=2)) == 6
+    assert turn_slots(envs.make("math/solve-v0")) == 1
+
+
+def test_rows_map_turn_slots_with_masks_weights_and_padding():
+    group = episodes_for("p", [[1.0, 0.0, 1.0], [0.0, 1.0]])  # sample 1 ended after the critic
+    group[0].turns[1].completion_ids = []  # a scripted critic turn: nothing to train
+    prompts = [slot_prompt("p", s) for s in range(3) for _ in range(2)]
+    rows = rows_from_episodes(
+        prompts,
+        {"p": group},
+        2,
+        {"critic": 2.0, "refiner_0": 0.5},
+        pad_token_id=PAD,
+        eos_token_id=EOS,
+    )
+    assert len(rows["prompt_ids"]) == 6
+    assert rows["agent"] == ["solver_0", "solver_0", "critic_0", "critic_0", "refiner_0", None]
+    assert rows["turn_reward"] == [1.0, 0.0, None, 2.0, 0.5, None]
+    assert rows["turn_raw_reward"] == [1.0, 0.0, None, 1.0, 1.0, None]
+    assert rows["completion_ids"][0] == [10, 11] and rows["completion_ids"][1] == [10, 11, 12]
+    assert rows["prompt_ids"][0] == [7, 8, 9] and rows["logprobs"][1] == [-0.5] * 3
+    assert rows["env_mask"] == [[1, 1], [1, 1, 1], [0], [1, 1, 1], [1, 1], [0]]
+    for i in (2, 5):  # padding rows: one pad prompt token, one eos, no loss, no reward
+        assert rows["prompt_ids"][i] == [PAD] and rows["completion_ids"][i] == [EOS]
+    assert rows["correct"] == [True, False, None, True, True, None]
+
+
+def test_rows_reject_mixed_turns_and_bad_groups():
+    group = episodes_for("p", [[1.0, 0.0], [0.0, 1.0]])
+    group[1].turns[1].agent = "refiner_0"
+    prompts = [slot_prompt("p", 1)] * 2
+    with pytest.raises(ValueError, match="different turns"):
+        rows_from_episodes(prompts, {"p": group}, 2)
+    with pytest.raises(ValueError, match="not one group"):
+        rows_from_episodes([slot_prompt("p", 0), slot_prompt("p", 1)], {"p": group}, 2)
+    with pytest.raises(ValueError, match="groups of 2"):
+        rows_from_episodes([slot_prompt("p", 0)] * 3, {"p": group}, 2)
+
+
+def test_turn_reward_logs_per_agent_metrics():
+    logged = {}
+    out = turn_reward(
+        completions=["a", "b", "c"],
+        turn_reward=[2.0, None, 0.0],
+        turn_raw_reward=[1.0, None, 0.0],
+        agent=["critic_0", None, "critic_0"],
+        correct=[True, None, False],
+        completion_ids=[[1, 2], [1], [1, 2, 3, 4]],
+        log_metric=lambda name, value: logged.__setitem__(name, value),
+    )
+    assert out == [2.0, None, 0.0]
+    assert logged == {
+        "agents/critic_0/reward": 0.5,
+        "agents/critic_0/accuracy": 0.5,
+        "agents/critic_0/completion_length": 3.0,
+    }
+
+
+def normalised(rewards):
+    """GRPO's group advantage: (r - mean) / (sample std + 1e-4)."""
+    mean, std = statistics.mean(rewards), statistics.stdev(rewards)
+    return [(r - mean) / (std + 1e-4) for r in rewards]
+
+
+def config(tmp_path, **kwargs):
+    base = {
+        "output_dir": str(tmp_path / "out"),
+        "use_cpu": True,
+        "bf16": False,
+        "report_to": "none",
+        "num_generations": 2,
+        "per_device_train_batch_size": 6,
+        "max_completion_length": 12,
+        "max_steps": 1,
+        "logging_steps": 1,
+        "save_strategy": "no",
+        "learning_rate": 1e-2,
+        "seed": 0,
+    }
+    return GRPOConfig(**{**base, **kwargs})
+
+
+def test_advantages_are_normalised_within_problem_role_and_round(tiny_model, tmp_path):
+    """Hand-made episodes through TRL's own scoring: groups are (problem, agent, round) blocks."""
+    episodes = {
+        "p": episodes_for("p", [[1.0, 1.0, 0.0], [0.0, 1.0, 1.0], [1.0, 0.0]]),
+        "q": episodes_for("q", [[0.0, 0.0, 1.0], [0.0, 1.0, 0.0], [0.0, 0.0, 0.0]]),
+    }
+    prompts = [slot_prompt(pid, s) for pid in ("p", "q") for s in range(3) for _ in range(3)]
+
+    def rollout(batch, trainer):
+        assert batch == prompts
+        return rows_from_episodes(batch, episodes, 3, pad_token_id=PAD, eos_token_id=EOS)
+
+    trainer = GRPOTrainer(
+        model=tiny_model,
+        reward_funcs=[turn_reward],
+        args=config(tmp_path, num_generations=3, per_device_train_batch_size=18),
+        train_dataset=slot_dataset(["p", "q"], 3),
+        rollout_func=rollout,
+    )
+    inputs = [{"prompt": p, "problem_id": p[0], "slot": int(p[-1])} for p in prompts]
+    out = trainer._generate_and_score_completions(inputs)
+    adv = out["advantages"].tolist()
+    assert adv[0:3] == pytest.approx(normalised([1, 0, 1]), abs=1e-4)  # p, solver_0, round 0
+    assert adv[3:6] == pytest.approx(normalised([1, 1, 0]), abs=1e-4)  # p, critic_0
+    assert adv[6:9] == pytest.approx([*normalised([0, 1]), 0.0], abs=1e-4)  # padding: no baseline
+    assert adv[9:12] == [0.0, 0.0, 0.0]  # q's solvers all wrong: no signal
+    assert adv[12:15] == pytest.approx(normalised([0, 1, 0]), abs=1e-4)
+    assert adv[15:18] == pytest.approx(normalised([1, 0, 0]), abs=1e-4)
+    loss_mask = out["completion_mask"] * out["tool_mask"]  # what TRL's loss sums over
+    assert loss_mask[8].sum() == 0 and loss_mask[0].sum() == 2 and loss_mask[1].sum() == 3
+    assert out["completion_ids"].shape[0] == 18
+
+
+def test_training_updates_the_shared_model_and_logs_per_agent_metrics(tiny_model, tmp_path):
+    args = config(tmp_path, max_steps=2)
+    trainer = build_grpo_trainer(
+        tiny_model,
+        "math/reflection-v0",
+        {"rounds": 1},
+        args,
+        role_weights={"critic": 0.5},
+        train_problems=4,
+        num_envs=8,
+    )
+
+    def shaped(completions, completion_ids, turn_reward, **kwargs):  # varied rewards on any model
+        base = grpo.turn_reward(completions, turn_reward, completion_ids=completion_ids, **kwargs)
+        return [
+            None if r is None else r + len(set(c)) / 10
+            for r, c in zip(base, completion_ids, strict=True)
+        ]
+
+    trainer.reward_funcs[0] = shaped
+    before = {k: v.detach().clone() for k, v in trainer.model.named_parameters()}
+    trainer.train()
+    after = dict(trainer.model.named_parameters())
+    assert any(not torch.equal(before[k], after[k]) for k in before)
+    logs = {k: v for entry in trainer.state.log_history for k, v in entry.items()}
+    for agent in ("solver_0", "critic_0", "refiner_0"):
+        for metric in ("reward", "accuracy", "completion_length"):
+            assert f"agents/{agent}/{metric}" in logs
+    assert trainer.rollout_func.calls == 2

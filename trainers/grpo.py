@@ -1,0 +1,324 @@
+"""Multi-turn, multi-agent GRPO on TRL's `GRPOTrainer`, fed by the rollout engine.
+
+Design
+------
+**One row per agent turn.** Each row TRL trains on is ONE turn of one episode: its prompt is that
+turn's exact prompt token ids, its completion that turn's completion ids and sampled logprobs, as
+`RolloutEngine` recorded them. So each agent's loss covers its own tokens only, and nothing is
+re-tokenized. The row's reward is the turn's reward (already attributed per turn by the engine)
+times a per-role weight (`role_weights`, default 1).
+
+**Advantages grouped by (problem, agent, round).** TRL normalises rewards over consecutive blocks
+of `num_generations` (G) rows (mean, and std with `scale_rewards="group"`). The rows are laid out
+so that each block holds the same turn slot (the same agent in the same round) of the G sampled
+episodes of one problem; TRL's own GRPO normalisation then compares, e.g., the G critics of round
+1 on problem 17 with each other, and nothing else. Grouping is per agent (``debater_0`` and
+``debater_1`` are separate groups), which keeps every group at exactly G rows as TRL requires.
+
+**How the rows fit TRL's hooks (no subclass).** TRL's `rollout_func` must return exactly one row
+per prompt it receives, while an episode yields several turns. Rather than overriding
+`_generate_and_score_completions` (a 600-line method) we make the dataset rows *turn slots*: one
+row per (problem, slot), slot 0..S-1 where S is the env's most turns per episode (`max_turns`, times
+the agents acting at once for Parallel envs). The prompt column encodes ``"<problem_id>#<slot>"``.
+TRL's sampler repeats each row G times, so the rollout function receives blocks of G equal
+prompts; it runs G episodes of every distinct problem in the batch with the engine (all turns of
+all copies batched) and answers each block with slot ``s`` of those G episodes. With
+`shuffle_dataset=False` (we shuffle the problems once ourselves) and a generation batch that is a
+multiple of S * G, every problem's S slots arrive in one batch and no turn is wasted; otherwise
+the mapping is still correct (each block gets fresh episodes) but plays more episodes.
+
+Alternatives considered: (a) one row per episode and role, the role's turns concatenated with
+`env_mask` masking the others' tokens. Unsound here: each turn's prompt is rebuilt from the
+observation, so later prompts are not prefix-extensions of earlier ones and one token stream
+cannot hold them. (b) per-token advantages of shape (B, T), which `_compute_loss` accepts, need an
+override of the scoring method; they are what `trainers/ppo.py` uses.
+
+**Missing and untrainable turns.** An episode that ends early (``stop_on_accept``) has fewer than
+S turns, and a scripted agent's turn has no tokens. Such a slot becomes a padding row: one pad
+prompt token, one eos completion token, ``env_mask`` 0 (no loss, not counted in TRL's lengths) and
+reward `None`, which TRL treats as unscorable: excluded from the group baseline, advantage 0.
+
+**Logging.** The reward function `turn_reward` returns the weighted turn rewards and, through
+TRL's `log_metric` hook, logs per agent ``agents/<agent>/reward`` (unweighted), ``/accuracy`` (the
+turn's ``info["correct"]``) and ``/completion_length``; they reach `report_to` with TRL's own
+metrics (``rewards/turn_reward/mean`` there is the weighted reward over trainable turns).
+
+**Models.** One shared model plays every role (the trainer's model, so rollouts always use the
+current weights). Not done: a model per role would need one `GRPOTrainer` per model, each fed
+only its role's slots from a shared rollout (e.g. a rollout cache keyed by problem, stepping the
+trainers in turn). A LoRA adapter per role on one base model generates mixed-role batches
+already (`agents.roles.build_lora_role_map`), but training needs each row's forward pass under its
+role's adapter: either per-role micro-batches with `set_adapter` (an override of `_compute_loss`)
+or again one trainer per adapter.
+
+Notes: ``mask_truncated_completions`` judges truncation by the last token, so a turn ended by a
+stop string counts as truncated; on CPU pass ``use_cpu=True, bf16=False``; with ``beta > 0`` the
+reference model is loaded from `model_path`, so give a saved folder.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from datasets import Dataset
+from pettingzoo import ParallelEnv
+from trl import GRPOConfig, GRPOTrainer
+
+import envs as envs_pkg
+from agents.base import GenerationArguments
+from agents.hf import HFPolicy
+from trainers.rollout import Episode, RolloutEngine, Turn
+
+logger = logging.getLogger(__name__)
+
+SLOT_SEP = "#"
+
+
+def slot_prompt(problem_id: str, slot: int) -> str:
+    """The prompt column of a (problem, turn slot) row: ``"<problem_id>#<slot>"``."""
+    return f"{problem_id}{SLOT_SEP}{slot}"
+
+
+def parse_slot_prompt(prompt: str) -> tuple[str, int]:
+    """Inverse of `slot_prompt`."""
+    problem_id, sep, slot = str(prompt).rpartition(SLOT_SEP)
+    if not sep or not slot.isdigit():
+        raise ValueError(
+            f"prompt {prompt!r} is not a turn-slot prompt '<problem_id>#<slot>'; build the dataset "
+            "with trainers.grpo.slot_dataset."
+        )
+    return problem_id, int(slot)
+
+
+def turn_slots(env: Any) -> int:
+    """Most turns one episode of `env` records: `max_turns` (AEC), times the agents (Parallel)."""
+    raw = env.unwrapped
+    agents = len(raw.possible_agents) if isinstance(raw, ParallelEnv) else 1
+    return int(raw.max_turns) * agents
+
+
+def slot_dataset(problem_ids: Sequence[str], slots: int) -> Dataset:
+    """One row per (problem, slot), problem-major: `prompt`, `problem_id`, `slot`."""
+    rows = [(pid, s) for pid in problem_ids for s in range(slots)]
+    return Dataset.from_dict(
+        {
+            "prompt": [slot_prompt(pid, s) for pid, s in rows],
+            "problem_id": [pid for pid, _ in rows],
+            "slot": [s for _, s in rows],
+        }
+    )
+
+
+def role_of(agent: str) -> str:
+    """``"critic_0"`` -> ``"critic"``."""
+    return agent.rsplit("_", 1)[0] if agent.rsplit("_", 1)[-1].isdigit() else agent
+
+
+def _trainable(turn: Turn | None) -> bool:
+    return turn is not None and bool(turn.completion_ids) and bool(turn.prompt_ids)
+
+
+def rows_from_episodes(
+    prompts: Sequence[str],
+    episodes: Mapping[str, Sequence[Episode]],
+    group_size: int,
+    role_weights: Mapping[str, float] | None = None,
+    pad_token_id: int = 0,
+    eos_token_id: int = 0,
+) -> dict[str, list[Any]]:
+    """TRL rows for `prompts` (blocks of `group_size` equal slot prompts) from played episodes.
+
+    Row ``k * G + s`` is slot ``slot`` of ``episodes[problem_id][s]``, where block ``k`` names
+    ``problem_id#slot``; a missing or token-less turn gives a padding row (see module docstring).
+
+    Returns:
+        ``prompt_ids``, ``completion_ids``, ``logprobs``, ``env_mask`` (TRL's rollout keys) and
+        ``turn_reward`` (weighted; `None` on padding), ``turn_raw_reward``, ``agent``, ``round``,
+        ``correct`` (forwarded to the reward function).
+    """
+    if len(prompts) % group_size:
+        raise ValueError(f"{len(prompts)} prompts do not split into groups of {group_size}")
+    weights = dict(role_weights or {})
+    out: dict[str, list[Any]] = defaultdict(list)
+    for start in range(0, len(prompts), group_size):
+        block = prompts[start : start + group_size]
+        if len(set(block)) != 1:
+            raise ValueError(f"rows {start}..{start + group_size - 1} are not one group: {block}")
+        problem_id, slot = parse_slot_prompt(block[0])
+        group = episodes[problem_id]
+        if len(group) < group_size:
+            raise ValueError(f"problem {problem_id!r} has {len(group)} episodes, need {group_size}")
+        turns = [e.turns[slot] if slot < len(e.turns) else None for e in group[:group_size]]
+        keys = {(t.agent, t.round) for t in turns if t is not None}
+        if len(keys) > 1:
+            raise ValueError(
+                f"slot {slot} of problem {problem_id!r} holds different turns {sorted(keys)} "
+                "across samples; this env's turn order is not fixed, so slots cannot group it."
+            )
+        for turn in turns:
+            if _trainable(turn):
+                weight = float(weights.get(turn.agent, weights.get(role_of(turn.agent), 1.0)))
+                out["prompt_ids"].append(list(turn.prompt_ids))
+                out["completion_ids"].append(list(turn.completion_ids))
+                out["logprobs"].append(list(turn.logprobs))
+                out["env_mask"].append([1] * len(turn.completion_ids))
+                out["turn_reward"].append(turn.reward * weight)
+                out["turn_raw_reward"].append(turn.reward)
+                out["correct"].append(turn.info.get("correct"))
+            else:
+                out["prompt_ids"].append([pad_token_id])
+                out["completion_ids"].append([eos_token_id])
+                out["logprobs"].append([0.0])
+                out["env_mask"].append([0])
+                for key in ("turn_reward", "turn_raw_reward", "correct"):
+                    out[key].append(None)
+            out["agent"].append(turn.agent if turn is not None else None)
+            out["round"].append(turn.round if turn is not None else None)
+    return dict(out)
+
+
+def turn_reward(
+    completions: list[Any],
+    turn_reward: list[float | None],
+    agent: list[str | None],
+    completion_ids: list[list[int]],
+    env_mask: list[list[int]] | None = None,
+    turn_raw_reward: list[float | None] | None = None,
+    correct: list[bool | None] | None = None,
+    log_metric: Callable[[str, float], None] | None = None,
+    **kwargs: Any,
+) -> list[float | None]:
+    """The rollout's weighted turn rewards (`None` on padding rows); logs per-agent metrics."""
+    if log_metric is not None:
+        raw = turn_raw_reward or turn_reward
+        by_agent: dict[str, list[int]] = defaultdict(list)
+        for i, (name, reward) in enumerate(zip(agent, turn_reward, strict=True)):
+            if name is not None and reward is not None:
+                by_agent[name].append(i)
+        for name, rows in sorted(by_agent.items()):
+            log_metric(f"agents/{name}/reward", sum(raw[i] for i in rows) / len(rows))
+            if correct is not None:
+                log_metric(
+                    f"agents/{name}/accuracy", sum(bool(correct[i]) for i in rows) / len(rows)
+                )
+            lengths = [len(completion_ids[i]) for i in rows]
+            log_metric(f"agents/{name}/completion_length", sum(lengths) / len(lengths))
+    return list(turn_reward)
+
+
+class TurnRollout:
+    """TRL `rollout_func`: plays the batch's problems with the trainer's model, returns turn rows.
+
+    Args:
+        env_id (`str`), env_kwargs (`Mapping`): the env the engine plays.
+        role_weights (`Mapping[str, float]`, None): reward weight per role or agent name.
+        num_envs (`int`, 64): env copies the engine runs at once.
+    """
+
+    def __init__(
+        self,
+        env_id: str,
+        env_kwargs: Mapping[str, Any] | None = None,
+        role_weights: Mapping[str, float] | None = None,
+        num_envs: int = 64,
+    ) -> None:
+        self.env_id, self.env_kwargs = env_id, dict(env_kwargs or {})
+        self.role_weights, self.num_envs = dict(role_weights or {}), num_envs
+        self.engine: RolloutEngine | None = None
+        self.calls = 0
+
+    def _engine(self, trainer: GRPOTrainer) -> RolloutEngine:
+        model = trainer.accelerator.unwrap_model(trainer.model)
+        if self.engine is None or self.engine.policies["*"].model is not model:
+            args = trainer.args
+            generation = GenerationArguments(
+                max_new_tokens=args.max_completion_length or 256,
+                temperature=args.temperature,
+                top_p=args.top_p,
+                top_k=args.top_k or 0,
+            )
+            policy = HFPolicy(model, trainer.processing_class, generation)
+            self.engine = RolloutEngine(self.env_id, policy, self.env_kwargs, self.num_envs)
+        return self.engine
+
+    def __call__(self, prompts: list[str], trainer: GRPOTrainer) -> dict[str, list[Any]]:
+        group = trainer.num_generations if trainer.model.training else trainer.num_generations_eval
+        problems = list(dict.fromkeys(parse_slot_prompt(p)[0] for p in prompts))
+        engine = self._engine(trainer)
+        seed = trainer.args.seed + 1_000_003 * self.calls
+        self.calls += 1
+        played = engine.run(problems, group_size=group, seed=seed)
+        episodes: dict[str, list[Episode]] = defaultdict(list)
+        for episode in played:
+            episodes[episode.problem_id].append(episode)
+        tokenizer = trainer.processing_class
+        eos = trainer.eos_token_ids[0] if trainer.eos_token_ids else tokenizer.eos_token_id
+        return rows_from_episodes(
+            prompts, episodes, group, self.role_weights, tokenizer.pad_token_id, eos
+        )
+
+
+def resolve_problems(env: Any, train_problems: int | Sequence[str] | None) -> list[str]:
+    """Problem ids: all of the env's task (`None`), the first `n` (int), or the given ids."""
+    source = env.unwrapped.task.source
+    if train_problems is None or isinstance(train_problems, int):
+        count = len(source) if train_problems is None else min(train_problems, len(source))
+        return [source[i]["id"] for i in range(count)]
+    return [str(pid) for pid in train_problems]
+
+
+def build_grpo_trainer(
+    model_path: str,
+    env_id: str = "math/reflection-v0",
+    env_kwargs: Mapping[str, Any] | None = None,
+    args: GRPOConfig | None = None,
+    role_weights: Mapping[str, float] | None = None,
+    train_problems: int | Sequence[str] | None = None,
+    num_envs: int = 64,
+    **trainer_kwargs: Any,
+) -> GRPOTrainer:
+    """A `GRPOTrainer` training one shared model on every agent's turns of `env_id`.
+
+    Args:
+        model_path (`str`): a saved model folder (or hub id) with a chat-template tokenizer.
+        env_id (`str`, "math/reflection-v0"), env_kwargs (`Mapping`, None): the env and its kwargs.
+        args (`GRPOConfig`, None): TRL's config; `shuffle_dataset` is turned off (the problems
+            are shuffled here, once, with `args.seed`) so a problem's turn slots stay together.
+        role_weights (`Mapping[str, float]`, None): reward weight per role (``"critic"``) or
+            agent (``"critic_0"``); default 1.
+        train_problems (`int | Sequence[str]`, None): problem ids, or the first n, or all.
+        num_envs (`int`, 64): env copies the rollout engine runs at once.
+        **trainer_kwargs: passed to `GRPOTrainer` (callbacks, peft_config, eval_dataset, ...).
+    """
+    args = args or GRPOConfig(output_dir="outputs/grpo")
+    env_kwargs = dict(env_kwargs or {})
+    probe = envs_pkg.make(env_id, **env_kwargs)
+    slots = turn_slots(probe)
+    problems = resolve_problems(probe, train_problems)
+    if not problems:
+        raise ValueError(
+            "no training problems: pass train_problems as a count >= 1 or a list of ids"
+        )
+    random.Random(args.seed).shuffle(problems)
+    args.shuffle_dataset = False
+    block = slots * args.num_generations
+    if args.generation_batch_size % block:
+        logger.warning(
+            "generation_batch_size=%d is not a multiple of turn slots x num_generations = %d x %d; "
+            "a problem's turns will be split across batches and more episodes played than needed",
+            args.generation_batch_size,
+            slots,
+            args.num_generations,
+        )
+    return GRPOTrainer(
+        model=model_path,
+        reward_funcs=[turn_reward],
+        args=args,
+        train_dataset=slot_dataset(problems, slots),
+        rollout_func=TurnRollout(env_id, env_kwargs, role_weights, num_envs),
+        **trainer_kwargs,
+    )
