@@ -216,3 +216,23 @@ def test_training_updates_the_shared_model_and_logs_per_agent_metrics(tiny_model
         for metric in ("reward", "accuracy", "completion_length"):
             assert f"agents/{agent}/{metric}" in logs
     assert trainer.rollout_func.calls == 2
+
+
+def test_rollout_rows_are_token_exact_for_the_trainer(tiny_model, tmp_path):
+    """The rollout's sampled logprobs equal TRL's recomputation on the rows it built."""
+    trainer = build_grpo_trainer(
+        tiny_model, "math/reflection-v0", {"rounds": 1}, config(tmp_path), train_problems=2
+    )
+    assert trainer.train_dataset["prompt"][:3] == [
+        slot_prompt(trainer.train_dataset["problem_id"][0], s) for s in range(3)
+    ]
+    inputs = [dict(row) for row in trainer.train_dataset.select(range(3)) for _ in range(2)]
+    out = trainer._generate_and_score_completions(inputs)
+    ids = torch.cat([out["prompt_ids"], out["completion_ids"]], dim=1)
+    attention = torch.cat([out["prompt_mask"], out["completion_mask"]], dim=1)
+    logps, _, _ = trainer._get_per_token_logps_and_entropies(
+        trainer.model, ids, attention, out["completion_ids"].size(1)
+    )
+    mask = (out["completion_mask"] * out["tool_mask"]).bool()
+    assert len(set(out["prompt_mask"].sum(1).tolist())) > 1  # left padding is exercised
+    assert torch.allclose(logps[mask], out["sampling_per_token_logps"][mask], atol=1e-4)
