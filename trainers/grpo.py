@@ -186,7 +186,6 @@ def turn_reward(
     turn_reward: list[float | None],
     agent: list[str | None],
     completion_ids: list[list[int]],
-    env_mask: list[list[int]] | None = None,
     turn_raw_reward: list[float | None] | None = None,
     correct: list[bool | None] | None = None,
     log_metric: Callable[[str, float], None] | None = None,
