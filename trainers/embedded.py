@@ -35,7 +35,7 @@ from agents.prompts import build_messages
 
 logger = logging.getLogger(__name__)
 
-RECIPE_VERSION = 1
+RECIPE_VERSION = 2  # bump whenever the transcripts or the training change
 OPS = {
     "+": lambda a, b: a + b,
     "-": lambda a, b: a - b,
