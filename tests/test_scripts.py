@@ -114,3 +114,59 @@ def test_evaluate_rejects_malformed_role_model(capsys):
     with pytest.raises(SystemExit):
         evaluate.main(["--role-model", "critic"])
     assert "ROLE=PATH" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("script", ["train_reflection.py", "train_debate.py"])
+def test_train_script_end_to_end(tiny_model, tmp_path, script):
+    """One GRPO step of a training script on the tiny model: eval, train, eval, outputs."""
+    out = tmp_path / "run"
+    result = subprocess.run(
+        [
+            sys.executable,
+            f"scripts/{script}",
+            "grpo",
+            "--model_name_or_path",
+            tiny_model,
+            "--max_steps",
+            "1",
+            "--eval_problems",
+            "2",
+            "--eval_samples",
+            "1",
+            "--train_problems",
+            "4",
+            "--max_completion_length",
+            "6",
+            "--rounds",
+            "1",
+            "--num_generations",
+            "2",
+            "--per_device_train_batch_size",
+            "6",
+            "--output_dir",
+            str(out),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert {"before", "after", "summary", "log_history"} <= set(metrics)
+    assert any(k.startswith("agents/") for row in metrics["log_history"] for k in row)
+    assert (out / "curves.png").stat().st_size > 0 and (out / "final" / "config.json").is_file()
+
+
+def test_train_script_reads_a_yaml_config_and_flags_override(tmp_path):
+    from trainers.cli import make_parser
+
+    config = tmp_path / "c.yaml"
+    config.write_text("max_steps: 7\nlearning_rate: 0.001\nrole_weights: 'critic=0.5'\n")
+    env_args, grpo = make_parser("grpo", "math/reflection-v0").parse_args_and_config(
+        ["--config", str(config), "--max_steps", "3"]
+    )
+    assert (grpo.max_steps, grpo.learning_rate) == (3, 0.001)
+    assert env_args.weights() == {"critic": 0.5} and env_args.env_id == "math/reflection-v0"
+    assert grpo.per_device_train_batch_size == 20  # 5 turn slots x 4 generations

@@ -1,0 +1,21 @@
+"""Train the debaters of `math/debate-v0`.
+
+    python scripts/train_debate.py                      # GRPO, embedded model, arithmetic, CPU
+    python scripts/train_debate.py grpo --config scripts/configs/debate_grpo.yaml
+    python scripts/train_debate.py grpo --help           # every field (env, GRPOConfig)
+
+The first argument picks the algorithm (only `grpo` so far). It evaluates on held-out problems,
+trains, evaluates again, and writes the model, metrics.json and curves.png to --output_dir.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from trainers.cli import run_script
+
+if __name__ == "__main__":
+    run_script("math/debate-v0", sys.argv[1:], doc=__doc__)

@@ -1,0 +1,103 @@
+"""Argument dataclasses of the training scripts (parsed with TRL's `TrlParser`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from trl import GRPOConfig
+
+
+@dataclass
+class EnvArguments:
+    """Which env, task, problems and model a training script uses.
+
+    Args:
+        env_id (`str`, set by the script): the registered env.
+        task (`str`, "arithmetic"), data_path (`str | None`), split (`str | None`): the task.
+        difficulty (`list[int]`, [1, 2]): arithmetic levels (those of the embedded model).
+        rounds (`int | None`): reflection/debate rounds; None keeps the env's default.
+        num_agents (`int | None`): debate/ensemble agents; None keeps the env's default.
+        train_problems (`int`, 2000): training problems (the task's train split).
+        eval_problems (`int`, 100): held-out problems evaluated before and after training.
+        eval_samples (`int`, 2): episodes per held-out problem.
+        model_name_or_path (`str | None`): hub id or folder; None trains the embedded model.
+        role_weights (`str`, ""): reward weight per role, e.g. "solver=1,critic=0.5".
+        num_envs (`int`, 64): env copies the rollout engine runs at once.
+    """
+
+    env_id: str = field(default="math/reflection-v0", metadata={"help": "Registered env id."})
+    task: str = field(default="arithmetic", metadata={"help": "Task name."})
+    data_path: str | None = field(default=None, metadata={"help": "Local JSONL for the task."})
+    split: str | None = field(default=None, metadata={"help": "Training split of the task."})
+    difficulty: list[int] = field(
+        default_factory=lambda: [1, 2], metadata={"help": "Arithmetic difficulty levels."}
+    )
+    rounds: int | None = field(default=None, metadata={"help": "Env rounds (reflection, debate)."})
+    num_agents: int | None = field(default=None, metadata={"help": "Debate/ensemble agents."})
+    train_problems: int = field(default=2000, metadata={"help": "Number of training problems."})
+    eval_problems: int = field(default=100, metadata={"help": "Held-out problems for evaluation."})
+    eval_samples: int = field(default=2, metadata={"help": "Episodes per held-out problem."})
+    model_name_or_path: str | None = field(
+        default=None, metadata={"help": "Hub id or folder; default: the embedded model."}
+    )
+    role_weights: str = field(
+        default="", metadata={"help": "Reward weight per role, e.g. 'solver=1,critic=0.5'."}
+    )
+    num_envs: int = field(default=64, metadata={"help": "Env copies run at once."})
+
+    def __post_init__(self) -> None:
+        if self.train_problems < 1 or self.eval_problems < 0:
+            raise ValueError("train_problems must be >= 1 and eval_problems >= 0")
+        self.weights()  # validate early
+
+    def weights(self) -> dict[str, float]:
+        """`role_weights` as a dict, or a ValueError saying the expected form."""
+        out = {}
+        for part in filter(None, (p.strip() for p in self.role_weights.split(","))):
+            role, sep, value = part.partition("=")
+            try:
+                out[role.strip()] = float(value)
+            except ValueError:
+                sep = ""
+            if not sep or not role.strip():
+                raise ValueError(
+                    f"role_weights entry {part!r} must read ROLE=NUMBER, e.g. 'critic=0.5'"
+                )
+        return out
+
+    def env_kwargs(self, split: str | None = None) -> dict:
+        kwargs: dict = {"task": self.task}
+        if self.data_path:
+            kwargs["data_path"] = self.data_path
+        if split or self.split:
+            kwargs["split"] = split or self.split
+        if self.task == "arithmetic":
+            kwargs["task_kwargs"] = {"difficulty": list(self.difficulty), "size": 10_000}
+        if self.rounds is not None:
+            kwargs["rounds"] = self.rounds
+        if self.num_agents is not None:
+            kwargs["num_agents"] = self.num_agents
+        return kwargs
+
+
+@dataclass
+class CPUGRPOConfig(GRPOConfig):
+    """TRL's `GRPOConfig` with defaults for a short CPU run of the embedded model.
+
+    The batch holds whole episodes: per_device_train_batch_size = turn slots x num_generations
+    (reflection with 2 rounds: 5 slots x 4 = 20).
+    """
+
+    output_dir: str = field(default="outputs/train", metadata={"help": "Where to write."})
+    use_cpu: bool = field(default=True, metadata={"help": "Train on the CPU."})
+    bf16: bool = field(default=False, metadata={"help": "bf16 mixed precision."})
+    learning_rate: float = field(default=2e-4, metadata={"help": "Adam learning rate."})
+    num_generations: int = field(default=4, metadata={"help": "G samples per problem."})
+    per_device_train_batch_size: int = field(default=20, metadata={"help": "Rows per step."})
+    max_completion_length: int = field(default=64, metadata={"help": "Tokens per turn."})
+    max_steps: int = field(default=40, metadata={"help": "Optimizer steps."})
+    logging_steps: int = field(default=1, metadata={"help": "Log every N steps."})
+    save_steps: int = field(default=20, metadata={"help": "Checkpoint every N steps."})
+    report_to: list[str] = field(default_factory=lambda: ["none"], metadata={"help": "Loggers."})
+    beta: float = field(default=0.0, metadata={"help": "KL coefficient (0: no ref model)."})
+    lr_scheduler_type: str = field(default="constant", metadata={"help": "LR schedule."})

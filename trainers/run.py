@@ -1,0 +1,126 @@
+"""What every `scripts/train_<env>.py` does: evaluate, train, evaluate again, write the results.
+
+Writes into ``output_dir``: the trained model (``final/``), ``metrics.json`` (before/after
+evaluation and the training log) and ``curves.png`` (reward and accuracy per agent over steps).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+from trainers.args import CPUGRPOConfig, EnvArguments
+from trainers.embedded import resolve_model
+from trainers.evaluation import EvalConfig, evaluate, markdown_report
+
+logger = logging.getLogger(__name__)
+
+
+def eval_config(env_args: EnvArguments, model: str, config: CPUGRPOConfig) -> EvalConfig:
+    """Held-out evaluation matching the training env (arithmetic: the test split)."""
+    return EvalConfig(
+        env_id=env_args.env_id,
+        task=env_args.task,
+        data_path=env_args.data_path,
+        difficulty=env_args.difficulty,
+        num_problems=env_args.eval_problems,
+        model=model,
+        samples=env_args.eval_samples,
+        rounds=env_args.rounds,
+        num_agents=env_args.num_agents,
+        temperature=config.temperature,
+        max_new_tokens=config.max_completion_length,
+        num_envs=env_args.num_envs,
+        seed=config.seed,
+    )
+
+
+def train_grpo(env_args: EnvArguments, config: CPUGRPOConfig) -> dict[str, Any]:
+    """Evaluate the start, train with multi-agent GRPO, evaluate the result; return the figures."""
+    from trainers.grpo import build_grpo_trainer
+
+    out = Path(config.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    start_model = resolve_model(env_args.model_name_or_path)
+    results: dict[str, Any] = {"env": env_args.env_id, "algo": "grpo", "start_model": start_model}
+    if env_args.eval_problems:
+        results["before"] = evaluate(eval_config(env_args, start_model, config))
+        print(markdown_report(results["before"]))
+    trainer = build_grpo_trainer(
+        start_model,
+        env_args.env_id,
+        env_args.env_kwargs(split="train"),
+        config,
+        role_weights=env_args.weights(),
+        train_problems=env_args.train_problems,
+        num_envs=env_args.num_envs,
+    )
+    began = time.perf_counter()
+    trainer.train(resume_from_checkpoint=config.resume_from_checkpoint)
+    results["train_seconds"] = time.perf_counter() - began
+    final = out / "final"
+    trainer.save_model(str(final))
+    results["log_history"] = trainer.state.log_history
+    if env_args.eval_problems:
+        results["after"] = evaluate(eval_config(env_args, str(final), config))
+        print(markdown_report(results["after"]))
+        results["summary"] = summary(results)
+        print(summary_table(results["summary"]))
+    (out / "metrics.json").write_text(json.dumps(results, indent=2, default=str) + "\n")
+    plot_curves(results["log_history"], out / "curves.png", env_args.env_id)
+    print(f"wrote {final}, {out / 'metrics.json'}, {out / 'curves.png'}")
+    return results
+
+
+KEYS = ("accuracy", "pass1@turn1", "maj1@turnK", "pass1@turnK")
+
+
+def summary(results: dict[str, Any]) -> dict[str, dict[str, float]]:
+    """Before/after headline metrics, multi-agent and single-agent."""
+    rows = {}
+    for when in ("before", "after"):
+        res = results[when]
+        rows[when] = {k: res["metrics"][k] for k in KEYS}
+        if "single_agent" in res:
+            rows[when]["single_agent_pass1@turn1"] = res["single_agent"]["pass1@turn1"]
+    return rows
+
+
+def summary_table(rows: dict[str, dict[str, float]]) -> str:
+    keys = list(rows["before"])
+    lines = ["| metric | before | after | change |", "|---|---|---|---|"]
+    for key in keys:
+        b, a = rows["before"][key], rows["after"][key]
+        lines.append(f"| {key} | {b:.3f} | {a:.3f} | {a - b:+.3f} |")
+    return "\n".join(lines)
+
+
+def plot_curves(history: list[dict[str, Any]], path: Path, title: str) -> None:
+    """Reward and accuracy per agent over training steps, one panel each."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    series: dict[str, dict[str, list[tuple[int, float]]]] = {"reward": {}, "accuracy": {}}
+    for row in history:
+        for key, value in row.items():
+            parts = key.split("/")
+            if len(parts) == 3 and parts[0] == "agents" and parts[2] in series:
+                series[parts[2]].setdefault(parts[1], []).append((row.get("step", 0), value))
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    for ax, (metric, agents) in zip(axes, series.items(), strict=True):
+        for agent, points in sorted(agents.items()):
+            steps, values = zip(*points, strict=True) if points else ((), ())
+            ax.plot(steps, values, label=agent)
+        ax.set_xlabel("step")
+        ax.set_ylabel(metric)
+        ax.set_title(f"{title}: {metric} per agent")
+        if agents:
+            ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
