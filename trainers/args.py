@@ -84,8 +84,9 @@ class EnvArguments:
 class CPUGRPOConfig(GRPOConfig):
     """TRL's `GRPOConfig` with defaults for a short CPU run of the embedded model.
 
-    The batch holds whole episodes: per_device_train_batch_size = turn slots x num_generations
-    (reflection with 2 rounds: 5 slots x 4 = 20).
+    A micro-batch holds whole episodes: per_device_train_batch_size = turn slots x num_generations
+    (reflection with 2 rounds: 5 slots x 4 = 20, one problem); one optimizer step sees
+    gradient_accumulation_steps problems, all generated in one batched rollout.
     """
 
     output_dir: str = field(default="outputs/train", metadata={"help": "Where to write."})
@@ -93,9 +94,14 @@ class CPUGRPOConfig(GRPOConfig):
     bf16: bool = field(default=False, metadata={"help": "bf16 mixed precision."})
     learning_rate: float = field(default=2e-4, metadata={"help": "Adam learning rate."})
     num_generations: int = field(default=4, metadata={"help": "G samples per problem."})
-    per_device_train_batch_size: int = field(default=20, metadata={"help": "Rows per step."})
+    per_device_train_batch_size: int = field(
+        default=20, metadata={"help": "Rows per micro-batch (turn slots x num_generations)."}
+    )
+    gradient_accumulation_steps: int = field(
+        default=8, metadata={"help": "Micro-batches per optimizer step (problems per step)."}
+    )
     max_completion_length: int = field(default=64, metadata={"help": "Tokens per turn."})
-    max_steps: int = field(default=40, metadata={"help": "Optimizer steps."})
+    max_steps: int = field(default=60, metadata={"help": "Optimizer steps."})
     logging_steps: int = field(default=1, metadata={"help": "Log every N steps."})
     save_steps: int = field(default=20, metadata={"help": "Checkpoint every N steps."})
     report_to: list[str] = field(default_factory=lambda: ["none"], metadata={"help": "Loggers."})
