@@ -143,6 +143,8 @@ def test_train_script_end_to_end(tiny_model, tmp_path, script):
             "2",
             "--per_device_train_batch_size",
             "6",
+            "--gradient_accumulation_steps",
+            "1",
             "--output_dir",
             str(out),
         ],
