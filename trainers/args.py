@@ -107,3 +107,11 @@ class CPUGRPOConfig(GRPOConfig):
     report_to: list[str] = field(default_factory=lambda: ["none"], metadata={"help": "Loggers."})
     beta: float = field(default=0.0, metadata={"help": "KL coefficient (0: no ref model)."})
     lr_scheduler_type: str = field(default="constant", metadata={"help": "LR schedule."})
+
+    @classmethod
+    def script_defaults(cls, env_id: str) -> dict:
+        """A micro-batch holds whole episodes: every turn slot of the env x the G generations."""
+        import envs
+        from trainers.grpo import turn_slots
+
+        return {"per_device_train_batch_size": turn_slots(envs.make(env_id)) * cls.num_generations}

@@ -1,33 +1,73 @@
-"""The shared entry point of the ``scripts/train_<env>.py`` scripts (TRL-style parsing)."""
+"""The shared entry point of the ``scripts/train_<env>.py`` scripts (TRL-style parsing).
+
+Each algorithm is one `ALGOS` entry: the module that holds it, the name of its config dataclass
+(a TRL config subclass with CPU defaults) and of its train function
+``train(env_args: EnvArguments, config) -> dict``, and the envs it applies to (None: every env).
+Modules are imported only when their algorithm is picked, so ``--help`` stays fast.
+"""
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
-ALGOS = ("grpo",)
+
+@dataclass(frozen=True)
+class Algo:
+    module: str
+    config: str
+    train: str
+    envs: tuple[str, ...] | None = None  # None: every registered env
+
+    def load(self) -> tuple[type, Any]:
+        mod = importlib.import_module(self.module)
+        return getattr(mod, self.config), getattr(mod, self.train)
 
 
-def make_parser(algo: str, env_id: str) -> Any:
-    """A `TrlParser` over (EnvArguments, the algorithm's config); ``--config x.yaml`` works."""
+ALGOS: dict[str, Algo] = {
+    "grpo": Algo("trainers.run", "CPUGRPOConfig", "train_grpo"),
+    "ppo": Algo("trainers.ppo", "CPUPPOConfig", "train_ppo"),
+    "sft": Algo("trainers.sft", "CPUSFTConfig", "train_sft", ("math/reflection-v0",)),
+    "dpo": Algo("trainers.dpo", "CPUDPOConfig", "train_dpo", ("math/reflection-v0",)),
+}
+
+
+def available(env_id: str) -> list[str]:
+    """Algorithms that apply to `env_id` and whose module is present."""
+    names = []
+    for name, algo in ALGOS.items():
+        if algo.envs is not None and env_id not in algo.envs:
+            continue
+        if importlib.util.find_spec(algo.module) is None:
+            continue
+        names.append(name)
+    return names
+
+
+def make_parser(algo: str, env_id: str) -> tuple[Any, Any]:
+    """A `TrlParser` over (EnvArguments, the algorithm's config) and the train function."""
     from trl import TrlParser
 
-    from trainers.args import CPUGRPOConfig, EnvArguments
+    from trainers.args import EnvArguments
 
-    if algo not in ALGOS:
-        raise SystemExit(f"unknown algorithm {algo!r}; available: {', '.join(ALGOS)}")
-    import envs
-    from trainers.grpo import turn_slots
-
-    parser = TrlParser((EnvArguments, CPUGRPOConfig))
-    # A step holds whole episodes: every turn slot of the env for each of the G generations.
-    batch = turn_slots(envs.make(env_id)) * CPUGRPOConfig.num_generations
-    parser.set_defaults(
-        env_id=env_id,
-        output_dir=f"outputs/{env_id.split('/')[1]}_{algo}",
-        per_device_train_batch_size=batch,
-    )
-    return parser
+    names = available(env_id)
+    if algo not in names:
+        raise SystemExit(
+            f"unknown algorithm {algo!r} for {env_id}; available: {', '.join(names)}"
+        )
+    config_cls, train = ALGOS[algo].load()
+    parser = TrlParser((EnvArguments, config_cls))
+    defaults: dict[str, Any] = {
+        "env_id": env_id,
+        "output_dir": f"outputs/{env_id.split('/')[1]}_{algo}",
+    }
+    hook = getattr(config_cls, "script_defaults", None)
+    if hook is not None:  # e.g. a batch size derived from the env's turn slots
+        defaults.update(hook(env_id))
+    parser.set_defaults(**defaults)
+    return parser, train
 
 
 def run_script(env_id: str, argv: Sequence[str], doc: str | None = None) -> dict[str, Any]:
@@ -36,7 +76,7 @@ def run_script(env_id: str, argv: Sequence[str], doc: str | None = None) -> dict
     algo = argv.pop(0) if argv and not argv[0].startswith("-") else "grpo"
     if argv[:1] in (["-h"], ["--help"]) and doc:
         print(doc)
-    env_args, config = make_parser(algo, env_id).parse_args_and_config(argv)
-    from trainers.run import train_grpo
-
-    return train_grpo(env_args, config)
+        print(f"algorithms for {env_id}: {', '.join(available(env_id))}\n")
+    parser, train = make_parser(algo, env_id)
+    env_args, config = parser.parse_args_and_config(argv)
+    return train(env_args, config)
