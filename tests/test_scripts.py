@@ -167,9 +167,7 @@ def test_train_script_reads_a_yaml_config_and_flags_override(tmp_path):
     config = tmp_path / "c.yaml"
     config.write_text("max_steps: 7\nlearning_rate: 0.001\nrole_weights: 'critic=0.5'\n")
     parser, _ = make_parser("grpo", "math/reflection-v0")
-    env_args, grpo = parser.parse_args_and_config(
-        ["--config", str(config), "--max_steps", "3"]
-    )
+    env_args, grpo = parser.parse_args_and_config(["--config", str(config), "--max_steps", "3"])
     assert (grpo.max_steps, grpo.learning_rate) == (3, 0.001)
     assert env_args.weights() == {"critic": 0.5} and env_args.env_id == "math/reflection-v0"
     assert grpo.per_device_train_batch_size == 20  # 5 turn slots x 4 generations

@@ -54,9 +54,7 @@ def make_parser(algo: str, env_id: str) -> tuple[Any, Any]:
 
     names = available(env_id)
     if algo not in names:
-        raise SystemExit(
-            f"unknown algorithm {algo!r} for {env_id}; available: {', '.join(names)}"
-        )
+        raise SystemExit(f"unknown algorithm {algo!r} for {env_id}; available: {', '.join(names)}")
     config_cls, train = ALGOS[algo].load()
     parser = TrlParser((EnvArguments, config_cls))
     defaults: dict[str, Any] = {

@@ -19,8 +19,12 @@ from trainers.evaluation import EvalConfig, evaluate, markdown_report
 logger = logging.getLogger(__name__)
 
 
-def eval_config(env_args: EnvArguments, model: str, config: CPUGRPOConfig) -> EvalConfig:
-    """Held-out evaluation matching the training env (arithmetic: the test split)."""
+def eval_config(env_args: EnvArguments, model: str, config: Any) -> EvalConfig:
+    """Held-out evaluation matching the training env (arithmetic: the test split).
+
+    `config` is any algorithm's config; its `temperature` and `max_completion_length` set the
+    sampling when it has them (GRPO, PPO), else 1.0 and 64 tokens.
+    """
     return EvalConfig(
         env_id=env_args.env_id,
         task=env_args.task,
@@ -31,26 +35,53 @@ def eval_config(env_args: EnvArguments, model: str, config: CPUGRPOConfig) -> Ev
         samples=env_args.eval_samples,
         rounds=env_args.rounds,
         num_agents=env_args.num_agents,
-        temperature=config.temperature,
-        max_new_tokens=config.max_completion_length,
+        temperature=getattr(config, "temperature", None) or 1.0,
+        max_new_tokens=getattr(config, "max_completion_length", None) or 64,
         num_envs=env_args.num_envs,
         seed=config.seed,
     )
+
+
+def start_run(env_args: EnvArguments, config: Any, algo: str) -> tuple[Path, dict[str, Any]]:
+    """Create ``output_dir``, resolve the start model, evaluate it (``results["before"]``)."""
+    out = Path(config.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    start_model = resolve_model(env_args.model_name_or_path)
+    results: dict[str, Any] = {"env": env_args.env_id, "algo": algo, "start_model": start_model}
+    if env_args.eval_problems:
+        results["before"] = evaluate(eval_config(env_args, start_model, config))
+        print(markdown_report(results["before"]))
+    return out, results
+
+
+def finish_run(
+    env_args: EnvArguments,
+    config: Any,
+    results: dict[str, Any],
+    final: Path,
+    log_history: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """Evaluate the saved model at `final`, write metrics.json and curves.png; return results."""
+    out = Path(config.output_dir)
+    results["log_history"] = log_history
+    if env_args.eval_problems:
+        results["after"] = evaluate(eval_config(env_args, str(final), config))
+        print(markdown_report(results["after"]))
+        results["summary"] = summary(results)
+        print(summary_table(results["summary"]))
+    (out / "metrics.json").write_text(json.dumps(results, indent=2, default=str) + "\n")
+    plot_curves(log_history, out / "curves.png", f"{env_args.env_id} {results['algo']}")
+    print(f"wrote {final}, {out / 'metrics.json'}, {out / 'curves.png'}")
+    return results
 
 
 def train_grpo(env_args: EnvArguments, config: CPUGRPOConfig) -> dict[str, Any]:
     """Evaluate the start, train with multi-agent GRPO, evaluate the result; return the figures."""
     from trainers.grpo import build_grpo_trainer
 
-    out = Path(config.output_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    start_model = resolve_model(env_args.model_name_or_path)
-    results: dict[str, Any] = {"env": env_args.env_id, "algo": "grpo", "start_model": start_model}
-    if env_args.eval_problems:
-        results["before"] = evaluate(eval_config(env_args, start_model, config))
-        print(markdown_report(results["before"]))
+    out, results = start_run(env_args, config, "grpo")
     trainer = build_grpo_trainer(
-        start_model,
+        results["start_model"],
         env_args.env_id,
         env_args.env_kwargs(split="train"),
         config,
@@ -63,16 +94,7 @@ def train_grpo(env_args: EnvArguments, config: CPUGRPOConfig) -> dict[str, Any]:
     results["train_seconds"] = time.perf_counter() - began
     final = out / "final"
     trainer.save_model(str(final))
-    results["log_history"] = trainer.state.log_history
-    if env_args.eval_problems:
-        results["after"] = evaluate(eval_config(env_args, str(final), config))
-        print(markdown_report(results["after"]))
-        results["summary"] = summary(results)
-        print(summary_table(results["summary"]))
-    (out / "metrics.json").write_text(json.dumps(results, indent=2, default=str) + "\n")
-    plot_curves(results["log_history"], out / "curves.png", env_args.env_id)
-    print(f"wrote {final}, {out / 'metrics.json'}, {out / 'curves.png'}")
-    return results
+    return finish_run(env_args, config, results, final, trainer.state.log_history)
 
 
 KEYS = ("accuracy", "pass1@turn1", "maj1@turnK", "pass1@turnK")
