@@ -2,6 +2,7 @@
 
 Commands:
     rollout     generated tokens per second of the batched rollout engine vs the naive loop.
+    train       one multi-agent GRPO step vs a plain TRL GRPO step, time per processed token.
     envs        agent turns per second of every env with scripted agents (overhead per turn).
     verifiers   verifications per second of the ``math`` verifier against plain math-verify
                 (``verify(parse(ref), parse(response))``) on the same GSM8K-style inputs.
@@ -448,9 +449,165 @@ def run_rollout(args: argparse.Namespace) -> dict[str, Any]:
     return figures
 
 
+# ---------------------------------------------------------------- train
+
+
+def add_train_parser(subparsers: Any) -> None:
+    """Register the ``train`` command."""
+    parser = subparsers.add_parser(
+        "train",
+        help="one multi-agent GRPO step vs one plain TRL GRPO step (seconds per token)",
+        description=(
+            "Times optimizer steps of the multi-agent GRPO trainer (trainers/grpo.py: rollout "
+            "engine, env copies, one row per agent turn) and of a plain TRL GRPOTrainer on the "
+            "same model, the same rows per step (the reflection env's turn slots x problems x G "
+            "against as many single-turn prompts x G), the same token budget and sampling. "
+            "Sampled lengths differ, so each step's time is divided by the tokens it processed "
+            "(prompt + completion, TRL's num_tokens); the ratio is multi-agent / plain."
+        ),
+    )
+    parser.add_argument("--model", default=None, help="model folder; default: the embedded model")
+    parser.add_argument("--problems", type=int, default=4, help="problems per optimizer step")
+    parser.add_argument("--generations", type=int, default=4, help="G samples per problem")
+    parser.add_argument("--rounds", type=int, default=1, help="reflection rounds")
+    parser.add_argument("--max-new-tokens", type=int, default=48)
+    parser.add_argument("--steps", type=int, default=3, help="timed steps (after one warm-up)")
+    parser.add_argument("--json", type=Path, default=None, help="write the figures to this file")
+    parser.set_defaults(func=run_train)
+
+
+def _timed_train(trainer: Any) -> dict[str, Any]:
+    """Train, timing each optimizer step; the first (warm-up) step is left out."""
+    from transformers import TrainerCallback
+
+    class Clock(TrainerCallback):
+        def __init__(self) -> None:
+            self.began = 0.0
+            self.seconds: list[float] = []
+
+        def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            self.began = time.perf_counter()
+
+        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            self.seconds.append(time.perf_counter() - self.began)
+
+    clock = Clock()
+    trainer.add_callback(clock)
+    trainer.train()
+    totals = [row["num_tokens"] for row in trainer.state.log_history if "num_tokens" in row]
+    tokens = [b - a for a, b in zip([0.0, *totals[:-1]], totals, strict=True)]
+    seconds, tokens = clock.seconds[1:], tokens[1:]
+    return {
+        "steps": len(seconds),
+        "seconds_per_step": sum(seconds) / len(seconds),
+        "tokens_per_step": sum(tokens) / len(tokens),
+        "ms_per_1k_tokens": 1e6 * sum(seconds) / sum(tokens),
+    }
+
+
+def run_train(args: argparse.Namespace) -> dict[str, Any]:
+    """Seconds per processed token: multi-agent GRPO step vs plain TRL GRPO step."""
+    import tempfile
+
+    from datasets import Dataset
+    from trl import GRPOConfig, GRPOTrainer
+
+    import envs
+    from agents.prompts import build_messages
+    from rewards import get_verifier
+    from trainers.embedded import resolve_model
+    from trainers.grpo import build_grpo_trainer, turn_slots
+
+    model = resolve_model(args.model)
+    env_id = "math/reflection-v0"
+    env_kwargs = {"rounds": args.rounds, "split": "train"}
+    env = envs.make(env_id, **env_kwargs)
+    slots = turn_slots(env)
+    steps = args.steps + 1
+    problems = args.problems * steps
+
+    def config(out: str) -> GRPOConfig:
+        return GRPOConfig(
+            output_dir=out,
+            use_cpu=True,
+            bf16=False,
+            report_to=[],
+            save_strategy="no",
+            disable_tqdm=True,
+            logging_steps=1,
+            max_steps=steps,
+            learning_rate=1e-5,
+            num_generations=args.generations,
+            per_device_train_batch_size=slots * args.generations,
+            gradient_accumulation_steps=args.problems,
+            max_completion_length=args.max_new_tokens,
+            temperature=1.0,
+            beta=0.0,
+            seed=0,
+        )
+
+    figures: dict[str, Any] = {
+        "model": model,
+        "env": env_id,
+        "rows_per_step": slots * args.generations * args.problems,
+        "max_new_tokens": args.max_new_tokens,
+    }
+    with tempfile.TemporaryDirectory() as tmp:
+        multi = build_grpo_trainer(
+            model, env_id, env_kwargs, config(f"{tmp}/multi"), train_problems=problems
+        )
+        figures["multi_agent"] = _timed_train(multi)
+        del multi
+        # The plain run answers as many single-turn prompts: the solver prompts of other problems.
+        source = env.unwrapped.task.source
+        rows = []
+        for index in range(problems * slots):
+            env.reset(options={"problem_id": source[index % len(source)]["id"]})
+            rows.append(
+                {
+                    "prompt": build_messages(env.observe("solver_0")),
+                    "reference": source[index % len(source)]["answer"],
+                }
+            )
+        verifier = get_verifier("math")
+
+        def correct(completions: list[Any], reference: list[str], **_: Any) -> list[float]:
+            texts = [c[-1]["content"] if isinstance(c, list) else c for c in completions]
+            return [verifier.verify(t, r).score for t, r in zip(texts, reference, strict=True)]
+
+        plain_args = config(f"{tmp}/plain")
+        plain_args.shuffle_dataset = False
+        plain = GRPOTrainer(
+            model=model,
+            reward_funcs=[correct],
+            args=plain_args,
+            train_dataset=Dataset.from_list(rows),
+        )
+        figures["plain_trl"] = _timed_train(plain)
+    figures["ratio"] = (
+        figures["multi_agent"]["ms_per_1k_tokens"] / figures["plain_trl"]["ms_per_1k_tokens"]
+    )
+    print(f"{env_id}, {figures['rows_per_step']} rows per step, model {model}")
+    for name in ("multi_agent", "plain_trl"):
+        row = figures[name]
+        print(
+            f"{name:12} {row['seconds_per_step']:7.2f} s/step {row['tokens_per_step']:9.0f} "
+            f"tokens/step {row['ms_per_1k_tokens']:8.1f} ms per 1k tokens"
+        )
+    print(
+        f"ratio (multi-agent / plain TRL, time per token): {figures['ratio']:.2f} (target <= 1.10)"
+    )
+    return figures
+
+
 # ---------------------------------------------------------------- entry point
 
-COMMANDS: list[Callable[[Any], None]] = [add_verifiers_parser, add_envs_parser, add_rollout_parser]
+COMMANDS: list[Callable[[Any], None]] = [
+    add_verifiers_parser,
+    add_envs_parser,
+    add_rollout_parser,
+    add_train_parser,
+]
 
 
 def make_parser() -> argparse.ArgumentParser:

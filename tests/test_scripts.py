@@ -184,3 +184,35 @@ def test_train_script_rejects_an_unknown_algorithm():
     )
     assert result.returncode != 0
     assert "unknown algorithm 'nope'" in result.stderr and "grpo" in result.stderr
+
+
+def test_bench_train_times_both_trainers(tiny_model, tmp_path):
+    out = tmp_path / "train.json"
+    result = subprocess.run(
+        [
+            sys.executable,
+            "scripts/bench.py",
+            "train",
+            "--model",
+            tiny_model,
+            "--problems",
+            "1",
+            "--steps",
+            "1",
+            "--max-new-tokens",
+            "4",
+            "--json",
+            str(out),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    figures = json.loads(out.read_text())
+    assert figures["rows_per_step"] == 3 * 4  # reflection rounds=1: 3 turn slots x G=4
+    for name in ("multi_agent", "plain_trl"):
+        assert figures[name]["steps"] == 1 and figures[name]["tokens_per_step"] > 0
+    assert figures["ratio"] > 0
