@@ -216,3 +216,55 @@ def test_bench_train_times_both_trainers(tiny_model, tmp_path):
     for name in ("multi_agent", "plain_trl"):
         assert figures[name]["steps"] == 1 and figures[name]["tokens_per_step"] > 0
     assert figures["ratio"] > 0
+
+
+def test_train_script_under_accelerate_launch_two_processes(tiny_model, tmp_path):
+    """`accelerate launch` with 2 gloo processes on the CPU: each trains on its own problems."""
+    out = tmp_path / "run"
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "accelerate.commands.launch",
+            "--config_file",
+            "scripts/configs/accelerate/cpu_2proc.yaml",
+            "--main_process_port",
+            "0",
+            "scripts/train_reflection.py",
+            "grpo",
+            "--model_name_or_path",
+            tiny_model,
+            "--max_steps",
+            "2",
+            "--eval_problems",
+            "1",
+            "--eval_samples",
+            "1",
+            "--train_problems",
+            "8",
+            "--max_completion_length",
+            "4",
+            "--rounds",
+            "1",
+            "--num_generations",
+            "2",
+            "--per_device_train_batch_size",
+            "6",
+            "--gradient_accumulation_steps",
+            "1",
+            "--output_dir",
+            str(out),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["processes"] == 2
+    steps = [row for row in metrics["log_history"] if "num_tokens" in row]
+    # 2 processes x 1 problem x 3 turn slots x 2 generations per step: 12 rows, 2 problems.
+    assert steps[0]["epoch"] == pytest.approx(2 / 8)
+    assert result.stdout.count("| metric | before | after | change |") == 1  # main process only

@@ -42,13 +42,22 @@ def eval_config(env_args: EnvArguments, model: str, config: Any) -> EvalConfig:
     )
 
 
+def is_main(config: Any) -> bool:
+    """Whether this is the main process of the run (always, outside ``accelerate launch``)."""
+    return config.process_index == 0
+
+
 def start_run(env_args: EnvArguments, config: Any, algo: str) -> tuple[Path, dict[str, Any]]:
-    """Create ``output_dir``, resolve the start model, evaluate it (``results["before"]``)."""
+    """Create ``output_dir``, resolve the start model, evaluate it (``results["before"]``).
+
+    Under ``accelerate launch`` only the main process evaluates and writes; every process trains.
+    """
     out = Path(config.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     start_model = resolve_model(env_args.model_name_or_path)
     results: dict[str, Any] = {"env": env_args.env_id, "algo": algo, "start_model": start_model}
-    if env_args.eval_problems:
+    results["processes"] = config.world_size
+    if env_args.eval_problems and is_main(config):
         results["before"] = evaluate(eval_config(env_args, start_model, config))
         print(markdown_report(results["before"]))
     return out, results
@@ -61,9 +70,14 @@ def finish_run(
     final: Path,
     log_history: list[dict[str, Any]],
 ) -> dict[str, Any]:
-    """Evaluate the saved model at `final`, write metrics.json and curves.png; return results."""
+    """Evaluate the saved model at `final`, write metrics.json and curves.png; return results.
+
+    Call it on every process after ``trainer.save_model(final)``; only the main one evaluates.
+    """
     out = Path(config.output_dir)
     results["log_history"] = log_history
+    if not is_main(config):
+        return results
     if env_args.eval_problems:
         results["after"] = evaluate(eval_config(env_args, str(final), config))
         print(markdown_report(results["after"]))
