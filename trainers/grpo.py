@@ -209,6 +209,35 @@ def turn_reward(
     return list(turn_reward)
 
 
+def rollout_policy(trainer: GRPOTrainer, model: Any, generation: GenerationArguments) -> HFPolicy:
+    """The policy the rollout samples with: the trainer's model, or TRL's vLLM server.
+
+    With ``use_vllm=True, vllm_mode="server"`` every process sends its turns to the server (the
+    main process through TRL's client, which also pushes the weights before each rollout; the
+    others through a generation-only client of their own). Colocate mode is not supported here.
+    """
+    tokenizer = trainer.processing_class
+    if not getattr(trainer, "use_vllm", False):
+        return HFPolicy(model, tokenizer, generation)
+    args = trainer.args
+    if args.vllm_mode != "server":
+        raise ValueError(
+            f"vllm_mode={args.vllm_mode!r}: the multi-agent rollout samples through a vLLM "
+            "server only; start `trl vllm-serve --model ...` and pass --vllm_mode server"
+        )
+    from agents.vllm import VLLMServerPolicy
+
+    client = getattr(getattr(trainer, "vllm_generation", None), "vllm_client", None)
+    if client is None:  # a non-main process: generation only, weights are pushed by the main one
+        from trl.generation.vllm_client import VLLMClient
+
+        base_url = (
+            args.vllm_server_base_url or f"http://{args.vllm_server_host}:{args.vllm_server_port}"
+        )
+        client = VLLMClient(base_url=base_url, connection_timeout=args.vllm_server_timeout)
+    return VLLMServerPolicy(model, tokenizer, generation, client=client)
+
+
 class TurnRollout:
     """TRL `rollout_func`: plays the batch's problems with the trainer's model, returns turn rows.
 
@@ -240,7 +269,7 @@ class TurnRollout:
                 top_p=args.top_p,
                 top_k=args.top_k or 0,
             )
-            policy = HFPolicy(model, trainer.processing_class, generation)
+            policy = rollout_policy(trainer, model, generation)
             self.engine = RolloutEngine(self.env_id, policy, self.env_kwargs, self.num_envs)
         return self.engine
 
