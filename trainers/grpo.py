@@ -258,6 +258,7 @@ class TurnRollout:
         self.role_weights, self.num_envs = dict(role_weights or {}), num_envs
         self.engine: RolloutEngine | None = None
         self.calls = 0
+        self._step_calls: tuple[int, int] = (-1, 0)  # (global step, rollouts within it)
 
     def _engine(self, trainer: GRPOTrainer) -> RolloutEngine:
         model = trainer.accelerator.unwrap_model(trainer.model)
@@ -277,7 +278,12 @@ class TurnRollout:
         group = trainer.num_generations if trainer.model.training else trainer.num_generations_eval
         problems = list(dict.fromkeys(parse_slot_prompt(p)[0] for p in prompts))
         engine = self._engine(trainer)
-        seed = trainer.args.seed + 1_000_003 * self.calls
+        # Env seeds follow the optimizer step (not a call counter), so a run resumed from a
+        # checkpoint plays the same episodes as the uninterrupted run.
+        step = trainer.state.global_step
+        within = self._step_calls[1] + 1 if self._step_calls[0] == step else 0
+        self._step_calls = (step, within)
+        seed = trainer.args.seed + 1_000_003 * step + 7_919 * within
         self.calls += 1
         played = engine.run(problems, group_size=group, seed=seed)
         episodes: dict[str, list[Episode]] = defaultdict(list)

@@ -236,3 +236,51 @@ def test_rollout_rows_are_token_exact_for_the_trainer(tiny_model, tmp_path):
     mask = (out["completion_mask"] * out["tool_mask"]).bool()
     assert len(set(out["prompt_mask"].sum(1).tolist())) > 1  # left padding is exercised
     assert torch.allclose(logps[mask], out["sampling_per_token_logps"][mask], atol=1e-4)
+
+
+def _step_logs(trainer):
+    return {row["step"]: row for row in trainer.state.log_history if "loss" in row}
+
+
+def test_resume_from_a_checkpoint_continues_like_the_uninterrupted_run(tiny_model, tmp_path):
+    """Checkpoint at step 1, resume to step 2: same problems, samples, rewards and loss."""
+    played: list[list[str]] = []
+
+    def build(out, max_steps, **kwargs):
+        trainer = build_grpo_trainer(
+            tiny_model,
+            "math/reflection-v0",
+            {"rounds": 1},
+            config(tmp_path, output_dir=str(out), max_steps=max_steps, **kwargs),
+            train_problems=4,
+            num_envs=8,
+        )
+        rollout = trainer.rollout_func
+
+        def recording(prompts, trainer):
+            played.append(sorted(set(prompts)))
+            return rollout(prompts, trainer)
+
+        trainer.rollout_func = recording
+        return trainer
+
+    full = build(tmp_path / "full", 2, save_strategy="steps", save_steps=1, report_to="tensorboard")
+    full.train()
+    full_played, played[:] = list(played), []
+    resumed = build(tmp_path / "resumed", 2)
+    resumed.train(resume_from_checkpoint=str(tmp_path / "full" / "checkpoint-1"))
+    assert played == full_played[1:]  # the data position is restored: step 2's problems only
+    a, b = _step_logs(full)[2], _step_logs(resumed)[2]
+    for key in ("loss", "reward", "completions/mean_length", "agents/solver_0/reward"):
+        assert b[key] == pytest.approx(a[key], rel=1e-5, abs=1e-7), key
+    final_full = dict(full.model.named_parameters())
+    for name, param in resumed.model.named_parameters():
+        assert torch.allclose(param, final_full[name], atol=1e-6), name
+    # report_to: TRL's metrics and the per-agent ones reach TensorBoard.
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    (run,) = {p.parent for p in (tmp_path / "full").rglob("events.out.tfevents.*")}
+    tags = EventAccumulator(str(run)).Reload().Tags()["scalars"]
+    assert {"train/agents/solver_0/accuracy", "train/agents/critic_0/reward", "train/loss"} <= set(
+        tags
+    )
