@@ -1,0 +1,221 @@
+"""SFT rows and DPO preference pairs from reflection episodes, and both TRL stages on a tiny model."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.trainers.test_embedded import TINY
+from trainers.dpo import CPUDPOConfig, build_dpo_trainer, preference_pairs, refiner_pairs
+from trainers.embedded import build_embedded
+from trainers.rollout import Episode, Turn
+from trainers.sft import CPUSFTConfig, build_sft_trainer, sft_rows
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory):
+    return str(build_embedded(TINY, cache_dir=tmp_path_factory.mktemp("embedded")))
+
+
+def turn(agent, text, prompt, index, **info):
+    return Turn(
+        agent=agent,
+        observation={"instruction": f"You are the {agent}.", "prompt": prompt},
+        text=text,
+        prompt_ids=[1, 2],
+        completion_ids=[3],
+        logprobs=[-0.1],
+        reward=0.0,
+        info=info,
+        index=index,
+        round=0,
+    )
+
+
+def episode(pid, sample, solver_ok, verdict, refiner_ok, solver_text=None, review="R"):
+    """solver -> critic -> refiner; texts say what they are so pairs can be checked."""
+    s_text = solver_text or f"{pid} solver {'right' if solver_ok else 'wrong'} {sample}"
+    turns = [
+        turn("solver_0", s_text, f"Q {pid}", 0, correct=solver_ok),
+        turn(
+            "critic_0",
+            f"{pid} critic says {verdict} {sample}",
+            f"Q {pid} answer {review}",
+            1,
+            verdict=verdict,
+            reviewed_correct=solver_ok,
+        ),
+        turn(
+            "refiner_0",
+            f"{pid} refiner {'right' if refiner_ok else 'wrong'} {sample}",
+            f"Q {pid} fix {sample}",
+            2,
+            correct=refiner_ok,
+        ),
+    ]
+    return Episode("math/reflection-v0", pid, 0, sample, turns)
+
+
+def contents(row):
+    return row["prompt"][-1]["content"], row["chosen"][0]["content"], row["rejected"][0]["content"]
+
+
+def test_sft_rows_keep_good_turns_of_the_trained_roles():
+    episodes = [
+        episode("p", 0, solver_ok=True, verdict=True, refiner_ok=True),
+        episode("p", 1, solver_ok=False, verdict=True, refiner_ok=False),  # critic wrong
+    ]
+    rows = sft_rows(episodes)
+    texts = [r["messages"][-1]["content"] for r in rows]
+    assert texts == ["p solver right 0", "p critic says True 0", "p refiner right 0"]
+    assert rows[0]["messages"][:2] == [
+        {"role": "system", "content": "You are the solver_0."},
+        {"role": "user", "content": "Q p"},
+    ]
+    assert [r["role"] for r in sft_rows(episodes, "critic")] == ["critic"]
+    assert {r["role"] for r in sft_rows(episodes, ["solver", "refiner"])} == {"solver", "refiner"}
+    assert len(sft_rows(episodes + episodes)) == 3  # deduplicated
+
+
+def test_refiner_pairs_choose_the_correct_answer_on_the_refiners_prompt():
+    fixed = episode("p", 0, solver_ok=False, verdict=False, refiner_ok=True)
+    ((row,),) = [refiner_pairs(fixed)]
+    assert contents(row) == ("Q p fix 0", "p refiner right 0", "p solver wrong 0")
+    assert row["role"] == "refiner" and row["kind"] == "refiner"
+    broken = episode("p", 1, solver_ok=True, verdict=False, refiner_ok=False)
+    assert contents(refiner_pairs(broken)[0]) == (
+        "Q p fix 1",
+        "p solver right 1",
+        "p refiner wrong 1",
+    )
+    same = episode("p", 2, solver_ok=True, verdict=True, refiner_ok=True)
+    assert refiner_pairs(same) == []  # equal correctness: no preference
+
+
+def test_solver_and_critic_pairs_need_the_same_prompt():
+    episodes = [
+        episode("p", 0, solver_ok=True, verdict=True, refiner_ok=True, solver_text="A", review="A"),
+        episode(
+            "p", 1, solver_ok=True, verdict=False, refiner_ok=False, solver_text="A", review="A"
+        ),
+        episode("p", 2, solver_ok=False, verdict=False, refiner_ok=False),
+        episode("q", 0, solver_ok=False, verdict=True, refiner_ok=False),  # lone wrong critic
+    ]
+    rows = preference_pairs(episodes)
+    by_kind = {}
+    for row in rows:
+        by_kind.setdefault(row["kind"], []).append(contents(row))
+    assert by_kind["solver"] == [("Q p", "A", "p solver wrong 2")]
+    # Same prompt (same reviewed answer "A"): the right verdict that led to a right refinement
+    # is chosen over the wrong verdict that led to a wrong one.
+    assert by_kind["critic"] == [("Q p answer A", "p critic says True 0", "p critic says False 1")]
+    assert ("Q p fix 1", "A", "p refiner wrong 1") in by_kind["refiner"]
+    assert all(r["problem_id"] in ("p", "q") for r in rows)
+    assert [r["kind"] for r in preference_pairs(episodes, roles="critic")] == ["critic"]
+
+
+def test_pairs_are_deduplicated_and_bounded_per_group():
+    wrong = [episode("p", s, solver_ok=False, verdict=False, refiner_ok=False) for s in range(4)]
+    right = [episode("p", 9, solver_ok=True, verdict=True, refiner_ok=True, solver_text="A")]
+    rows = preference_pairs(wrong + right, max_pairs_per_group=2)
+    assert sum(r["kind"] == "solver" for r in rows) == 2
+    assert len(preference_pairs(wrong + right + right, max_pairs_per_group=2)) == len(rows)
+    with pytest.raises(ValueError, match="max_pairs_per_group"):
+        preference_pairs(wrong, max_pairs_per_group=0)
+
+
+def test_sft_masks_the_prompt_and_a_step_changes_the_weights(tiny_model, tmp_path):
+    rows = sft_rows([episode("p", 0, solver_ok=True, verdict=True, refiner_ok=True)])
+    args = CPUSFTConfig(
+        output_dir=str(tmp_path), max_steps=1, per_device_train_batch_size=3, learning_rate=1e-2
+    )
+    trainer = build_sft_trainer(tiny_model, rows, args)
+    example = trainer.train_dataset[0]
+    ids, labels = example["input_ids"], example["labels"]  # -100: no loss
+    trained = [t for t in labels if t != -100]
+    reply = trainer.processing_class.decode(trained, skip_special_tokens=True)
+    assert reply == "p solver right 0" and 0 < len(trained) < len(ids) / 2
+    before = {k: v.detach().clone() for k, v in trainer.model.named_parameters()}
+    result = trainer.train()
+    assert torch.isfinite(torch.tensor(result.training_loss))
+    assert any(not torch.equal(before[k], v) for k, v in trainer.model.named_parameters())
+
+
+def test_a_dpo_step_changes_the_weights_with_a_finite_loss(tiny_model, tmp_path):
+    episodes = [
+        episode("p", 0, solver_ok=False, verdict=False, refiner_ok=True),
+        episode("p", 1, solver_ok=True, verdict=True, refiner_ok=True),
+    ]
+    rows = preference_pairs(episodes)
+    args = CPUDPOConfig(
+        output_dir=str(tmp_path), max_steps=1, per_device_train_batch_size=2, learning_rate=1e-2
+    )
+    trainer = build_dpo_trainer(tiny_model, rows, args)
+    before = {k: v.detach().clone() for k, v in trainer.model.named_parameters()}
+    trainer.train()
+    losses = [row["loss"] for row in trainer.state.log_history if "loss" in row]
+    assert losses and all(torch.isfinite(torch.tensor(loss)) for loss in losses)
+    assert any(not torch.equal(before[k], v) for k, v in trainer.model.named_parameters())
+    with pytest.raises(ValueError, match="no preference pairs"):
+        build_dpo_trainer(tiny_model, [], args)
+
+
+def run_script(tiny_model, out, *extra):
+    return subprocess.run(
+        [
+            sys.executable,
+            "scripts/train_reflection.py",
+            "dpo",
+            "--model_name_or_path",
+            tiny_model,
+            "--max_steps",
+            "1",
+            "--eval_problems",
+            "1",
+            "--eval_samples",
+            "1",
+            "--rollout_problems",
+            "8",
+            "--rollout_samples",
+            "4",
+            "--rollout_max_new_tokens",
+            "8",
+            "--rounds",
+            "1",
+            "--output_dir",
+            str(out),
+            *extra,
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def test_dpo_script_runs_the_sft_then_dpo_pipeline(tiny_model, tmp_path):
+    out = tmp_path / "run"
+    result = run_script(
+        tiny_model, out, "--critic_outcome", "false", "--sft_first", "true", "--sft_steps", "1"
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["algo"] == "dpo" and metrics["pairs"] >= 1 and metrics["sft"]["rows"] >= 1
+    assert {"before", "after", "summary"} <= set(metrics)
+    assert (out / "final" / "config.json").is_file() and (out / "sft" / "config.json").is_file()
+
+
+def test_dpo_script_says_what_to_change_when_no_pair_is_found(tiny_model, tmp_path):
+    result = run_script(
+        tiny_model, tmp_path / "run", "--rollout_samples", "1", "--dpo_roles", "solver"
+    )
+    assert result.returncode != 0
+    assert "gave no preference pair" in result.stderr and "--rollout_samples" in result.stderr

@@ -1,0 +1,275 @@
+"""Preference pairs from reflection rollouts and TRL's `DPOTrainer` (stage 2 of SFT -> DPO).
+
+Design
+------
+**Pairs without extra inference.** Every pair is cut from episodes already played (the same
+rollouts SFT uses); nothing is generated to build them. A pair needs one prompt and two replies
+to it, so only replies to the *same* prompt are paired:
+
+- ``solver``: the G sampled episodes of a problem share the solver's prompt (the problem), so a
+  correct first answer is chosen over a wrong one of the same problem.
+- ``refiner`` (initial vs refined answer against the reference): in one episode the refiner's
+  prompt shows the answer under review and the critic's feedback. When the revision and the
+  reviewed answer differ in correctness, the correct text is chosen and the wrong one rejected
+  *on the refiner's prompt*: repeating a correct answer beats breaking it, and a correct
+  revision beats repeating a wrong answer. The reviewed answer's text was written for the
+  solver's (or an earlier refiner's) prompt, but it is a full answer in the same format, so it
+  is a meaningful reply to the refiner's prompt too.
+- ``critic`` (feedback that led to a correct refinement vs feedback that did not): critic turns
+  are grouped by (problem, critic prompt): the same answer under review, sampled in different
+  episodes. A reply whose verdict matched the truth *and* whose episode's next refinement was
+  correct is chosen over a reply with a wrong verdict whose next refinement was wrong. With
+  ``critic_outcome=False`` only the verdict counts (more pairs, weaker signal).
+
+Pairs are deduplicated on (prompt, chosen, rejected) and at most ``max_pairs_per_group`` come from
+one group. Rows use TRL's conversational format: ``prompt`` = system + user messages,
+``chosen`` / ``rejected`` = one assistant message each, plus ``role``, ``kind``, ``problem_id``.
+
+**Training.** One `DPOTrainer` on one shared model over every role's pairs (the default; TRL loads
+the frozen reference from the same folder). ``--dpo_roles critic`` trains on one role's pairs only,
+which is how a separate model per role is trained (run once per role with its own
+``--model_name_or_path``). ``--sft_first`` runs the SFT stage (`trainers.sft`) on the same
+rollouts first and starts DPO (policy and reference) from the SFT model: the pipeline.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from datasets import Dataset
+from trl import DPOConfig, DPOTrainer
+
+from agents.prompts import build_messages
+from trainers.rollout import Episode, Turn
+from trainers.sft import good_turn, parse_roles, role_of, rollout_episodes, run_sft_stage
+
+
+def _reply(text: str) -> list[dict[str, str]]:
+    return [{"role": "assistant", "content": text}]
+
+
+def _pair(
+    prompt_turn: Turn, chosen: str, rejected: str, kind: str, problem_id: str
+) -> dict[str, Any]:
+    return {
+        "prompt": build_messages(prompt_turn.observation),
+        "chosen": _reply(chosen),
+        "rejected": _reply(rejected),
+        "role": role_of(prompt_turn.agent),
+        "kind": kind,
+        "problem_id": problem_id,
+    }
+
+
+def _cross(good: list[Turn], bad: list[Turn], limit: int) -> Iterable[tuple[Turn, Turn]]:
+    """Up to `limit` (good, bad) pairs, spreading over both lists before reusing a turn."""
+    pairs = sorted(
+        itertools.product(range(len(good)), range(len(bad))), key=lambda ij: (ij[0] + ij[1], ij)
+    )
+    for i, j in pairs[:limit]:
+        yield good[i], bad[j]
+
+
+def _answer_correct(turn: Turn) -> bool | None:
+    value = turn.info.get("correct")
+    return None if value is None else bool(value)
+
+
+def refiner_pairs(episode: Episode) -> list[dict[str, Any]]:
+    """Initial (or previous) answer vs refined answer, on the refiner's prompt."""
+    out = []
+    previous: Turn | None = None
+    for turn in episode.turns:
+        role = role_of(turn.agent)
+        if role == "refiner" and previous is not None:
+            now, before = _answer_correct(turn), _answer_correct(previous)
+            if now is not None and before is not None and now != before:
+                good, bad = (turn, previous) if now else (previous, turn)
+                if good.text.strip() and bad.text.strip() and good.text != bad.text:
+                    out.append(_pair(turn, good.text, bad.text, "refiner", episode.problem_id))
+        if role in ("solver", "refiner"):
+            previous = turn
+    return out
+
+
+def _next_refinement(episode: Episode, index: int) -> Turn | None:
+    for turn in episode.turns[index + 1 :]:
+        if role_of(turn.agent) == "refiner":
+            return turn
+    return None
+
+
+def preference_pairs(
+    episodes: Sequence[Episode],
+    max_pairs_per_group: int = 4,
+    roles: str | Sequence[str] | None = None,
+    critic_outcome: bool = True,
+) -> list[dict[str, Any]]:
+    """DPO rows from played reflection episodes (see the module docstring).
+
+    Args:
+        episodes: rollouts, several samples per problem for solver and critic pairs.
+        max_pairs_per_group (`int`, 4): most pairs from one group (one prompt).
+        roles (`str | Sequence[str]`, None): keep only these roles' pairs (None: all).
+        critic_outcome (`bool`, True): a chosen critic reply must also have led to a correct
+            refinement, and a rejected one to a wrong one.
+    """
+    if max_pairs_per_group < 1:
+        raise ValueError(f"max_pairs_per_group={max_pairs_per_group}; it must be >= 1")
+    solvers: dict[tuple[str, str], list[Turn]] = defaultdict(list)
+    critics: dict[tuple[str, str, str], list[tuple[Turn, bool | None]]] = defaultdict(list)
+    rows: list[dict[str, Any]] = []
+    for episode in episodes:
+        for index, turn in enumerate(episode.turns):
+            role = role_of(turn.agent)
+            if not turn.text.strip():
+                continue
+            obs = turn.observation
+            if role == "solver":
+                solvers[(episode.problem_id, obs.get("prompt", ""))].append(turn)
+            elif role == "critic":
+                refined = _next_refinement(episode, index)
+                outcome = None if refined is None else _answer_correct(refined)
+                key = (episode.problem_id, obs.get("instruction", ""), obs.get("prompt", ""))
+                critics[key].append((turn, outcome))
+        rows.extend(refiner_pairs(episode)[:max_pairs_per_group])
+    for (problem_id, _), turns in solvers.items():
+        good = [t for t in turns if _answer_correct(t)]
+        bad = [t for t in turns if _answer_correct(t) is False]
+        for g, b in _cross(good, bad, max_pairs_per_group):
+            if g.text != b.text:
+                rows.append(_pair(g, g.text, b.text, "solver", problem_id))
+    for (problem_id, _, _), entries in critics.items():
+        good = [t for t, outcome in entries if good_turn(t) and (outcome or not critic_outcome)]
+        bad = [
+            t
+            for t, outcome in entries
+            if not good_turn(t) and (outcome is False or not critic_outcome)
+        ]
+        for g, b in _cross(good, bad, max_pairs_per_group):
+            if g.text != b.text:
+                rows.append(_pair(g, g.text, b.text, "critic", problem_id))
+    keep = parse_roles(roles)
+    unique, seen = [], set()
+    for row in rows:
+        key = (
+            tuple(m["content"] for m in row["prompt"]),
+            row["chosen"][0]["content"],
+            row["rejected"][0]["content"],
+        )
+        if key in seen or (keep is not None and row["role"] not in keep):
+            continue
+        seen.add(key)
+        unique.append(row)
+    return unique
+
+
+@dataclass
+class CPUDPOConfig(DPOConfig):
+    """TRL's `DPOConfig` with defaults for a short CPU run, plus rollout and pair settings."""
+
+    output_dir: str = field(default="outputs/dpo", metadata={"help": "Where to write."})
+    use_cpu: bool = field(default=True, metadata={"help": "Train on the CPU."})
+    bf16: bool = field(default=False, metadata={"help": "bf16 mixed precision."})
+    learning_rate: float = field(default=5e-5, metadata={"help": "Adam learning rate."})
+    beta: float = field(default=0.1, metadata={"help": "DPO temperature (KL strength)."})
+    per_device_train_batch_size: int = field(default=8, metadata={"help": "Pairs per batch."})
+    max_steps: int = field(default=60, metadata={"help": "Optimizer steps."})
+    max_length: int | None = field(default=1024, metadata={"help": "Tokens per sequence."})
+    logging_steps: float = field(default=1, metadata={"help": "Log every N steps."})
+    save_strategy: str = field(default="no", metadata={"help": "Checkpointing."})
+    report_to: list[str] = field(default_factory=lambda: ["none"], metadata={"help": "Loggers."})
+    lr_scheduler_type: str = field(default="constant", metadata={"help": "LR schedule."})
+    rollout_problems: int = field(
+        default=256, metadata={"help": "Training problems rolled out to build the pairs."}
+    )
+    rollout_samples: int = field(default=4, metadata={"help": "Episodes per problem (G)."})
+    rollout_temperature: float = field(default=1.0, metadata={"help": "Rollout temperature."})
+    rollout_max_new_tokens: int = field(default=64, metadata={"help": "Tokens per turn."})
+    max_pairs_per_group: int = field(default=4, metadata={"help": "Most pairs per prompt."})
+    dpo_roles: str = field(default="", metadata={"help": "Roles whose pairs train, e.g. 'critic'."})
+    critic_outcome: bool = field(
+        default=True, metadata={"help": "Critic pairs also need the refinement outcome."}
+    )
+    sft_first: bool = field(
+        default=False, metadata={"help": "Run the SFT stage on the same rollouts first."}
+    )
+    sft_steps: int = field(default=60, metadata={"help": "SFT steps when --sft_first."})
+    sft_learning_rate: float = field(default=2e-4, metadata={"help": "SFT LR when --sft_first."})
+
+
+def build_dpo_trainer(
+    model_path: str, rows: Sequence[dict[str, Any]], args: DPOConfig, **kwargs: Any
+) -> DPOTrainer:
+    """TRL's `DPOTrainer` on conversational pair rows; the reference model is `model_path`."""
+    if not rows:
+        raise ValueError("no preference pairs: nothing to train on")
+    from transformers import AutoTokenizer
+
+    dataset = Dataset.from_list([{k: r[k] for k in ("prompt", "chosen", "rejected")} for r in rows])
+    return DPOTrainer(
+        model=model_path,
+        args=args,
+        train_dataset=dataset,
+        processing_class=AutoTokenizer.from_pretrained(model_path),
+        **kwargs,
+    )
+
+
+def _sft_config(config: CPUDPOConfig, out: Any) -> Any:
+    from trainers.sft import CPUSFTConfig
+
+    return CPUSFTConfig(
+        output_dir=str(out),
+        max_steps=config.sft_steps,
+        learning_rate=config.sft_learning_rate,
+        use_cpu=config.use_cpu,
+        bf16=config.bf16,
+        seed=config.seed,
+        report_to=config.report_to,
+        disable_tqdm=config.disable_tqdm,
+    )
+
+
+def train_dpo(env_args: Any, config: CPUDPOConfig) -> dict[str, Any]:
+    """Evaluate the start, roll it out, (SFT,) DPO on the rollouts' pairs, evaluate the result."""
+    from trainers.run import finish_run, start_run
+
+    out, results = start_run(env_args, config, "dpo")
+    model_path = results["start_model"]
+    episodes = rollout_episodes(env_args, model_path, config)
+    results["rollout_episodes"] = len(episodes)
+    history: list[dict[str, Any]] = []
+    if config.sft_first:
+        model_path, figures = run_sft_stage(
+            model_path, episodes, _sft_config(config, out / "sft_run"), None, out / "sft"
+        )
+        model_path = str(model_path)
+        results["sft"] = {k: v for k, v in figures.items() if k != "log_history"}
+        history.extend({**row, "stage": "sft"} for row in figures["log_history"])
+    rows = preference_pairs(
+        episodes, config.max_pairs_per_group, config.dpo_roles or None, config.critic_outcome
+    )
+    if not rows:
+        raise ValueError(
+            f"the {len(episodes)} rollout episodes gave no preference pair (roles "
+            f"{config.dpo_roles or 'all'}): a pair needs a right and a wrong reply to one prompt. "
+            "Roll out more problems (--rollout_problems) or samples (--rollout_samples), raise "
+            "--rollout_temperature, or pass --critic_outcome false"
+        )
+    results["pairs"] = len(rows)
+    results["pairs_per_kind"] = dict(Counter(r["kind"] for r in rows))
+    trainer = build_dpo_trainer(model_path, rows, config)
+    began = time.perf_counter()
+    trainer.train(resume_from_checkpoint=config.resume_from_checkpoint)
+    results["train_seconds"] = time.perf_counter() - began
+    final = out / "final"
+    trainer.save_model(str(final))
+    trainer.processing_class.save_pretrained(str(final))
+    history.extend(trainer.state.log_history)
+    return finish_run(env_args, config, results, final, history)

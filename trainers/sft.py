@@ -1,0 +1,210 @@
+"""SFT of the reflection roles on their own good turns (stage 1 of the SFT -> DPO pipeline).
+
+Design
+------
+**Rows from rollouts.** The start model plays ``rollout_samples`` episodes of each of
+``rollout_problems`` training problems through the rollout engine. A turn becomes a chat row
+(``messages`` = the observation exactly as the policy saw it, formatted by
+`agents.prompts.build_messages`, plus the reply as the assistant message) when it was good:
+
+- answering roles (solver, refiner, debater, variant): ``info["correct"]`` is true;
+- critic: it gave a verdict and the verdict matched the truth of the answer it reviewed
+  (``info["verdict"] == info["reviewed_correct"]``).
+
+Rows are deduplicated on (prompt, reply). ``roles`` selects which roles' turns are kept, so the
+solver/refiner and the critic can be trained as separate models (``--sft_roles critic``) or one
+shared model on all of them (the default).
+
+**Loss on the trained role only.** TRL's `SFTTrainer` with ``assistant_only_loss=True``: the chat
+template's ``{% generation %}`` markers make the loss cover the assistant reply and nothing of
+the system prompt, the problem or the other agents' text quoted in the prompt.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from datasets import Dataset
+from trl import SFTConfig, SFTTrainer
+
+from agents.prompts import build_messages
+from trainers.rollout import Episode, Turn
+
+ANSWER_ROLES = ("solver", "refiner", "debater", "variant")
+
+
+def role_of(agent: str) -> str:
+    """``"critic_0"`` -> ``"critic"``."""
+    head, _, tail = agent.rpartition("_")
+    return head if head and tail.isdigit() else agent
+
+
+def good_turn(turn: Turn) -> bool:
+    """A correct answer, or a critic verdict that matched the truth of the reviewed answer."""
+    role = role_of(turn.agent)
+    if role == "critic":
+        verdict = turn.info.get("verdict")
+        return verdict is not None and verdict == turn.info.get("reviewed_correct")
+    return bool(turn.info.get("correct"))
+
+
+def chat_row(turn: Turn, reply: str | None = None) -> list[dict[str, str]]:
+    """The turn's prompt messages plus `reply` (default: the turn's own text) as assistant."""
+    text = turn.text if reply is None else reply
+    return [*build_messages(turn.observation), {"role": "assistant", "content": text}]
+
+
+def parse_roles(roles: str | Sequence[str] | None) -> tuple[str, ...] | None:
+    """``"solver,refiner"`` -> ``("solver", "refiner")``; empty or None -> None (every role)."""
+    if roles is None:
+        return None
+    items = roles.split(",") if isinstance(roles, str) else list(roles)
+    names = tuple(r.strip() for r in items if r.strip())
+    return names or None
+
+
+def sft_rows(
+    episodes: Iterable[Episode], roles: str | Sequence[str] | None = None
+) -> list[dict[str, Any]]:
+    """Chat rows (``messages``, ``role``, ``problem_id``) of the good turns of `roles`."""
+    keep = parse_roles(roles)
+    rows, seen = [], set()
+    for episode in episodes:
+        for turn in episode.turns:
+            role = role_of(turn.agent)
+            if keep is not None and role not in keep:
+                continue
+            if not turn.text.strip() or not good_turn(turn):
+                continue
+            key = (turn.observation.get("instruction"), turn.observation.get("prompt"), turn.text)
+            if key in seen:
+                continue
+            seen.add(key)
+            rows.append(
+                {"messages": chat_row(turn), "role": role, "problem_id": episode.problem_id}
+            )
+    return rows
+
+
+@dataclass
+class CPUSFTConfig(SFTConfig):
+    """TRL's `SFTConfig` with defaults for a short CPU run, plus the rollout settings.
+
+    ``sft_roles``: comma-separated roles whose turns are trained (empty: every role).
+    """
+
+    output_dir: str = field(default="outputs/sft", metadata={"help": "Where to write."})
+    use_cpu: bool = field(default=True, metadata={"help": "Train on the CPU."})
+    bf16: bool = field(default=False, metadata={"help": "bf16 mixed precision."})
+    assistant_only_loss: bool = field(
+        default=True, metadata={"help": "Loss on the assistant reply only."}
+    )
+    learning_rate: float = field(default=2e-4, metadata={"help": "Adam learning rate."})
+    per_device_train_batch_size: int = field(default=16, metadata={"help": "Rows per batch."})
+    max_steps: int = field(default=60, metadata={"help": "Optimizer steps."})
+    max_length: int | None = field(default=1024, metadata={"help": "Tokens per row."})
+    logging_steps: float = field(default=1, metadata={"help": "Log every N steps."})
+    save_strategy: str = field(default="no", metadata={"help": "Checkpointing."})
+    report_to: list[str] = field(default_factory=lambda: ["none"], metadata={"help": "Loggers."})
+    lr_scheduler_type: str = field(default="constant", metadata={"help": "LR schedule."})
+    sft_roles: str = field(default="", metadata={"help": "Roles to train, e.g. 'critic'."})
+    rollout_problems: int = field(
+        default=256, metadata={"help": "Training problems rolled out to build the data."}
+    )
+    rollout_samples: int = field(default=4, metadata={"help": "Episodes per problem (G)."})
+    rollout_temperature: float = field(default=1.0, metadata={"help": "Rollout temperature."})
+    rollout_max_new_tokens: int = field(default=64, metadata={"help": "Tokens per turn."})
+
+
+def rollout_episodes(
+    env_args: Any, model_path: str, config: Any, seed: int | None = None
+) -> list[Episode]:
+    """Play `config.rollout_samples` episodes of `config.rollout_problems` training problems."""
+    from agents.base import GenerationArguments
+    from agents.hf import HFPolicy
+    from trainers.rollout import RolloutEngine
+
+    if config.rollout_problems < 1 or config.rollout_samples < 1:
+        raise ValueError(
+            f"rollout_problems={config.rollout_problems} and rollout_samples="
+            f"{config.rollout_samples} must both be >= 1"
+        )
+    generation = GenerationArguments(
+        max_new_tokens=config.rollout_max_new_tokens,
+        temperature=config.rollout_temperature,
+        seed=config.seed if seed is None else seed,
+    )
+    policy = HFPolicy.from_pretrained(model_path, generation)
+    engine = RolloutEngine(
+        env_args.env_id,
+        policy,
+        env_args.env_kwargs(split="train"),
+        num_envs=env_args.num_envs,
+        progress=True,
+    )
+    count = min(config.rollout_problems, len(engine.task.source))
+    return engine.run(
+        engine.problem_ids(count), group_size=config.rollout_samples, seed=config.seed
+    )
+
+
+def build_sft_trainer(
+    model_path: str, rows: Sequence[dict[str, Any]], args: SFTConfig, **kwargs: Any
+) -> SFTTrainer:
+    """TRL's `SFTTrainer` on chat rows (only their ``messages`` are used)."""
+    if not rows:
+        raise ValueError("no SFT rows: nothing to train on")
+    from transformers import AutoTokenizer
+
+    dataset = Dataset.from_list([{"messages": r["messages"]} for r in rows])
+    return SFTTrainer(
+        model=model_path,
+        args=args,
+        train_dataset=dataset,
+        processing_class=AutoTokenizer.from_pretrained(model_path),
+        **kwargs,
+    )
+
+
+def run_sft_stage(
+    model_path: str, episodes: Sequence[Episode], config: SFTConfig, roles: Any, out: Any
+) -> tuple[Any, dict[str, Any]]:
+    """SFT `model_path` on the good turns of `episodes`; save to `out`; return (path, figures)."""
+    rows = sft_rows(episodes, roles)
+    if not rows:
+        raise ValueError(
+            f"the {len(episodes)} rollout episodes hold no good turn of roles "
+            f"{parse_roles(roles) or 'any'}; roll out more problems (--rollout_problems), more "
+            "samples (--rollout_samples) or use a stronger start model"
+        )
+    trainer = build_sft_trainer(model_path, rows, config)
+    began = time.perf_counter()
+    trainer.train()
+    trainer.save_model(str(out))
+    trainer.processing_class.save_pretrained(str(out))
+    figures = {
+        "rows": len(rows),
+        "rows_per_role": dict(Counter(r["role"] for r in rows)),
+        "seconds": time.perf_counter() - began,
+        "log_history": trainer.state.log_history,
+    }
+    return out, figures
+
+
+def train_sft(env_args: Any, config: CPUSFTConfig) -> dict[str, Any]:
+    """Evaluate the start, roll it out, SFT it on its good turns, evaluate the result."""
+    from trainers.run import finish_run, start_run
+
+    out, results = start_run(env_args, config, "sft")
+    episodes = rollout_episodes(env_args, results["start_model"], config)
+    final, figures = run_sft_stage(
+        results["start_model"], episodes, config, config.sft_roles, out / "final"
+    )
+    results["rollout_episodes"] = len(episodes)
+    results["sft"] = {k: v for k, v in figures.items() if k != "log_history"}
+    results["train_seconds"] = figures["seconds"]
+    return finish_run(env_args, config, results, final, figures["log_history"])
