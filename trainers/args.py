@@ -44,6 +44,15 @@ class EnvArguments:
         default="", metadata={"help": "Reward weight per role, e.g. 'solver=1,critic=0.5'."}
     )
     num_envs: int = field(default=64, metadata={"help": "Env copies run at once."})
+    verifier: str | None = field(
+        default=None, metadata={"help": "Verifier name (default: the task's), e.g. 'math'."}
+    )
+    influence_discount: float | None = field(
+        default=None, metadata={"help": "Debate: influence-aware reward discount (0 disables)."}
+    )
+    team_reward: bool | None = field(
+        default=None, metadata={"help": "Reflection: one shared team reward at the end."}
+    )
 
     def __post_init__(self) -> None:
         if self.train_problems < 1 or self.eval_problems < 0:
@@ -77,6 +86,12 @@ class EnvArguments:
             kwargs["rounds"] = self.rounds
         if self.num_agents is not None:
             kwargs["num_agents"] = self.num_agents
+        if self.verifier:
+            kwargs["verifier"] = self.verifier
+        if self.influence_discount is not None:
+            kwargs["influence_discount"] = self.influence_discount
+        if self.team_reward is not None:
+            kwargs["team_reward"] = self.team_reward
         return kwargs
 
 

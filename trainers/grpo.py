@@ -313,6 +313,8 @@ def build_grpo_trainer(
     role_weights: Mapping[str, float] | None = None,
     train_problems: int | Sequence[str] | None = None,
     num_envs: int = 64,
+    trainer_cls: type[GRPOTrainer] = GRPOTrainer,
+    rollout_cls: type[TurnRollout] = TurnRollout,
     **trainer_kwargs: Any,
 ) -> GRPOTrainer:
     """A `GRPOTrainer` training one shared model on every agent's turns of `env_id`.
@@ -326,6 +328,7 @@ def build_grpo_trainer(
             agent (``"critic_0"``); default 1.
         train_problems (`int | Sequence[str]`, None): problem ids, or the first n, or all.
         num_envs (`int`, 64): env copies the rollout engine runs at once.
+        trainer_cls, rollout_cls: the trainer and rollout classes (PPO subclasses both).
         **trainer_kwargs: passed to `GRPOTrainer` (callbacks, peft_config, eval_dataset, ...).
     """
     args = args or GRPOConfig(output_dir="outputs/grpo")
@@ -348,11 +351,11 @@ def build_grpo_trainer(
             slots,
             args.num_generations,
         )
-    return GRPOTrainer(
+    return trainer_cls(
         model=model_path,
         reward_funcs=[turn_reward],
         args=args,
         train_dataset=slot_dataset(problems, slots),
-        rollout_func=TurnRollout(env_id, env_kwargs, role_weights, num_envs),
+        rollout_func=rollout_cls(env_id, env_kwargs, role_weights, num_envs),
         **trainer_kwargs,
     )
