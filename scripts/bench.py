@@ -467,6 +467,12 @@ def add_train_parser(subparsers: Any) -> None:
         ),
     )
     parser.add_argument("--model", default=None, help="model folder; default: the embedded model")
+    parser.add_argument(
+        "--env",
+        default="math/reflection-v0",
+        help="math/solve-v0 isolates the machinery's overhead (one turn, like plain TRL); "
+        "multi-turn envs also pay for their turns being sequential",
+    )
     parser.add_argument("--problems", type=int, default=4, help="problems per optimizer step")
     parser.add_argument("--generations", type=int, default=4, help="G samples per problem")
     parser.add_argument("--rounds", type=int, default=1, help="reflection rounds")
@@ -519,8 +525,11 @@ def run_train(args: argparse.Namespace) -> dict[str, Any]:
     from trainers.grpo import build_grpo_trainer, turn_slots
 
     model = resolve_model(args.model)
-    env_id = "math/reflection-v0"
-    env_kwargs = {"rounds": args.rounds, "split": "train"}
+    get_verifier("math").verify("\\boxed{x + 1}", "2")  # one-time math-verify import, untimed
+    env_id = args.env
+    env_kwargs: dict[str, Any] = {"split": "train"}
+    if env_id in ("math/reflection-v0", "math/debate-v0"):
+        env_kwargs["rounds"] = args.rounds
     env = envs.make(env_id, **env_kwargs)
     slots = turn_slots(env)
     steps = args.steps + 1
@@ -558,14 +567,18 @@ def run_train(args: argparse.Namespace) -> dict[str, Any]:
         )
         figures["multi_agent"] = _timed_train(multi)
         del multi
-        # The plain run answers as many single-turn prompts: the solver prompts of other problems.
+        # The plain run answers as many single-turn prompts: first-turn prompts of more problems.
         source = env.unwrapped.task.source
         rows = []
         for index in range(problems * slots):
-            env.reset(options={"problem_id": source[index % len(source)]["id"]})
+            first = env.reset(options={"problem_id": source[index % len(source)]["id"]})
+            if first is None:  # AEC: the first acting agent's observation
+                obs = env.observe(env.agent_selection)
+            else:  # Parallel: (observations, infos); the first agent's
+                obs = next(iter(first[0].values()))
             rows.append(
                 {
-                    "prompt": build_messages(env.observe("solver_0")),
+                    "prompt": build_messages(obs),
                     "reference": source[index % len(source)]["answer"],
                 }
             )
