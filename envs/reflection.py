@@ -16,8 +16,13 @@ refiner turn, or, with ``stop_on_accept``, as soon as the critic accepts.
 
 Rewards (``team_reward=False``): the solver gets the verifier's score of its answer; the critic
 gets 1 when its verdict matches the truth of the answer it reviewed, else 0 (no verdict: 0); the
-refiner gets the score of its revision. With ``team_reward=True`` every agent gets the score of
-the final answer when the episode ends and 0 before.
+refiner gets the score of its revision. With ``critic_reward="outcome"`` the critic is paid instead
+by the score of the revision its feedback led to (given when the refiner answers; with
+``stop_on_accept``, an accepting critic gets the accepted answer's score): a verdict-only reward
+can be gamed by a critic sharing weights with the solver (on a weak team, "incorrect" is usually
+right, and a recomputation corrupted on purpose produces it), while the outcome pays only feedback
+that ends in a right answer. With ``team_reward=True`` every agent gets the score of the final
+answer when the episode ends and 0 before.
 
 Infos: ``problem_id``, ``turn`` (0-based index of the agent turn), ``round``, ``role``,
 ``extracted``, ``correct``, ``score``, ``reason``, ``parse_error``, ``action_clipped``; the critic's
@@ -28,6 +33,8 @@ Arguments:
     rounds (`int`, 2): critic/refiner rounds K; at most 1 + 2K agent turns.
     stop_on_accept (`bool`, False): end the episode when the critic says correct.
     team_reward (`bool`, False): one shared reward for the final answer instead of per role.
+    critic_reward (`str`, "verdict"): "verdict" (the verdict matches the truth) or "outcome" (the
+        score of the revision that follows the critic's feedback).
     max_action_chars (`int`, 8192), max_obs_chars (`int`, 32768): text bounds.
     render_mode (`str | None`): "ansi" makes `render()` return the transcript.
 
@@ -56,6 +63,9 @@ VERDICT_RE = re.compile(
 )
 
 
+CRITIC_REWARDS = ("verdict", "outcome")
+
+
 def parse_verdict(text: str) -> bool | None:
     """The critic's last stated verdict: True (correct), False (incorrect) or None (none given)."""
     matches = VERDICT_RE.findall(text[-4000:])
@@ -80,6 +90,7 @@ class ReflectionEnv(TaskEnvMixin, AECEnv):
         rounds: int = 2,
         stop_on_accept: bool = False,
         team_reward: bool = False,
+        critic_reward: str = "verdict",
         max_action_chars: int = 8192,
         max_obs_chars: int = 32768,
         render_mode: str | None = None,
@@ -97,7 +108,12 @@ class ReflectionEnv(TaskEnvMixin, AECEnv):
             max_obs_chars,
             render_mode,
         )
+        if critic_reward not in CRITIC_REWARDS:
+            raise ValueError(
+                f"critic_reward must be one of {CRITIC_REWARDS}, got {critic_reward!r}"
+            )
         self.rounds, self.stop_on_accept, self.team_reward = rounds, stop_on_accept, team_reward
+        self.critic_reward = critic_reward
         self.possible_agents = ["solver_0", "critic_0", "refiner_0"]
         self.schedule = ["solver_0"] + ["critic_0", "refiner_0"] * rounds
         self.max_turns = len(self.schedule)
@@ -172,13 +188,18 @@ class ReflectionEnv(TaskEnvMixin, AECEnv):
                 ),
                 "action_clipped": clipped,
             }
-            self.rewards[agent] = float(hit)
             done = done or (self.stop_on_accept and verdict is True)
+            if self.critic_reward == "verdict":
+                self.rewards[agent] = float(hit)
+            elif done:  # no revision follows: the outcome is the answer the critic let stand
+                self.rewards[agent] = self.answer_verdict.score
         else:
             verdict_obj = self._score(text)
             self.answer, self.answer_verdict = text, verdict_obj
             self.infos[agent] = self._answer_info(self.turn, verdict_obj, clipped, **extra)
             self.rewards[agent] = verdict_obj.score
+            if self.critic_reward == "outcome" and agent == "refiner_0":
+                self.rewards["critic_0"] = verdict_obj.score
         self.turns.append((agent, text))
         self.turn += 1
         if self.team_reward:

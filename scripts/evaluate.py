@@ -68,6 +68,9 @@ def make_parser() -> argparse.ArgumentParser:
     parser.add_argument("--num-agents", type=int, default=None, help="debate / ensemble agents")
     parser.add_argument("--temperature", type=float, default=1.0)
     parser.add_argument("--greedy", action="store_true", help="greedy decoding (default: sample)")
+    parser.add_argument(
+        "--device", default=None, help="where the models run, e.g. cuda (default: cpu)"
+    )
     parser.add_argument("--max-new-tokens", type=int, default=96)
     parser.add_argument("--num-envs", type=int, default=64, help="env copies batched per turn")
     parser.add_argument("--seed", type=int, default=0)
@@ -102,6 +105,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         num_agents=args.num_agents,
         temperature=args.temperature,
         greedy=args.greedy,
+        device=args.device,
         max_new_tokens=args.max_new_tokens,
         num_envs=args.num_envs,
         seed=args.seed,

@@ -18,4 +18,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from trainers.cli import run_script
 
 if __name__ == "__main__":
-    run_script("math/reflection-v0", sys.argv[1:], doc=__doc__)
+    # The critic is paid by the outcome of the revision it led to: a verdict-only reward lets a
+    # critic that shares the solver's weights learn to say "incorrect" by corrupting arithmetic.
+    run_script(
+        "math/reflection-v0", sys.argv[1:], doc=__doc__, defaults={"critic_reward": "outcome"}
+    )

@@ -22,6 +22,7 @@ class EnvArguments:
         eval_samples (`int`, 2): episodes per held-out problem.
         model_name_or_path (`str | None`): hub id or folder; None trains the embedded model.
         role_weights (`str`, ""): reward weight per role, e.g. "solver=1,critic=0.5".
+        critic_reward (`str | None`): reflection's critic reward, "verdict" or "outcome".
         num_envs (`int`, 64): env copies the rollout engine runs at once.
     """
 
@@ -52,6 +53,13 @@ class EnvArguments:
     )
     team_reward: bool | None = field(
         default=None, metadata={"help": "Reflection: one shared team reward at the end."}
+    )
+    critic_reward: str | None = field(
+        default=None,
+        metadata={
+            "help": "Reflection: 'verdict' (verdict matches the truth) or 'outcome' (score of the "
+            "revision the feedback led to); train_reflection.py defaults to 'outcome'."
+        },
     )
 
     def __post_init__(self) -> None:
@@ -92,6 +100,8 @@ class EnvArguments:
             kwargs["influence_discount"] = self.influence_discount
         if self.team_reward is not None:
             kwargs["team_reward"] = self.team_reward
+        if self.critic_reward is not None:
+            kwargs["critic_reward"] = self.critic_reward
         return kwargs
 
 

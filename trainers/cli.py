@@ -46,8 +46,11 @@ def available(env_id: str) -> list[str]:
     return names
 
 
-def make_parser(algo: str, env_id: str) -> tuple[Any, Any]:
-    """A `TrlParser` over (EnvArguments, the algorithm's config) and the train function."""
+def make_parser(algo: str, env_id: str, defaults: dict[str, Any] | None = None) -> tuple[Any, Any]:
+    """A `TrlParser` over (EnvArguments, the algorithm's config) and the train function.
+
+    `defaults` are the script's own defaults for any field (a --config file and flags override).
+    """
     from trl import TrlParser
 
     from trainers.args import EnvArguments
@@ -57,24 +60,31 @@ def make_parser(algo: str, env_id: str) -> tuple[Any, Any]:
         raise SystemExit(f"unknown algorithm {algo!r} for {env_id}; available: {', '.join(names)}")
     config_cls, train = ALGOS[algo].load()
     parser = TrlParser((EnvArguments, config_cls))
-    defaults: dict[str, Any] = {
+    script_defaults: dict[str, Any] = {
         "env_id": env_id,
         "output_dir": f"outputs/{env_id.split('/')[1]}_{algo}",
     }
     hook = getattr(config_cls, "script_defaults", None)
     if hook is not None:  # e.g. a batch size derived from the env's turn slots
-        defaults.update(hook(env_id))
-    parser.set_defaults(**defaults)
+        script_defaults.update(hook(env_id))
+    script_defaults.update(defaults or {})
+    parser.set_defaults(**script_defaults)
     return parser, train
 
 
-def run_script(env_id: str, argv: Sequence[str], doc: str | None = None) -> dict[str, Any]:
-    """``[algo] [flags]``: the algorithm defaults to grpo; flags override a --config file."""
+def run_script(
+    env_id: str,
+    argv: Sequence[str],
+    doc: str | None = None,
+    defaults: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """``[algo] [flags]``: the algorithm defaults to grpo; flags override a --config file, which
+    overrides the script's `defaults`."""
     argv = list(argv)
     algo = argv.pop(0) if argv and not argv[0].startswith("-") else "grpo"
     if argv[:1] in (["-h"], ["--help"]) and doc:
         print(doc)
         print(f"algorithms for {env_id}: {', '.join(available(env_id))}\n")
-    parser, train = make_parser(algo, env_id)
+    parser, train = make_parser(algo, env_id, defaults)
     env_args, config = parser.parse_args_and_config(argv)
     return train(env_args, config)

@@ -50,24 +50,24 @@ class EmbeddedRecipe:
 
     Args:
         seed (`int`, 0): seeds the transcripts, the weights and the SFT data order.
-        num_problems (`int`, 3000): arithmetic train problems turned into transcripts.
+        num_problems (`int`, 8000): arithmetic train problems turned into transcripts.
         difficulty (`tuple[int, ...]`, (1, 2)): arithmetic levels of the transcripts.
         vocab_size (`int`, 512), hidden_size (`int`, 128), num_layers (`int`, 4), num_heads (`int`, 4).
         review_fraction (`float`, 0.6): share of problems that also give critic, refiner and
             variant/debater rows (their prompts are long; solver rows teach the arithmetic).
-        max_steps (`int`, 600), batch_size (`int`, 16), learning_rate (`float`, 2e-3): SFT.
+        max_steps (`int`, 1500), batch_size (`int`, 32), learning_rate (`float`, 2e-3): SFT.
     """
 
     seed: int = 0
-    num_problems: int = 3000
+    num_problems: int = 8000
     difficulty: tuple[int, ...] = (1, 2)
     vocab_size: int = 512
     hidden_size: int = 128
     num_layers: int = 4
     num_heads: int = 4
     review_fraction: float = 0.6
-    max_steps: int = 600
-    batch_size: int = 16
+    max_steps: int = 1500
+    batch_size: int = 32
     learning_rate: float = 2e-3
 
     def key(self) -> str:
@@ -173,8 +173,13 @@ def build_embedded(
     cache_dir: str | Path | None = None,
     force: bool = False,
     progress: bool = False,
+    device: str = "cpu",
 ) -> Path:
-    """Build the embedded model if its folder is missing (or `force`); return the folder."""
+    """Build the embedded model if its folder is missing (or `force`); return the folder.
+
+    `device` ("cpu" or "cuda") is where the SFT runs; the recipe (and so the folder) is the same
+    either way, but only a CPU build is bit-reproducible across machines.
+    """
     recipe = recipe or EmbeddedRecipe()
     path = embedded_path(recipe, cache_dir)
     if path.joinpath("recipe.json").is_file() and not force:
@@ -186,7 +191,7 @@ def build_embedded(
         if path.joinpath("recipe.json").is_file() and not force:
             return path  # another process built it while we waited
         with tempfile.TemporaryDirectory(dir=path.parent, prefix=".build-") as tmp:
-            metrics = _train(recipe, Path(tmp), progress)
+            metrics = _train(recipe, Path(tmp), progress, device)
             out = Path(tmp) / "model"
             (out / "recipe.json").write_text(
                 json.dumps(
@@ -200,7 +205,9 @@ def build_embedded(
     return path
 
 
-def _train(recipe: EmbeddedRecipe, workdir: Path, progress: bool) -> dict[str, Any]:
+def _train(
+    recipe: EmbeddedRecipe, workdir: Path, progress: bool, device: str = "cpu"
+) -> dict[str, Any]:
     import datasets
     import torch
     import trl
@@ -230,7 +237,7 @@ def _train(recipe: EmbeddedRecipe, workdir: Path, progress: bool) -> dict[str, A
         warmup_steps=max(1, recipe.max_steps // 20),
         weight_decay=0.0,
         assistant_only_loss=True,
-        use_cpu=True,
+        use_cpu=device == "cpu",
         bf16=False,
         report_to=[],
         save_strategy="no",

@@ -45,6 +45,7 @@ class EvalConfig:
     compare: bool = True
     save_episodes: Path | None = None
     progress: bool = False
+    device: str | None = None
 
     def env_kwargs(self) -> dict[str, Any]:
         kwargs: dict[str, Any] = {"task": self.task}
@@ -93,7 +94,7 @@ def evaluate(config: EvalConfig, policies: RoleMap | None = None) -> dict[str, A
     from trainers.policies import build_role_map
 
     policies = policies or build_role_map(
-        config.model, config.role_models, config.generation_args()
+        config.model, config.role_models, config.generation_args(), device=config.device
     )
     metrics, episodes = run_env(config, config.env_id, policies)
     if config.save_episodes:

@@ -44,16 +44,23 @@ def build_role_map(
     ensemble: str | None = None,
     ensemble_size: int = 3,
     answer_format: str = "give the final answer as \\boxed{...} at the end.",
+    device: str | None = None,
 ) -> RoleMap:
     """A role map: `model` (default: the embedded model) for every agent, `role_models` overriding
     single roles (``{"critic": "path/to/critic"}``; different architectures are fine), and with
     `ensemble` an ensemble of `ensemble_size` instruction variants answering for the answering
-    roles (solver, refiner, debater, variant)."""
-    shared = HFPolicy.from_pretrained(resolve_model(model), generation_args)
+    roles (solver, refiner, debater, variant). `device` ("cuda", "cpu", ...) moves every model there.
+    """
+    model_kwargs = {"device_map": device} if device else None
+    shared = HFPolicy.from_pretrained(
+        resolve_model(model), generation_args, model_kwargs=model_kwargs
+    )
     policies: dict[str, Policy] = {"*": shared}
     if ensemble:
         team = build_ensemble(ensemble, shared, ensemble_size, answer_format)
         policies.update(dict.fromkeys(ANSWER_ROLES, team))
     for role, path in (role_models or {}).items():
-        policies[role] = HFPolicy.from_pretrained(resolve_model(path), generation_args)
+        policies[role] = HFPolicy.from_pretrained(
+            resolve_model(path), generation_args, model_kwargs=model_kwargs
+        )
     return RoleMap(policies)

@@ -23,8 +23,10 @@ def eval_config(env_args: EnvArguments, model: str, config: Any) -> EvalConfig:
     """Held-out evaluation matching the training env (arithmetic: the test split).
 
     `config` is any algorithm's config; its `temperature` and `max_completion_length` set the
-    sampling when it has them (GRPO, PPO), else 1.0 and 64 tokens.
+    sampling when it has them (GRPO, PPO), else 1.0 and 64 tokens. It runs where training runs
+    (the config's device: a GPU unless ``use_cpu``).
     """
+    device = getattr(config, "device", None)
     return EvalConfig(
         env_id=env_args.env_id,
         task=env_args.task,
@@ -39,6 +41,7 @@ def eval_config(env_args: EnvArguments, model: str, config: Any) -> EvalConfig:
         max_new_tokens=getattr(config, "max_completion_length", None) or 64,
         num_envs=env_args.num_envs,
         seed=config.seed,
+        device=None if device is None else str(device),
     )
 
 

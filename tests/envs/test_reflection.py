@@ -118,6 +118,42 @@ def test_stop_on_accept_ends_early():
     assert env.rewards["critic_0"] == 1.0
 
 
+@pytest.mark.parametrize(
+    ("solver", "critic", "refiner", "verdict_reward", "outcome_reward"),
+    [
+        ("\\boxed{4}", "Verdict: incorrect", "\\boxed{5}", 1.0, 1.0),  # right call, fixed
+        ("\\boxed{4}", "Verdict: incorrect", "\\boxed{6}", 1.0, 0.0),  # right call, still wrong
+        ("\\boxed{4}", "Verdict: correct", "\\boxed{5}", 0.0, 1.0),  # wrong call, fixed anyway
+        ("\\boxed{5}", "Verdict: incorrect", "\\boxed{7}", 0.0, 0.0),  # broke a right answer
+    ],
+)
+def test_critic_reward_verdict_or_outcome(solver, critic, refiner, verdict_reward, outcome_reward):
+    paid = {}
+    for mode in ("verdict", "outcome"):
+        env = make(rounds=1, critic_reward=mode, wrapped=False)
+        env.reset(options={"problem": PROBLEM})
+        env.step(solver)
+        env.step(critic)
+        at_critic_turn = env.rewards["critic_0"]
+        env.step(refiner)
+        paid[mode] = env._cumulative_rewards["critic_0"]  # since the critic's own turn
+        # The critic's info still grades its verdict, whatever pays it.
+        assert env.infos["critic_0"]["correct"] is (verdict_reward == 1.0)
+        # The outcome is paid when the refiner answers, never at the critic's own turn.
+        if mode == "outcome":
+            assert at_critic_turn == 0.0
+    assert paid == {"verdict": verdict_reward, "outcome": outcome_reward}
+
+
+def test_outcome_critic_that_accepts_is_paid_by_the_accepted_answer():
+    for answer, expected in (("\\boxed{5}", 1.0), ("\\boxed{4}", 0.0)):
+        env = make(rounds=2, stop_on_accept=True, critic_reward="outcome", wrapped=False)
+        env.reset(options={"problem": PROBLEM})
+        env.step(answer)
+        env.step("Verdict: correct")
+        assert all(env.terminations.values()) and env.rewards["critic_0"] == expected
+
+
 def test_critic_without_verdict_gets_zero_and_parse_error():
     env = make(rounds=1, wrapped=False)
     env.reset(options={"problem": PROBLEM})
@@ -189,7 +225,10 @@ def test_huge_action_is_clipped_and_flagged():
     assert len(env.observe("critic_0")["prompt"]) < 2000
 
 
-@pytest.mark.parametrize("kwargs", [{"rounds": 0}, {"rounds": "2"}, {"max_action_chars": 3}])
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"rounds": 0}, {"rounds": "2"}, {"max_action_chars": 3}, {"critic_reward": "votes"}],
+)
 def test_bad_arguments_raise(kwargs):
     with pytest.raises(ValueError):
         make(**kwargs)
