@@ -387,7 +387,7 @@ class ExecResult:
         elif self.killed_reason == "cpu limit" or (self.killed_reason or "").startswith("SIGKILL"):
             status = f"killed: CPU time or memory limit reached ({self.killed_reason})"
         elif self.killed_reason:
-            status = f"killed by {self.killed_reason.replace('signal ', 'signal ')} (crashed)"
+            status = f"killed by {self.killed_reason} (the program crashed)"
         else:
             status = f"exit status {self.exit_code}"
         if "MemoryError" in self.stderr[-2000:]:
