@@ -238,3 +238,19 @@ def test_validate_by_execution_reads_boxed_output_and_custom_config():
         "print('so the answer is \\\\boxed{12}')", "12", "math", SandboxConfig(**FAST)
     )
     assert verdict.correct and result.answer() == "12"
+
+
+def test_oracle_program_policy_reaches_reward_one():
+    """`OraclePolicy` with a code template: the executor's program prints the looked-up answer."""
+    from agents.scripted import OraclePolicy
+
+    executor = OraclePolicy.from_answers(
+        {PROBLEM["question"]: PROBLEM["answer"]}, template="```python\nprint({answer!r})\n```"
+    )
+    env = make(rounds=1, wrapped=False)
+    env.reset(options={"problem": PROBLEM})
+    env.step("plan")
+    env.step(executor.act([env.observe("executor_0")])[0])
+    assert env.rewards["executor_0"] == 1.0 and env.infos["executor_0"]["answer_source"] == "output"
+    env.step("Verdict: correct")
+    assert env._cumulative_rewards == dict.fromkeys(env.possible_agents, 1.0)
