@@ -17,7 +17,7 @@ What is enforced, and how:
 |                                 | subprocess.Popen and importing ``_posixsubprocess``; RLIMIT_NPROC 0 |
 |                                 | (not applied to root); the process group is killed at the end and   |
 |                                 | any process still carrying the run's environment token is killed    |
-| network                         | audit hook denies every ``socket.*`` event; with ``network_namespace``|
+| network                         | audit hook denies every ``socket.*`` event; ``network_namespace``   |
 |                                 | (auto where ``unshare -n`` works, e.g. as root) a fresh, empty      |
 |                                 | network namespace                                                   |
 | files outside its directory     | audit hook: writes, renames, deletes, mkdir, chmod only inside the  |
@@ -30,12 +30,22 @@ What is enforced, and how:
 | interpreter crash (segfault)    | reported as death by signal; RLIMIT_CORE 0                          |
 
 A denied operation ends the program at once (exit status 86) with ``violation`` naming it,
-e.g. ``"blocked: socket.connect"``. Not enforced: the audit hook is defence in depth, not a
-security boundary (PEP 578): Python code that finds a way around it (e.g. through a CPython
-bug) runs with the parent's user id. As root, RLIMIT_NPROC does not apply and files are not
-protected by permissions; for hostile code run as an unprivileged ``user`` or inside a
-container. Disk use is bounded per file (RLIMIT_FSIZE), not in total; threads are allowed
-where RLIMIT_NPROC does not apply.
+e.g. ``"blocked: socket.__new__"``. Functions with no audit event that reach outside (mknod,
+mkfifo, nice, chroot, pidfd_open, setsid, clock_settime, ...) are deleted from the child's
+modules, and compiled-in modules cannot be re-created to get them back.
+
+``user=65534`` (or any unprivileged uid) adds what the kernel enforces: RLIMIT_NPROC (no
+process or thread at all), file permissions, no capabilities. With a network namespace the
+namespace is made as root and ``unshare --setuid/--setgid`` drops to the user; otherwise Popen
+switches the user (the interpreter must then be readable by that uid).
+
+Not enforced: the audit hook is defence in depth, not a security boundary (PEP 578): code that
+gets around it (e.g. through a CPython bug) runs with the parent's user id, so as root, without
+``user``, nothing but the hook protects files and RLIMIT_NPROC does not apply (threads work).
+For hostile code use ``user`` or a container. Disk use is bounded per file (RLIMIT_FSIZE), not
+in total. A relative ``os.open(..., dir_fd=...)`` is checked against the cwd (the event does not
+carry the dir fd); that is sound because the cwd is pinned to the temp dir, dir fds can only be
+opened inside it and no symlink can be made there.
 """
 
 from __future__ import annotations
@@ -424,16 +434,21 @@ def _unshare_net_works(python: str) -> bool:
     return done.returncode == 0
 
 
-def _command(config: SandboxConfig, tmp: str, status_fd: int) -> list[str]:
+def _command(config: SandboxConfig, tmp: str, status_fd: int) -> tuple[list[str], dict]:
+    """The child's command line, and the Popen arguments that switch its user (if any)."""
     prefix: list[str] = []
-    if config.network_namespace is not False:
-        if _unshare_net_works(config.python):
-            prefix = [shutil.which("unshare") or "unshare", "-n"]
-        elif config.network_namespace:
-            raise RuntimeError(
-                "network_namespace=True but `unshare -n` does not work here (it needs root or "
-                "unprivileged user namespaces); pass network_namespace=None to run without it"
-            )
+    ids: dict = {}
+    if config.network_namespace is not False and _unshare_net_works(config.python):
+        prefix = [shutil.which("unshare") or "unshare", "-n"]
+        if config.user is not None:  # make the namespace as root, then drop to the user
+            prefix += ["--setuid", str(config.user), "--setgid", str(config.user)]
+    elif config.network_namespace:
+        raise RuntimeError(
+            "network_namespace=True but `unshare -n` does not work here (it needs root or "
+            "unprivileged user namespaces); pass network_namespace=None to run without it"
+        )
+    elif config.user is not None:
+        ids = {"user": config.user, "group": config.user, "extra_groups": []}
     nproc = -1 if (config.user is None and os.geteuid() == 0) else 0
     limits = (
         config.memory_mb << 20,
@@ -442,7 +457,7 @@ def _command(config: SandboxConfig, tmp: str, status_fd: int) -> list[str]:
         config.max_open_files,
         nproc,
     )
-    return [
+    command = [
         *prefix,
         config.python,
         *("-S", "-s", "-P", "-B", "-u", "-X", "utf8", "-c", _BOOTSTRAP),
@@ -451,6 +466,7 @@ def _command(config: SandboxConfig, tmp: str, status_fd: int) -> list[str]:
         *map(str, limits),
         "\n".join(config.extra_read_paths),
     ]
+    return command, ids
 
 
 def _kill_group(pgid: int) -> None:
@@ -550,11 +566,9 @@ class _Run:
             "PYTHONHASHSEED": str(config.hash_seed),
             TOKEN_VAR: token.decode(),
         }
-        ids = {}
-        if config.user is not None:
-            ids = {"user": config.user, "group": config.user, "extra_groups": []}
+        command, ids = _command(config, tmp, status_w)
         return subprocess.Popen(
-            _command(config, tmp, status_w),
+            command,
             cwd=tmp,
             env=env,
             stdin=subprocess.DEVNULL,

@@ -303,3 +303,49 @@ def test_bad_arguments_raise_type_errors():
     with pytest.raises(ValueError, match="max_workers"):
         Executor(max_workers=0)
     assert sys.executable == SandboxConfig().python
+
+
+def _interpreter_for_nobody() -> str | None:
+    """A Python >= 3.11 that uid 65534 can run (the test's own may sit under a private home)."""
+    if os.geteuid() != 0:
+        return None
+    for python in (sys.executable, "/usr/bin/python3"):
+        try:
+            probe = subprocess.run(
+                [python, "-S", "-P", "-c", "pass"], user=65534, capture_output=True, check=False
+            )
+        except OSError:  # missing, or a directory on its path that uid 65534 cannot enter
+            continue
+        if probe.returncode == 0:
+            return python
+    return None
+
+
+NOBODY_PYTHON = _interpreter_for_nobody()
+
+
+@pytest.mark.skipif(NOBODY_PYTHON is None, reason="needs root and a Python uid 65534 can run")
+@pytest.mark.parametrize(
+    "network_namespace", [None, False], ids=["netns-then-setuid", "popen-user"]
+)
+def test_unprivileged_user_gets_os_level_limits(tmp_path, network_namespace):
+    root = tmp_path / "shared"
+    root.mkdir()
+    tmp_path.chmod(0o755)
+    root.chmod(0o755)  # uid 65534 must reach its temp dir
+    config = SandboxConfig(
+        **FAST,
+        tmp_root=str(root),
+        python=NOBODY_PYTHON,
+        user=65534,
+        network_namespace=network_namespace,
+    )
+    code = (
+        "import os, threading\nprint(os.getuid(), os.getgid(), os.getgroups())\n"
+        "open('mine.txt', 'w').write('ok')\n"
+        "threading.Thread(target=print).start()"
+    )
+    result = run_code(code, config)
+    assert result.stdout.startswith("65534 65534 []"), result.stderr
+    assert "can't start new thread" in result.stderr  # RLIMIT_NPROC holds for a non-root uid
+    assert list(root.iterdir()) == [] and sandbox_processes() == []
