@@ -238,6 +238,7 @@ def _install(argv):
             "os.removexattr": ((0, None, True),),
         },
     )
+    sys.path.extend(p for p in extra.split("\n") if p)
     sys.addaudithook(private["_hook"])
 
 def _run():
@@ -280,8 +281,9 @@ class SandboxConfig:
         max_file_bytes (`int`, 1048576): largest file the program may write (RLIMIT_FSIZE).
         max_open_files (`int`, 64): RLIMIT_NOFILE.
         python (`str`, `sys.executable`): the interpreter that runs the program.
-        extra_read_paths (`tuple[str, ...]`, ()): more directories the program may read (e.g. a
-            site-packages holding sympy); they are not added to `sys.path`.
+        extra_read_paths (`tuple[str, ...]`, ()): more directories the program may read and
+            import from (appended to `sys.path`), e.g. pure-Python packages. (sympy cannot be
+            one: it imports ctypes, which stays denied.)
         user (`int | None`, None): run as this uid (and its gid, no supplementary groups), e.g.
             65534 when the parent is root; the interpreter must be readable by it.
         network_namespace (`bool | None`, None): run inside `unshare -n` (an empty network

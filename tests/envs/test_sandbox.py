@@ -247,6 +247,15 @@ def test_clean_environment_and_no_inherited_files(config):
     assert fds[:3] == [0, 1, 2] and len(fds) == 4
 
 
+def test_extra_read_paths_are_readable_and_importable(config, tmp_path):
+    library = tmp_path / "library"
+    library.mkdir()
+    (library / "helper.py").write_text("ANSWER = 42\n")
+    code = "import helper\nprint(helper.ANSWER)"
+    assert run(code, config, extra_read_paths=(str(library),)).answer() == "42"
+    assert "ModuleNotFoundError" in run(code, config).stderr
+
+
 def test_escaped_processes_are_swept():
     from envs.sandbox import _sweep
 
