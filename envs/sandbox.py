@@ -73,6 +73,8 @@ VIOLATION_EXIT = 86
 SETUP_EXIT = 87  # the bootstrap failed: a fault of the sandbox or machine, not of the program
 TOKEN_VAR = "MATHTEAMS_SANDBOX"
 PROGRAM = "program.py"
+# -P (no cwd on sys.path) exists from Python 3.11; without it the cwd is the temp dir anyway.
+SAFE_PATH = ("-P",) if sys.version_info >= (3, 11) else ()
 _BOXED = re.compile(r"\\boxed\{((?:[^{}]|\{[^{}]*\})*)\}")
 
 # The child's bootstrap, run with `python -c` before the program. It sets the limits, installs
@@ -462,7 +464,7 @@ def _command(config: SandboxConfig, tmp: str, status_fd: int) -> tuple[list[str]
     command = [
         *prefix,
         config.python,
-        *("-S", "-s", "-P", "-B", "-u", "-X", "utf8", "-c", _BOOTSTRAP),
+        *("-S", "-s", *SAFE_PATH, "-B", "-u", "-X", "utf8", "-c", _BOOTSTRAP),
         tmp,
         str(status_fd),
         *map(str, limits),
