@@ -19,6 +19,7 @@ from envs.errors import (
     UnknownTaskError,
 )
 from envs.registry import EnvSpec, deregister, list_envs, make, register, spec
+from envs.sandbox import ExecResult, SandboxConfig, run_code, run_many
 from envs.sources import ListSource, Problem, ProblemSource, load_jsonl, make_problem
 from envs.tasks import Task, list_tasks, make_task, register_task
 
@@ -27,6 +28,7 @@ register("math/solve-v0", "envs.solve:env", max_turns=1)
 register("math/reflection-v0", "envs.reflection:env", max_turns=5, rounds=2)
 register("math/debate-v0", "envs.debate:env", max_turns=2, num_agents=3, rounds=2)
 register("math/ensemble-v0", "envs.ensemble:env", max_turns=1, num_agents=3)
+register("math/tool-v0", "envs.tool:env", max_turns=5, rounds=2)
 
 
 def _register_gymnasium() -> None:
@@ -53,10 +55,12 @@ __all__ = [
     "DuplicateEnvError",
     "DuplicateTaskError",
     "EnvSpec",
+    "ExecResult",
     "ListSource",
     "Problem",
     "ProblemSource",
     "RegistryError",
+    "SandboxConfig",
     "Task",
     "UnknownEnvError",
     "UnknownTaskError",
@@ -70,5 +74,7 @@ __all__ = [
     "make_task",
     "register",
     "register_task",
+    "run_code",
+    "run_many",
     "spec",
 ]

@@ -39,11 +39,31 @@ VARIANTS = (
     ),
 )
 
+# Roles of the tool env (math/tool-v0): plan, program, check.
+ANALYZER = (
+    "You plan the solution of a math problem for a programmer. List the known quantities, "
+    "what is asked and the steps of the computation, in a few short lines. Do not write code."
+)
+EXECUTOR = (
+    "You solve math problems by writing one Python program in a ```python code block. It is "
+    "run (standard library only, a few seconds, no files or network) and the last line it "
+    "prints is taken as the answer: end by printing only the final answer. Follow the plan; "
+    "when a previous program, its output and feedback are shown, fix the program."
+)
+PROGRAM_VERIFIER = (
+    "You check a Python program written to solve a math problem, using the plan, the program "
+    "and its output. Point out the first error in the program or its output if there is one. "
+    "End with exactly one line 'Verdict: correct' or 'Verdict: incorrect'."
+)
+
 DEFAULT_INSTRUCTIONS: Mapping[str, str] = {
     "solver": SOLVER,
     "critic": CRITIC,
     "refiner": REFINER,
     "debater": DEBATER,
+    "analyzer": ANALYZER,
+    "executor": EXECUTOR,
+    "verifier": PROGRAM_VERIFIER,
 }
 
 
@@ -73,4 +93,35 @@ def debate_prompt(question: str, own: str | None, others: Mapping[str, str]) -> 
     return (
         f"{problem_block(question)}\n\nYour previous answer:\n{own}\n\nThe other agents "
         f"answered:\n{shown}\n\nGive your updated solution."
+    )
+
+
+def analyze_prompt(question: str) -> str:
+    return f"{problem_block(question)}\n\nWrite the plan."
+
+
+def executor_prompt(
+    question: str,
+    plan: str,
+    code: str | None = None,
+    output: str | None = None,
+    feedback: str | None = None,
+) -> str:
+    parts = [problem_block(question), f"Plan:\n{plan}"]
+    if code is None:
+        parts.append("Write the Python program.")
+    else:
+        parts += [
+            f"Previous program:\n```python\n{code}\n```",
+            f"Its output:\n{output}",
+            f"Reviewer feedback:\n{feedback}",
+            "Write the corrected Python program.",
+        ]
+    return "\n\n".join(parts)
+
+
+def program_review_prompt(question: str, plan: str, code: str, output: str) -> str:
+    return (
+        f"{problem_block(question)}\n\nPlan:\n{plan}\n\nProgram:\n```python\n{code}\n```"
+        f"\n\nIts output:\n{output}\n\nReview the program and its answer."
     )

@@ -1,0 +1,370 @@
+"""Analyzer -> executor -> verifier with Python execution, an AEC environment.
+
+| Id                | ``math/tool-v0``                                              |
+|-------------------|---------------------------------------------------------------|
+| Agents            | ``analyzer_0``, ``executor_0``, ``verifier_0``                |
+| Turn order        | analyzer, then (executor, verifier) for ``rounds`` rounds     |
+| Observation       | Dict of text: role, instruction, question, transcript, prompt |
+| Action            | any string (clipped to ``max_action_chars``)                  |
+| Reward            | per role (below), or a shared team reward at the end          |
+
+The analyzer writes a plan once. The executor writes a Python program: the ```python blocks
+of its reply, joined (else any unlabelled ``` blocks, else the whole reply), run in the sandbox
+of `envs.sandbox` (a fresh process with time, CPU, memory and output limits; no network, no
+files outside its temp dir). The verifier sees the plan, the program and its output and ends
+with ``Verdict: correct`` or ``Verdict: incorrect``; a rejected program goes back to the
+executor with the feedback. The episode terminates after the last verifier turn, or, with
+``stop_on_accept``, as soon as the verifier accepts.
+
+The executor's answer is the program's: the last ``\\boxed{}`` it prints, else its last
+printed line, when it exits with status 0; otherwise the reply's text outside code blocks (so
+an answer stated in prose still counts). The task's verifier scores that answer.
+
+Rewards (``team_reward=False``): the executor gets the score of its answer; the verifier gets 1
+when its verdict matches the truth of the answer it reviewed, else 0 (no verdict: 0); the
+analyzer gets the score of the final answer when the episode ends. With ``team_reward=True``
+every agent gets the score of the final answer when the episode ends and 0 before.
+
+Infos: ``problem_id``, ``turn``, ``round``, ``role``, ``extracted``, ``correct``, ``score``,
+``reason``, ``parse_error``, ``action_clipped``; the executor's also ``code_block`` (a fenced
+block was found), ``answer_source`` ("output", "text" or None), ``exec_exit_code``,
+``exec_timed_out``, ``exec_killed_reason``, ``exec_output_truncated``, ``exec_violation``; the
+verifier's ``verdict`` and ``reviewed_correct``; at the end every agent's ``final_correct`` and
+``final_answer``.
+
+Arguments:
+    task (`str | Task`, "arithmetic"), data_path, split, verifier, task_kwargs: the task.
+    rounds (`int`, 2): executor/verifier rounds K; at most 1 + 2K agent turns.
+    stop_on_accept (`bool`, False): end the episode when the verifier says correct.
+    team_reward (`bool`, False): one shared reward for the final answer instead of per role.
+    sandbox (`SandboxConfig | Mapping | None`): limits of each run (a mapping of its fields is
+        accepted); default: 5 s wall, 5 s CPU, 512 MiB, 16 KiB of output.
+    cache_size (`int`, 128): identical programs within one env reuse their result (the child
+        has a fixed hash seed, so programs are reproducible); 0 runs every program.
+    max_output_chars (`int`, 2000): program output shown to the agents.
+    max_action_chars (`int`, 8192), max_obs_chars (`int`, 32768): text bounds.
+    render_mode (`str | None`): "ansi" makes `render()` return the transcript.
+
+Version history:
+    v0: initial release.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import OrderedDict
+from collections.abc import Mapping
+from typing import Any
+
+from pettingzoo import AECEnv
+from pettingzoo.utils import wrappers
+
+from envs import prompts
+from envs.core import TaskEnvMixin, render_transcript
+from envs.reflection import parse_verdict
+from envs.sandbox import ExecResult, SandboxConfig, run_code
+from envs.tasks import Task
+from rewards import Verdict, Verifier, get_verifier
+
+FENCE = re.compile(r"```[ \t]*([\w+-]*)[^\n]*\n(.*?)```", re.DOTALL)
+OPEN_FENCE = re.compile(r"```[ \t]*(?:python3?|py)?[ \t]*\n(.*)\Z", re.DOTALL | re.IGNORECASE)
+PYTHON_TAGS = ("python", "python3", "py")
+DEFAULT_SANDBOX = SandboxConfig(timeout_s=5.0, cpu_s=5, memory_mb=512, max_output_bytes=16384)
+CALCULATION = re.compile(r"<<([^=<>]+)=([^<>]*)>>")
+
+
+def extract_code(text: str) -> tuple[str, bool, str]:
+    """The program in a reply, whether it came from a fenced block, and the text outside blocks.
+
+    ```python blocks are joined in order; else unlabelled ``` blocks; else a last block left
+    open (a reply cut at the length limit); else the whole reply is the program.
+    """
+    blocks = FENCE.findall(text)
+    chosen = [body for tag, body in blocks if tag.lower() in PYTHON_TAGS]
+    chosen = chosen or [body for tag, body in blocks if not tag]
+    if chosen:
+        return "\n".join(chosen), True, FENCE.sub("", text)
+    unclosed = OPEN_FENCE.search(text)
+    if unclosed is not None:
+        return unclosed.group(1), True, text[: unclosed.start()]
+    return text, False, text
+
+
+def program_answer(result: ExecResult) -> str | None:
+    """The text the task's verifier scores: ``\\boxed{...}`` or the program's last line."""
+    answer = result.answer()
+    if answer is None:
+        return None
+    return f"\\boxed{{{answer}}}" if "\\boxed{" in result.stdout else answer
+
+
+def validate_by_execution(
+    code: str,
+    reference: str,
+    verifier: str | Verifier = "gsm8k",
+    config: SandboxConfig | None = None,
+) -> tuple[Verdict, ExecResult]:
+    """Run `code` in the sandbox and score what it prints against `reference`.
+
+    Use it to check a data set's answers by computation (e.g. GSM8K's calculator annotations,
+    see `gsm8k_program`) or a solution program a model wrote.
+
+    Args:
+        code (`str`): the program; its last printed line (or ``\\boxed{}``) is the answer.
+        reference (`str`): the expected answer.
+        verifier (`str | Verifier`, "gsm8k"): a verifier or its registry name.
+        config (`SandboxConfig | None`): sandbox limits (`DEFAULT_SANDBOX` if None).
+
+    Returns:
+        The verdict (score 0 with the run's status as the reason when the program failed) and
+        the `ExecResult`.
+    """
+    checker = get_verifier(verifier) if isinstance(verifier, str) else verifier
+    result = run_code(code, config or DEFAULT_SANDBOX)
+    answer = program_answer(result)
+    if answer is None:
+        status = result.observation(300).splitlines()[0]
+        return Verdict(0.0, None, f"the program gave no answer ({status})"), result
+    return checker.verify(answer, reference), result
+
+
+def gsm8k_program(solution: str) -> str:
+    """A program that redoes a GSM8K solution's ``<<expression=result>>`` calculations.
+
+    It prints each calculation's value and, last, the value of the last one (as an integer
+    when whole), which `validate_by_execution` compares with the ``####`` answer.
+
+    Raises:
+        ValueError: if the solution has no calculator annotation.
+    """
+    calculations = CALCULATION.findall(solution)
+    if not calculations:
+        raise ValueError("the solution has no <<expression=result>> calculator annotation")
+    lines = ["from fractions import Fraction", "value = None"]
+    for expression, _ in calculations:
+        cleaned = expression.replace(",", "").replace("x", "*").replace("^", "**")
+        lines.append(f"value = {cleaned.strip()}")
+        lines.append("print(value)")
+    lines.append("print(int(value) if float(value).is_integer() else round(value, 6))")
+    return "\n".join(lines)
+
+
+def _sandbox_config(sandbox: SandboxConfig | Mapping[str, Any] | None) -> SandboxConfig:
+    if sandbox is None:
+        return DEFAULT_SANDBOX
+    if isinstance(sandbox, SandboxConfig):
+        return sandbox
+    if isinstance(sandbox, Mapping):
+        return SandboxConfig(**dict(sandbox))
+    raise TypeError(
+        f"sandbox must be a SandboxConfig, a mapping of its fields or None, "
+        f"got {type(sandbox).__name__}"
+    )
+
+
+class ToolEnv(TaskEnvMixin, AECEnv):
+    """See the module docstring."""
+
+    metadata = {"name": "math/tool-v0", "render_modes": ["ansi"], "is_parallelizable": False}
+
+    def __init__(
+        self,
+        task: str | Task = "arithmetic",
+        data_path: str | None = None,
+        split: str | None = None,
+        verifier: str | Verifier | None = None,
+        task_kwargs: Mapping[str, Any] | None = None,
+        rounds: int = 2,
+        stop_on_accept: bool = False,
+        team_reward: bool = False,
+        sandbox: SandboxConfig | Mapping[str, Any] | None = None,
+        cache_size: int = 128,
+        max_output_chars: int = 2000,
+        max_action_chars: int = 8192,
+        max_obs_chars: int = 32768,
+        render_mode: str | None = None,
+    ) -> None:
+        super().__init__()
+        if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
+            raise ValueError(f"rounds must be an int >= 1, got {rounds!r}")
+        for name, value, low in (
+            ("cache_size", cache_size, 0),
+            ("max_output_chars", max_output_chars, 64),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
+        self._setup_task(
+            task,
+            data_path,
+            split,
+            verifier,
+            task_kwargs,
+            max_action_chars,
+            max_obs_chars,
+            render_mode,
+        )
+        self.sandbox = _sandbox_config(sandbox)
+        self.rounds, self.stop_on_accept, self.team_reward = rounds, stop_on_accept, team_reward
+        self.cache_size, self.max_output_chars = cache_size, max_output_chars
+        self._cache: OrderedDict[str, ExecResult] = OrderedDict()
+        self.possible_agents = ["analyzer_0", "executor_0", "verifier_0"]
+        self.schedule = ["analyzer_0"] + ["executor_0", "verifier_0"] * rounds
+        self.max_turns = len(self.schedule)
+        self._instructions = {
+            a: self.task.instruction(a.split("_")[0]) for a in self.possible_agents
+        }
+        self.agents = []
+
+    # ------------------------------------------------------------------ PettingZoo API
+    def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> None:
+        self._start_episode(seed, options)
+        self.agents = list(self.possible_agents)
+        self.rewards = dict.fromkeys(self.agents, 0.0)
+        self._cumulative_rewards = dict.fromkeys(self.agents, 0.0)
+        self.terminations = dict.fromkeys(self.agents, False)
+        self.truncations = dict.fromkeys(self.agents, False)
+        self.infos = {a: {**self._base_info(0), "role": a.split("_")[0]} for a in self.agents}
+        self.turns = []
+        self.turn = 0
+        self.plan = ""
+        self.code: str | None = None  # the latest program
+        self.output: str | None = None  # the latest run, as shown to the agents
+        self.answer_verdict: Verdict | None = None
+        self.feedback: str | None = None
+        self.agent_selection = self.schedule[0]
+
+    def observe(self, agent: str) -> dict[str, str]:
+        question = self.problem["question"]
+        if agent == "analyzer_0":
+            prompt = prompts.analyze_prompt(question)
+        elif agent == "executor_0" or self.code is None:
+            prompt = prompts.executor_prompt(
+                question, self.plan, self.code, self.output, self.feedback
+            )
+        else:
+            prompt = prompts.program_review_prompt(
+                question, self.plan, self.code, self.output or ""
+            )
+        return self._obs(
+            agent.split("_")[0], self._instructions[agent], prompt, render_transcript(self.turns)
+        )
+
+    def step(self, action: str | None) -> None:
+        agent = self.agent_selection
+        if self.terminations.get(agent) or self.truncations.get(agent):
+            self._was_dead_step(action)
+            return
+        if not self.agents:
+            raise RuntimeError("the episode is over: call reset() before step()")
+        text, clipped = self._check_action(agent, action)
+        self._cumulative_rewards[agent] = 0.0
+        self._clear_rewards()
+        extra = {"round": max(self.turn - 1, 0) // 2, "role": agent.split("_")[0]}
+        done = self.turn + 1 >= self.max_turns
+        if agent == "analyzer_0":
+            self.plan = text
+            self.infos[agent] = {
+                **self._base_info(self.turn),
+                **extra,
+                "extracted": None,
+                "correct": False,
+                "score": 0.0,
+                "parse_error": False,
+                "reason": "a plan is not scored; the analyzer earns the final answer's score",
+                "action_clipped": clipped,
+            }
+            shown = text
+        elif agent == "executor_0":
+            shown = self._execute(agent, text, clipped, extra)
+        else:
+            verdict = self._review(agent, text, clipped, extra)
+            done = done or (self.stop_on_accept and verdict is True)
+            shown = text
+        self.turns.append((agent, shown))
+        self.turn += 1
+        self._finish_step(done)
+
+    # ------------------------------------------------------------------ roles
+    def _execute(self, agent: str, text: str, clipped: bool, extra: dict[str, Any]) -> str:
+        code, fenced, prose = extract_code(text)
+        result = self._run(code)
+        answer = program_answer(result)
+        source = "output" if answer is not None else ("text" if prose.strip() else None)
+        verdict = self._score(answer if answer is not None else prose)
+        self.code, self.output = code, result.observation(self.max_output_chars)
+        self.answer_verdict = verdict
+        self.infos[agent] = self._answer_info(
+            self.turn,
+            verdict,
+            clipped,
+            **extra,
+            code_block=fenced,
+            answer_source=source,
+            exec_exit_code=result.exit_code,
+            exec_timed_out=result.timed_out,
+            exec_killed_reason=result.killed_reason,
+            exec_output_truncated=result.output_truncated,
+            exec_violation=result.violation,
+        )
+        self.rewards[agent] = verdict.score
+        return f"{text}\n\n[execution]\n{self.output}"
+
+    def _review(self, agent: str, text: str, clipped: bool, extra: dict[str, Any]) -> bool | None:
+        verdict = parse_verdict(text)
+        truth = self.answer_verdict.correct if self.answer_verdict is not None else False
+        hit = verdict is not None and verdict == truth
+        self.feedback = text
+        if verdict is None:
+            reason = "no 'Verdict: correct|incorrect' line"
+        else:
+            reason = f"verdict {'matches' if hit else 'contradicts'} the answer's truth"
+        self.infos[agent] = {
+            **self._base_info(self.turn),
+            **extra,
+            "extracted": None if verdict is None else ("correct" if verdict else "incorrect"),
+            "verdict": verdict,
+            "reviewed_correct": truth,
+            "correct": hit,
+            "score": float(hit),
+            "parse_error": verdict is None,
+            "reason": reason,
+            "action_clipped": clipped,
+        }
+        self.rewards[agent] = float(hit)
+        return verdict
+
+    def _finish_step(self, done: bool) -> None:
+        final = self.answer_verdict
+        final_score = final.score if (done and final is not None) else 0.0
+        if self.team_reward:
+            self.rewards = dict.fromkeys(self.agents, final_score)
+        elif done:
+            self.rewards["analyzer_0"] = final_score
+        if done:
+            for a in self.agents:
+                self.terminations[a] = True
+                self.infos[a]["final_correct"] = bool(final is not None and final.correct)
+                self.infos[a]["final_answer"] = None if final is None else final.extracted
+        self._accumulate_rewards()
+        if done:
+            self._deads_step_first()
+        else:
+            self.agent_selection = self.schedule[self.turn]
+
+    def _run(self, code: str) -> ExecResult:
+        """Run a program in the sandbox, through a small LRU cache of identical programs."""
+        if code in self._cache:
+            self._cache.move_to_end(code)
+            return self._cache[code]
+        result = run_code(code, self.sandbox)
+        if self.cache_size:
+            self._cache[code] = result
+            while len(self._cache) > self.cache_size:
+                self._cache.popitem(last=False)
+        return result
+
+
+def env(wrapped: bool = True, **kwargs: Any) -> AECEnv:
+    """Make a `ToolEnv`, order-enforced unless `wrapped=False`."""
+    raw = ToolEnv(**kwargs)
+    return wrappers.OrderEnforcingWrapper(raw) if wrapped else raw

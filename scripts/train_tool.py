@@ -1,0 +1,22 @@
+"""Train the agents of `math/tool-v0` (analyzer -> executor -> verifier, programs run sandboxed).
+
+    python scripts/train_tool.py                      # GRPO, embedded model, arithmetic, CPU
+    python scripts/train_tool.py grpo --rounds 1 --role_weights "executor=1,verifier=0.5"
+    python scripts/train_tool.py grpo --help           # every field (env, GRPOConfig)
+
+The first argument picks the algorithm (`grpo` or `ppo`). It evaluates on held-out problems,
+trains, evaluates again, and writes the model, metrics.json and curves.png to --output_dir.
+Each executor turn runs its program in a fresh sandboxed process (see `envs.sandbox`).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from trainers.cli import run_script
+
+if __name__ == "__main__":
+    run_script("math/tool-v0", sys.argv[1:], doc=__doc__)

@@ -1,0 +1,256 @@
+"""math/tool-v0: plans, programs run in the sandbox, verdicts; and answer checks by execution."""
+
+from __future__ import annotations
+
+import random
+import re
+
+import pytest
+
+import envs
+from agents.scripted import ScriptedPolicy
+from envs import tool
+from envs.sandbox import SandboxConfig
+from envs.tool import extract_code, gsm8k_program, validate_by_execution
+
+PROBLEM = {"id": "p/1", "question": "Ann has 2 pens and buys 3 more. How many pens?", "answer": "5"}
+FAST = {"timeout_s": 2.0, "cpu_s": 1, "memory_mb": 256, "max_output_bytes": 8192}
+
+
+def make(**kwargs):
+    return envs.make("math/tool-v0", **{"sandbox": FAST, **kwargs})
+
+
+def play(env, replies, problem=PROBLEM):
+    """Step an episode with per-agent reply lists; return the acting order and rewards."""
+    env.reset(seed=0, options={"problem": problem})
+    order, rewards = [], []
+    while env.agents and not all(env.terminations.values()):
+        agent = env.agent_selection
+        order.append(agent)
+        env.step(replies[agent].pop(0))
+        rewards.append(dict(env.rewards))
+    return order, rewards
+
+
+def test_turn_order_rewards_and_execution_infos():
+    env = make(rounds=2, wrapped=False)
+    replies = {
+        "analyzer_0": ["Start with 2 pens, add the 3 bought."],
+        "executor_0": ["```python\nprint(2 + 3 + 1)\n```", "Fixed:\n```python\nprint(2 + 3)\n```"],
+        "verifier_0": ["6 is one too many. Verdict: incorrect", "Verdict: correct"],
+    }
+    order, rewards = play(env, replies)
+    assert order == env.schedule == ["analyzer_0"] + ["executor_0", "verifier_0"] * 2
+    # executor wrong (0), verifier right to reject (1), executor right (1), verifier right (1)
+    assert [r[a] for r, a in zip(rewards, order, strict=True)] == [0.0, 0.0, 1.0, 1.0, 1.0]
+    assert rewards[-1]["analyzer_0"] == 1.0  # the final answer's score, at the end
+    info = env.infos["executor_0"]
+    assert info["extracted"] == "5" and info["answer_source"] == "output"
+    assert info["exec_exit_code"] == 0 and info["code_block"] is True
+    assert info["exec_timed_out"] is False and info["exec_output_truncated"] is False
+    assert info["exec_violation"] is None and info["round"] == 1
+    assert env.infos["verifier_0"]["reviewed_correct"] is True
+    assert all(env.infos[a]["final_correct"] for a in env.agents)
+
+
+def test_observations_show_plan_program_and_output_but_not_the_answer():
+    env = make(rounds=1)
+    env.reset(options={"problem": PROBLEM})
+    env.step("Add the numbers.")
+    executor_obs = env.observe("executor_0")
+    assert "Add the numbers." in executor_obs["prompt"] and executor_obs["role"] == "executor"
+    assert "```python" in executor_obs["instruction"]
+    env.step("```python\nx = 2 + 3\nprint('result:', x)\n```")
+    verifier_obs = env.observe("verifier_0")
+    assert "x = 2 + 3" in verifier_obs["prompt"] and "exit status 0" in verifier_obs["prompt"]
+    assert "result: 5" in verifier_obs["prompt"] and "Verdict" in verifier_obs["instruction"]
+    assert "[execution]" in verifier_obs["transcript"]
+
+
+def test_failed_programs_are_contained_and_reported():
+    env = make(rounds=3, wrapped=False, sandbox={**FAST, "timeout_s": 1.0})
+    env.reset(options={"problem": PROBLEM})
+    env.step("plan")
+    env.step("```python\nwhile True:\n    pass\n```")
+    info = env.infos["executor_0"]
+    assert info["exec_timed_out"] or info["exec_killed_reason"] == "cpu limit"
+    assert env.rewards["executor_0"] == 0.0 and info["answer_source"] is None
+    assert "killed" in env.observe("verifier_0")["prompt"]
+    env.step("Verdict: incorrect")
+    env.step("```python\nimport socket\nsocket.socket().connect(('127.0.0.1', 9))\n```")
+    assert env.infos["executor_0"]["exec_violation"].startswith("blocked: socket")
+    assert "stopped by the sandbox" in env.observe("executor_0")["prompt"]
+    env.step("Verdict: incorrect")
+    # not code: the program fails, the answer stated in the text still counts
+    env.step("Two plus three is five, so the answer is \\boxed{5}.")
+    info = env.infos["executor_0"]
+    assert info["answer_source"] == "text" and info["correct"] and info["exec_exit_code"] == 1
+
+
+def test_stop_on_accept_and_team_reward():
+    env = make(rounds=3, stop_on_accept=True, team_reward=True, wrapped=False)
+    env.reset(options={"problem": PROBLEM})
+    env.step("plan")
+    assert env.rewards == dict.fromkeys(env.agents, 0.0)
+    env.step("print(5)")
+    env.step("Verdict: correct")
+    assert all(env.terminations.values()) and len(env.turns) == 3
+    assert env.rewards == dict.fromkeys(env.agents, 1.0)
+
+
+def test_identical_programs_run_once(monkeypatch):
+    calls = []
+    real = tool.run_code
+
+    def counting(code, config):
+        calls.append(code)
+        return real(code, config)
+
+    monkeypatch.setattr(tool, "run_code", counting)
+    env = make(rounds=2, wrapped=False)
+    env.reset(options={"problem": PROBLEM})
+    for text in ("plan", "print(5)", "Verdict: incorrect", "print(5)", "Verdict: correct"):
+        env.step(text)
+    assert calls == ["print(5)"]
+    assert make(cache_size=0, wrapped=False).cache_size == 0
+
+
+@pytest.mark.parametrize(
+    ("reply", "code", "fenced"),
+    [
+        ("```python\nprint(1)\n```", "print(1)\n", True),
+        ("Plan.\n```py\na = 1\n```\nthen\n```python\nprint(a)\n```", "a = 1\n\nprint(a)\n", True),
+        ("```\nprint(2)\n```", "print(2)\n", True),  # unlabelled block
+        ("```text\nnot code\n```\n```python\nprint(3)\n```", "print(3)\n", True),
+        ("Here:\n```python\nprint(4)", "print(4)", True),  # cut off before the closing fence
+        ("print(5)", "print(5)", False),  # the whole reply
+        ("", "", False),
+    ],
+)
+def test_extract_code(reply, code, fenced):
+    assert extract_code(reply)[:2] == (code, fenced)
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="rounds"):
+        envs.make("math/tool-v0", rounds=0)
+    with pytest.raises(TypeError, match="sandbox must be"):
+        envs.make("math/tool-v0", sandbox=5)
+    with pytest.raises(ValueError, match="timeout_s"):
+        envs.make("math/tool-v0", sandbox={"timeout_s": -1})
+    with pytest.raises(TypeError, match=r"'analyzer_0'.*got int"):
+        env = envs.make("math/tool-v0")
+        env.reset(seed=0)
+        env.step(3)
+
+
+# ---------------------------------------------------------------- scripted episodes
+
+STEPS = [
+    (r"(?:buys|finds) (\d+) more|(?:buys|finds) (\d+)|gives \w+ (\d+)", "+"),
+    (r"gives away (\d+)|loses (\d+)|uses (\d+)", "-"),
+    (r"becomes (\d+) times as large", "*"),
+    (r"shares the \w+ equally among (\d+) boxes", "//"),
+]
+
+
+def program_for(question: str) -> str:
+    """A program computing an `arithmetic` word problem from its sentences (no answer lookup)."""
+    sentences = [s for s in re.split(r"(?<=\.)\s+", question) if s]
+    start = re.search(r"has (\d+)", sentences[0]).group(1)
+    lines = [f"n = {start}"]
+    for sentence in sentences[1:]:
+        if "doubles" in sentence or "triples" in sentence:
+            lines.append(f"n *= {2 if 'doubles' in sentence else 3}")
+            continue
+        for pattern, op in STEPS:
+            match = re.search(pattern, sentence)
+            if match:
+                lines.append(f"n {op}= {next(g for g in match.groups() if g)}")
+                break
+    return "```python\n" + "\n".join(lines) + "\nprint(n)\n```"
+
+
+def verifier_reply(obs):
+    return "Verdict: correct" if "exit status 0" in obs["prompt"] else "Verdict: incorrect"
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_scripted_team_reaches_reward_one_by_running_code(seed):
+    """Scripted agents that never see the answer: the executor's program computes it."""
+    policies = {
+        "analyzer_0": ScriptedPolicy(["Track the count through each sentence."]),
+        "executor_0": ScriptedPolicy(lambda obs: program_for(obs["question"])),
+        "verifier_0": ScriptedPolicy(verifier_reply),
+    }
+    env = make(rounds=1, task_kwargs={"difficulty": 3})
+    env.reset(seed=seed)
+    returns, infos = dict.fromkeys(env.possible_agents, 0.0), {}
+    for agent in env.agent_iter():
+        obs, reward, terminated, truncated, infos[agent] = env.last()
+        returns[agent] += reward
+        env.step(None if terminated or truncated else policies[agent].act([obs])[0])
+    raw = env.unwrapped
+    assert returns == {"analyzer_0": 1.0, "executor_0": 1.0, "verifier_0": 1.0}, raw.render()
+    assert infos["executor_0"]["answer_source"] == "output"
+    assert infos["executor_0"]["exec_exit_code"] == 0 and infos["executor_0"]["final_correct"]
+    assert "print(n)" in raw.code and "n = " in raw.code
+
+
+# ---------------------------------------------------------------- GSM8K answers by execution
+
+NAMES = ["Ann", "Ben", "Cleo", "Dev"]
+
+
+def gsm8k_row(rng: random.Random, wrong: bool = False) -> dict[str, str]:
+    """A GSM8K-style row: a question, a solution with calculator annotations, '#### answer'."""
+    name, price, count, paid = rng.choice(NAMES), rng.randint(2, 9), rng.randint(2, 9), 100
+    cost = price * count
+    change = paid - cost
+    solution = (
+        f"{name} pays {count} * {price} = $<<{count}*{price}={cost}>>{cost} for the apples.\n"
+        f"The change is {paid} - {cost} = $<<{paid}-{cost}={change}>>{change}.\n"
+        f"#### {change + (1 if wrong else 0)}"
+    )
+    question = f"{name} buys {count} apples at ${price} each and pays with ${paid}. Change?"
+    return {"question": question, "answer": solution}
+
+
+def test_gsm8k_answers_are_validated_by_execution():
+    rng = random.Random(0)
+    rows = [gsm8k_row(rng) for _ in range(4)] + [gsm8k_row(rng, wrong=True)]
+    verdicts = []
+    for row in rows:
+        final = row["answer"].rsplit("####", 1)[1].strip()
+        verdict, result = validate_by_execution(gsm8k_program(row["answer"]), final)
+        assert result.ok, result.stderr
+        verdicts.append(verdict.correct)
+    assert verdicts == [True, True, True, True, False]  # the corrupted row is caught
+    failing, result = validate_by_execution("print(1/0)", "3")
+    assert failing.score == 0.0 and "no answer" in failing.reason and result.exit_code == 1
+    with pytest.raises(ValueError, match="calculator annotation"):
+        gsm8k_program("No calculations here.\n#### 4")
+
+
+def test_validate_by_execution_reads_boxed_output_and_custom_config():
+    verdict, result = validate_by_execution(
+        "print('so the answer is \\\\boxed{12}')", "12", "math", SandboxConfig(**FAST)
+    )
+    assert verdict.correct and result.answer() == "12"
+
+
+def test_oracle_program_policy_reaches_reward_one():
+    """`OraclePolicy` with a code template: the executor's program prints the looked-up answer."""
+    from agents.scripted import OraclePolicy
+
+    executor = OraclePolicy.from_answers(
+        {PROBLEM["question"]: PROBLEM["answer"]}, template="```python\nprint({answer!r})\n```"
+    )
+    env = make(rounds=1, wrapped=False)
+    env.reset(options={"problem": PROBLEM})
+    env.step("plan")
+    env.step(executor.act([env.observe("executor_0")])[0])
+    assert env.rewards["executor_0"] == 1.0 and env.infos["executor_0"]["answer_source"] == "output"
+    env.step("Verdict: correct")
+    assert env._cumulative_rewards == dict.fromkeys(env.possible_agents, 1.0)
