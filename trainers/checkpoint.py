@@ -202,7 +202,9 @@ def resume_checkpoint(config: Any, extra_files: Sequence[str] = ()) -> str | Non
             move_incomplete=getattr(config, "process_index", 0) == 0,
         )
         if found is None:
-            logger.warning("no complete checkpoint in %s: training from the start", config.output_dir)
+            logger.warning(
+                "no complete checkpoint in %s: training from the start", config.output_dir
+            )
             return None
         logger.info("resuming from %s", found)
         return str(found)

@@ -122,7 +122,9 @@ def fake_checkpoint(folder: Path, step: int, world_size: int = 1) -> Path:
     (folder / "trainer_state.json").write_text(json.dumps({"global_step": step}))
     save_file({"w": torch.ones(3)}, folder / "model.safetensors")
     names = ["optimizer.pt", "scheduler.pt", "value_head.pt"]
-    names += [f"rng_state_{i}.pth" for i in range(world_size)] if world_size > 1 else ["rng_state.pth"]
+    names += (
+        [f"rng_state_{i}.pth" for i in range(world_size)] if world_size > 1 else ["rng_state.pth"]
+    )
     for name in names:
         torch.save({"x": torch.arange(step + 1)}, folder / name)
     return folder
@@ -137,7 +139,10 @@ def truncate(path: Path) -> None:
     ("damage", "problem"),
     [
         (lambda f: (f / "trainer_state.json").unlink(), "trainer_state.json is missing"),
-        (lambda f: (f / "trainer_state.json").write_text('{"global_st'), "trainer_state.json is unreadable"),
+        (
+            lambda f: (f / "trainer_state.json").write_text('{"global_st'),
+            "trainer_state.json is unreadable",
+        ),
         (lambda f: (f / "trainer_state.json").write_text('{"global_step": 1}'), "at step 1"),
         (lambda f: (f / "model.safetensors").unlink(), "no model weights"),
         (lambda f: truncate(f / "model.safetensors"), "model.safetensors is damaged"),
@@ -194,7 +199,9 @@ def test_resume_values(tmp_path, caplog):
     assert "training from the start" in caplog.text
     broken = fake_checkpoint(tmp_path / "checkpoint-4", 4)
     (broken / "rng_state.pth").unlink()
-    with pytest.raises(ValueError, match=r"rng_state.pth is missing.*--resume_from_checkpoint true"):
+    with pytest.raises(
+        ValueError, match=r"rng_state.pth is missing.*--resume_from_checkpoint true"
+    ):
         ckpt.resume_checkpoint(Config(tmp_path, str(broken)))  # an explicit path must be whole
     good = fake_checkpoint(tmp_path / "checkpoint-5", 5)
     assert ckpt.resume_checkpoint(Config(tmp_path, str(good))) == str(good)
@@ -231,7 +238,9 @@ def test_resume_after_a_half_written_checkpoint_continues_like_the_uninterrupted
     kept = {step: digest(crashed / f"checkpoint-{step}") for step in (1, 2)}
 
     with caplog.at_level(logging.WARNING, logger="trainers.checkpoint"):
-        resumed = run_in_process([*script_args(tiny_model, crashed, algo), "--resume_from_checkpoint", "true"])
+        resumed = run_in_process(
+            [*script_args(tiny_model, crashed, algo), "--resume_from_checkpoint", "true"]
+        )
 
     assert "skipping incomplete checkpoint" in caplog.text and "optimizer.pt" in caplog.text
     assert (crashed / "incomplete-checkpoint-3").is_dir()
@@ -317,7 +326,9 @@ def test_sigkill_during_a_checkpoint_save_then_resume_matches_the_uninterrupted_
     assert reference.wait(timeout=300) == 0, (tmp_path / "ref.log").read_text()[-3000:]
 
     log = tmp_path / "resumed.log"
-    resumed = launch([*script_args(tiny_model, crashed, algo, steps), "--resume_from_checkpoint", "true"], log)
+    resumed = launch(
+        [*script_args(tiny_model, crashed, algo, steps), "--resume_from_checkpoint", "true"], log
+    )
     assert resumed.wait(timeout=300) == 0, log.read_text()[-3000:]
 
     assert f"skipping incomplete checkpoint {crashed / f'checkpoint-{pause}'}" in log.read_text()
@@ -328,6 +339,8 @@ def test_sigkill_during_a_checkpoint_save_then_resume_matches_the_uninterrupted_
     assert metrics["before"] == before  # kept, not evaluated again
     ref_metrics = json.loads((ref / "metrics.json").read_text())
     strip = [{k: v for k, v in r.items() if k not in VOLATILE} for r in metrics["log_history"]]
-    ref_rows = [{k: v for k, v in r.items() if k not in VOLATILE} for r in ref_metrics["log_history"]]
+    ref_rows = [
+        {k: v for k, v in r.items() if k not in VOLATILE} for r in ref_metrics["log_history"]
+    ]
     assert_close(ref_rows, strip, "log_history")
     assert_close(ref_metrics["after"]["metrics"], metrics["after"]["metrics"], "after")
