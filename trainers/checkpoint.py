@@ -207,6 +207,7 @@ def resume_checkpoint(config: Any, extra_files: Sequence[str] = ()) -> str | Non
             )
             return None
         logger.info("resuming from %s", found)
+        warn_mid_generation(config, found)
         return str(found)
     problems = checkpoint_problems(value, world, extra_files)
     if problems:
@@ -214,7 +215,36 @@ def resume_checkpoint(config: Any, extra_files: Sequence[str] = ()) -> str | Non
             f"resume_from_checkpoint={value!r} cannot be resumed from: {'; '.join(problems)}. "
             "Pass --resume_from_checkpoint true to use the newest complete checkpoint instead."
         )
+    warn_mid_generation(config, Path(value))
     return str(value)
+
+
+def warn_mid_generation(config: Any, folder: Path) -> bool:
+    """Warn (and return True) when a GRPO/PPO checkpoint falls inside a generation batch.
+
+    TRL's `GRPOTrainer` generates once every ``steps_per_generation * num_iterations`` micro-steps
+    and keeps the completions in memory, not in checkpoints; resumed between two generations, it
+    generates afresh, so the run goes on soundly but not exactly as the uninterrupted one would.
+    """
+    every = getattr(config, "steps_per_generation", None)
+    match = CHECKPOINT_RE.match(folder.name)
+    if not every or not match:
+        return False
+    every *= getattr(config, "num_iterations", 1) or 1
+    micro_steps = int(match.group(1)) * config.gradient_accumulation_steps
+    if micro_steps % every == 0:
+        return False
+    logger.warning(
+        "%s falls inside a generation batch (one every steps_per_generation x num_iterations = "
+        "%d micro-steps; the checkpoint is at micro-step %d): the buffered completions are not "
+        "checkpointed, so the resumed run samples new ones and will not repeat the "
+        "uninterrupted run exactly. Save at multiples of %d micro-steps for exact resumes.",
+        folder,
+        every,
+        micro_steps,
+        every,
+    )
+    return True
 
 
 @contextlib.contextmanager

@@ -344,3 +344,15 @@ def test_sigkill_during_a_checkpoint_save_then_resume_matches_the_uninterrupted_
     ]
     assert_close(ref_rows, strip, "log_history")
     assert_close(ref_metrics["after"]["metrics"], metrics["after"]["metrics"], "after")
+
+
+def test_a_checkpoint_inside_a_generation_batch_is_flagged(tmp_path, caplog):
+    config = Config(tmp_path, "true")
+    config.gradient_accumulation_steps, config.num_iterations = 2, 1
+    config.steps_per_generation = 2  # one generation per optimizer step: every step is a boundary
+    assert not ckpt.warn_mid_generation(config, tmp_path / "checkpoint-3")
+    config.num_iterations = 2  # completions reused for two optimizer steps
+    assert not ckpt.warn_mid_generation(config, tmp_path / "checkpoint-4")
+    with caplog.at_level(logging.WARNING, logger="trainers.checkpoint"):
+        assert ckpt.warn_mid_generation(config, tmp_path / "checkpoint-3")
+    assert "micro-step 6" in caplog.text and "not repeat" in caplog.text
