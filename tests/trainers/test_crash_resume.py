@@ -290,8 +290,8 @@ def launch(argv: list[str], log: Path, pause: int = 0, flag: Path | None = None)
         "CRASH_FLAG": str(flag or log.with_suffix(".flag")),
     }
     command = [sys.executable, "-c", WRAPPER, "scripts/train_reflection.py", *argv]
-    handle = log.open("w")
-    return subprocess.Popen(command, cwd=REPO, env=env, stdout=handle, stderr=subprocess.STDOUT)
+    with log.open("w") as handle:  # the child keeps its own copy of the descriptor
+        return subprocess.Popen(command, cwd=REPO, env=env, stdout=handle, stderr=subprocess.STDOUT)
 
 
 def wait_for(proc: subprocess.Popen, flag: Path, log: Path, timeout: float = 240) -> None:
