@@ -222,6 +222,7 @@ def build_dpo_trainer(
 
 
 def _sft_config(config: CPUDPOConfig, out: Any) -> Any:
+    from trainers.checkpoint import resume_checkpoint_requested
     from trainers.sft import CPUSFTConfig
 
     return CPUSFTConfig(
@@ -233,11 +234,14 @@ def _sft_config(config: CPUDPOConfig, out: Any) -> Any:
         seed=config.seed,
         report_to=config.report_to,
         disable_tqdm=config.disable_tqdm,
+        # a resumed DPO run resumes (or skips, when it finished) its SFT stage too
+        resume_from_checkpoint="latest" if resume_checkpoint_requested(config) else None,
     )
 
 
 def train_dpo(env_args: Any, config: CPUDPOConfig) -> dict[str, Any]:
     """Evaluate the start, roll it out, (SFT,) DPO on the rollouts' pairs, evaluate the result."""
+    from trainers.checkpoint import resume_checkpoint
     from trainers.run import finish_run, start_run
 
     out, results = start_run(env_args, config, "dpo")
@@ -266,7 +270,7 @@ def train_dpo(env_args: Any, config: CPUDPOConfig) -> dict[str, Any]:
     results["pairs_per_kind"] = dict(Counter(r["kind"] for r in rows))
     trainer = build_dpo_trainer(model_path, rows, config)
     began = time.perf_counter()
-    trainer.train(resume_from_checkpoint=config.resume_from_checkpoint)
+    trainer.train(resume_from_checkpoint=resume_checkpoint(config))
     results["train_seconds"] = time.perf_counter() - began
     final = out / "final"
     trainer.save_model(str(final))

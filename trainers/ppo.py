@@ -33,8 +33,9 @@ is: the policy loss is TRL's clipped surrogate (``epsilon``, ``num_iterations``,
 would need one such trainer per model, each fed its roles' slots from a shared rollout, each with
 its own value head; the advantage computation here already works per agent.
 
-**Checkpoints.** ``value_head.pt`` (head and its optimizer) is written into every checkpoint and
-the final model folder, and loaded on ``resume_from_checkpoint``.
+**Checkpoints.** ``value_head.pt`` (head and its optimizer) is written into every checkpoint
+(before the files `Trainer` writes last) and the final model folder, and loaded on
+``resume_from_checkpoint``; a checkpoint without it is incomplete (`trainers.checkpoint`).
 """
 
 from __future__ import annotations
@@ -254,12 +255,6 @@ class MultiAgentPPOTrainer(GRPOTrainer):
         self.value_optimizer.load_state_dict(state["optimizer"])
         return True
 
-    def _save_checkpoint(self, model: Any, trial: Any) -> None:
-        super()._save_checkpoint(model, trial)
-        if self.args.should_save:
-            folder = Path(self.args.output_dir) / f"checkpoint-{self.state.global_step}"
-            self.save_value_head(folder)
-
     def _load_from_checkpoint(self, resume_from_checkpoint: str, model: Any = None) -> None:
         super()._load_from_checkpoint(resume_from_checkpoint, model)
         if not self.load_value_head(resume_from_checkpoint):
@@ -268,8 +263,10 @@ class MultiAgentPPOTrainer(GRPOTrainer):
             )
 
     def save_model(self, output_dir: str | None = None, _internal_call: bool = False) -> None:
+        # A checkpoint save calls this first (`_internal_call`), so the head is on disk before the
+        # optimizer, RNG and trainer_state.json, the last file a complete checkpoint gets.
         super().save_model(output_dir, _internal_call)
-        if not _internal_call and self.args.should_save:
+        if self.args.should_save:
             self.save_value_head(output_dir or self.args.output_dir)
 
 
@@ -303,6 +300,7 @@ def train_ppo(env_args: Any, config: CPUPPOConfig) -> dict[str, Any]:
     """Evaluate the start, train with multi-agent PPO, evaluate the result; return the figures."""
     import time
 
+    from trainers.checkpoint import resume_checkpoint
     from trainers.run import finish_run, start_run
 
     out, results = start_run(env_args, config, "ppo")
@@ -316,7 +314,7 @@ def train_ppo(env_args: Any, config: CPUPPOConfig) -> dict[str, Any]:
         num_envs=env_args.num_envs,
     )
     began = time.perf_counter()
-    trainer.train(resume_from_checkpoint=config.resume_from_checkpoint)
+    trainer.train(resume_from_checkpoint=resume_checkpoint(config, extra_files=(VALUE_HEAD,)))
     results["train_seconds"] = time.perf_counter() - began
     final = out / "final"
     trainer.save_model(str(final))

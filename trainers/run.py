@@ -2,6 +2,8 @@
 
 Writes into ``output_dir``: the trained model (``final/``), ``metrics.json`` (before/after
 evaluation and the training log) and ``curves.png`` (reward and accuracy per agent over steps).
+Files are replaced atomically; ``metrics.json`` is first written with the "before" evaluation,
+which a run resumed with ``--resume_from_checkpoint`` reuses (see `trainers.checkpoint`).
 """
 
 from __future__ import annotations
@@ -13,6 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from trainers.args import CPUGRPOConfig, EnvArguments
+from trainers.checkpoint import (
+    atomic_path,
+    resume_checkpoint,
+    resume_checkpoint_requested,
+    write_json_atomic,
+)
 from trainers.embedded import resolve_model
 from trainers.evaluation import EvalConfig, evaluate, markdown_report
 
@@ -61,9 +69,26 @@ def start_run(env_args: EnvArguments, config: Any, algo: str) -> tuple[Path, dic
     results: dict[str, Any] = {"env": env_args.env_id, "algo": algo, "start_model": start_model}
     results["processes"] = config.world_size
     if env_args.eval_problems and is_main(config):
-        results["before"] = evaluate(eval_config(env_args, start_model, config))
+        before = eval_config(env_args, start_model, config)
+        results["before"] = kept_before(out / "metrics.json", before, config) or evaluate(before)
         print(markdown_report(results["before"]))
+        write_json_atomic(out / "metrics.json", results)  # a killed run keeps its "before"
     return out, results
+
+
+def kept_before(path: Path, before: EvalConfig, config: Any) -> dict[str, Any] | None:
+    """A resumed run's earlier "before" evaluation from `path`, if it used the same settings."""
+    if resume_checkpoint_requested(config) and path.is_file():
+        try:
+            kept = json.loads(path.read_text()).get("before")
+        except (OSError, ValueError) as exc:
+            logger.warning("%s is unreadable (%s): evaluating the start again", path, exc)
+            return None
+        same = json.loads(json.dumps(vars(before), default=str))
+        if isinstance(kept, dict) and kept.get("config") == same:
+            logger.info("resumed run: reusing the before-evaluation in %s", path)
+            return kept
+    return None
 
 
 def finish_run(
@@ -86,8 +111,9 @@ def finish_run(
         print(markdown_report(results["after"]))
         results["summary"] = summary(results)
         print(summary_table(results["summary"]))
-    (out / "metrics.json").write_text(json.dumps(results, indent=2, default=str) + "\n")
-    plot_curves(log_history, out / "curves.png", f"{env_args.env_id} {results['algo']}")
+    write_json_atomic(out / "metrics.json", results)
+    with atomic_path(out / "curves.png") as tmp:
+        plot_curves(log_history, tmp, f"{env_args.env_id} {results['algo']}")
     print(f"wrote {final}, {out / 'metrics.json'}, {out / 'curves.png'}")
     return results
 
@@ -107,7 +133,7 @@ def train_grpo(env_args: EnvArguments, config: CPUGRPOConfig) -> dict[str, Any]:
         num_envs=env_args.num_envs,
     )
     began = time.perf_counter()
-    trainer.train(resume_from_checkpoint=config.resume_from_checkpoint)
+    trainer.train(resume_from_checkpoint=resume_checkpoint(config))
     results["train_seconds"] = time.perf_counter() - began
     final = out / "final"
     trainer.save_model(str(final))

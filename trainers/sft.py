@@ -32,6 +32,7 @@ from datasets import Dataset
 from trl import SFTConfig, SFTTrainer
 
 from agents.prompts import build_messages
+from trainers.checkpoint import resume_checkpoint
 from trainers.rollout import Episode, Turn
 
 ANSWER_ROLES = ("solver", "refiner", "debater", "variant")
@@ -183,7 +184,7 @@ def run_sft_stage(
         )
     trainer = build_sft_trainer(model_path, rows, config)
     began = time.perf_counter()
-    trainer.train()
+    trainer.train(resume_from_checkpoint=resume_checkpoint(config))
     trainer.save_model(str(out))
     trainer.processing_class.save_pretrained(str(out))
     figures = {
