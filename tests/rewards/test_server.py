@@ -24,21 +24,21 @@ pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 httpx = pytest.importorskip("httpx")
 
-import envs  # noqa: E402
-from rewards import (  # noqa: E402
+import envs
+from rewards import (
     RemoteVerifier,
     RewardServerError,
     Verdict,
     as_reward_func,
     get_verifier,
 )
-from rewards.server import (  # noqa: E402
+from rewards.server import (
     BackgroundServer,
     ServerConfig,
     build_verifiers,
     create_app,
 )
-from tests.rewards.conftest import generated_gsm8k  # noqa: E402
+from tests.rewards.conftest import generated_gsm8k
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -228,7 +228,7 @@ def test_a_broken_verifier_is_500_and_the_client_says_why(server) -> None:
     answer = _post(server, {"verifier": "broken", "items": [{"response": "1", "reference": "1"}]})
     assert answer.status_code == 500 and "KeyError" in answer.json()["error"]
     remote = RemoteVerifier(server.url, verifier="broken", retries=1, backoff_s=0.01)
-    with pytest.raises(RewardServerError, match="failed 2 attempts.*KeyError"):
+    with pytest.raises(RewardServerError, match=r"failed 2 attempts.*KeyError"):
         remote.verify("1", "1")
 
 
@@ -250,7 +250,7 @@ def test_overload_is_429() -> None:
 def test_client_rejections_are_not_retried(server) -> None:
     remote = RemoteVerifier(server.url, verifier="maths", retries=5, backoff_s=1.0)
     started = time.monotonic()
-    with pytest.raises(RewardServerError, match="HTTP 404.*not served") as info:
+    with pytest.raises(RewardServerError, match=r"HTTP 404.*not served") as info:
         remote.verify("1", "1")
     assert time.monotonic() - started < 1.0
     assert info.value.status == 404 and info.value.url == server.url
@@ -286,7 +286,7 @@ def test_client_gives_up_after_the_retries() -> None:
     flaky = FailFirst(create_app(build_verifiers(["gsm8k"])), 100)
     with BackgroundServer(flaky) as running:
         remote = RemoteVerifier(running.url, "gsm8k", retries=2, backoff_s=0.01)
-        with pytest.raises(RewardServerError, match="failed 3 attempts.*HTTP 503: injected"):
+        with pytest.raises(RewardServerError, match=r"failed 3 attempts.*HTTP 503: injected"):
             remote.verify("#### 5", "5")
     assert len(flaky.arrivals) == 3
 
