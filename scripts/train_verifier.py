@@ -65,6 +65,9 @@ def make_parser() -> argparse.ArgumentParser:
     model.add_argument("--max-length", type=int, default=40, help="tokens (end of the text)")
     parser.add_argument("--rule", default="math", help="rule verifier to compare with")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--threads", type=int, default=0, help="torch CPU threads (0: torch's default)"
+    )
     parser.add_argument("--output-dir", default="outputs/verifier")
     parser.add_argument("--json", default=None, help="write the results here")
     return parser
@@ -112,6 +115,10 @@ def table(results: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = make_parser().parse_args(argv)
+    if args.threads > 0:  # on a shared CPU one thread each is often faster than contending
+        import torch
+
+        torch.set_num_threads(args.threads)
     started = time.time()
     if args.scripted:
         train = scripted_rows(args.train_problems, args.levels, "train", args.seed)
