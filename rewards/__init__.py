@@ -7,12 +7,15 @@ Quick use::
     verdict.score, verdict.extracted, verdict.reason   # 1.0, "18", "correct: numbers match"
 
 Everything here imports without torch; math-verify is imported on the first symbolic check.
+A reward server (`rewards.server`, FastAPI) serves any verifier over HTTP; `RemoteVerifier`
+(``get_verifier("remote:http://127.0.0.1:8000/math")``) uses one.
 """
 
 from __future__ import annotations
 
 from rewards.base import Verdict, Verifier
 from rewards.batch import verify_batch
+from rewards.client import RemoteVerifier, RewardServerError
 from rewards.extract import canonical_answer, extract_answer, last_boxed, majority_vote
 from rewards.registry import get_verifier, list_verifiers, register_verifier
 from rewards.reward_funcs import as_reward_func
@@ -34,6 +37,8 @@ __all__ = [
     "MathVerifier",
     "NumericVerifier",
     "PartialNumericVerifier",
+    "RemoteVerifier",
+    "RewardServerError",
     "SimilarityVerifier",
     "UniqueCharsVerifier",
     "Verdict",

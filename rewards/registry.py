@@ -2,8 +2,9 @@
 
 Built-in names: ``math`` (alias ``math_verify``), ``gsm8k`` (alias ``numeric``), ``exact``,
 ``label``, ``similarity``, ``unique_chars``, ``partial_numeric``, ``format`` (``boxed_format`` is
-``format`` with ``style="boxed"``) and ``composite``. A name that is not registered may be an
-import path, ``"pkg.module:Class"`` or ``"pkg.module.Class"``; the object found is called with
+``format`` with ``style="boxed"``), ``composite`` and ``remote`` (a verifier served by a reward
+server, `rewards.client.RemoteVerifier`; also named ``"remote:http://HOST:PORT/NAME"``). A name
+that is not registered may be an import path, ``"pkg.module:Class"`` or ``"pkg.module.Class"``; the object found is called with
 the options (or returned as is when it already is a verifier and no options are given).
 """
 
@@ -15,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from rewards.base import Verifier
+from rewards.client import RemoteVerifier, parse_remote_name
 from rewards.shaping import (
     CompositeVerifier,
     FormatVerifier,
@@ -97,6 +99,8 @@ def get_verifier(name: str, **options: Any) -> Verifier:
     """
     if not isinstance(name, str):
         raise TypeError(f"verifier name must be a str, got {type(name).__name__}")
+    if name.startswith("remote:"):
+        return RemoteVerifier(**{**parse_remote_name(name), **options})
     factory = _REGISTRY.get(name)
     if factory is None and ("." in name or ":" in name):
         try:
@@ -138,5 +142,6 @@ for _name, _factory in {
     "format": FormatVerifier,
     "boxed_format": _boxed_format,
     "composite": CompositeVerifier,
+    "remote": RemoteVerifier,
 }.items():
     register_verifier(_name, _factory)

@@ -1,0 +1,410 @@
+"""A reward server: any verifier, rule-based or learned, served over HTTP in batches.
+
+One command starts it (``python scripts/serve_rewards.py --verifier math --port 8000``); in
+Python, `create_app` builds the FastAPI app and `serve` runs it with uvicorn.
+
+| route | what |
+|---|---|
+| ``POST /verify`` | ``{"verifier": NAME, "items": [{"response", "reference"}, ...]}`` -> ``{"verdicts": [{"score", "extracted", "reason"}, ...]}`` |
+| ``GET /health`` | ``{"status": "ok", "verifiers": [...]}`` |
+| ``GET /verifiers`` | the served verifiers and the server's limits |
+
+A batch runs in one call: a verifier with its own ``verify_batch(responses, references)`` (a
+learned verifier: one forward pass) gets the whole batch; any other goes through
+`rewards.batch.verify_batch` (serial for fast batches, a process pool for slow ones).
+
+Limits, each answered with a message naming the field: a malformed body gets 422, a body over
+``max_body_bytes``, a batch over ``max_batch`` items or a text over ``max_text_chars`` characters
+gets 413, an unknown verifier 404, a bad reference 422, more than ``max_pending`` batches in flight
+429 (with ``Retry-After``), and a batch still running after ``request_timeout_s`` 504. A verifier
+that raises anything else gives 500 with the error. `RemoteVerifier` retries 429 and 5xx.
+
+FastAPI and uvicorn are imported inside the functions (``pip install -e ".[server]"``), so
+``import rewards`` stays light. This module has no ``from __future__ import annotations``:
+FastAPI reads the request models' annotations at run time.
+"""
+
+import asyncio
+import contextlib
+import json
+import logging
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from rewards.base import Verdict, Verifier
+from rewards.batch import verify_batch
+from rewards.registry import get_verifier
+
+__all__ = ["BackgroundServer", "ServerConfig", "build_verifiers", "create_app", "serve"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """Limits and workers of a reward server.
+
+    Args:
+        max_batch: items per request.
+        max_text_chars: characters per response or reference.
+        max_body_bytes: bytes per request body (checked while it streams in).
+        request_timeout_s: seconds a batch may take, queueing included, before a 504.
+        workers: threads running batches at once.
+        max_pending: batches queued or running before new ones get 429.
+        batch_workers: processes `rewards.batch.verify_batch` may use for one slow batch of a
+            rule verifier (None: every CPU; 1: always serial).
+    """
+
+    max_batch: int = 1024
+    max_text_chars: int = 100_000
+    max_body_bytes: int = 64 * 1024 * 1024
+    request_timeout_s: float = 60.0
+    workers: int = 4
+    max_pending: int = 64
+    batch_workers: int | None = None
+
+    def __post_init__(self) -> None:
+        for key, value in asdict(self).items():
+            if key == "batch_workers" and value is None:
+                continue
+            if not isinstance(value, (int, float)) or value <= 0:
+                raise ValueError(f"ServerConfig.{key} must be a positive number, got {value!r}")
+
+
+def build_verifiers(
+    specs: Sequence[str | tuple[str, Mapping[str, Any]]],
+) -> dict[str, Verifier]:
+    """Build the verifiers to serve, keyed by the name clients use.
+
+    Args:
+        specs: each a registry name (``"math"``), an import path (``"pkg.module:Class"``), or
+            ``"ALIAS=SPEC"``; optionally paired with the factory's keyword arguments. A
+            registry name is served under itself, an import path under the built verifier's
+            ``name``.
+
+    Raises:
+        ValueError: an unknown verifier, or two served under one name.
+    """
+    served: dict[str, Verifier] = {}
+    for entry in specs:
+        spec, options = (entry, {}) if isinstance(entry, str) else (entry[0], dict(entry[1]))
+        alias, sep, target = spec.partition("=")
+        if not sep:
+            alias, target = "", spec
+        verifier = get_verifier(target.strip(), **options)
+        key = alias.strip() or (verifier.name if ("." in target or ":" in target) else target)
+        if key in served:
+            raise ValueError(f"two verifiers would be served as {key!r}; name one 'ALIAS={target}'")
+        served[key] = verifier
+    if not served:
+        raise ValueError("a reward server needs at least one verifier, e.g. ['math']")
+    return served
+
+
+def _json_response_class() -> Any:
+    from fastapi.responses import JSONResponse
+
+    class AsciiJSONResponse(JSONResponse):
+        """JSON with non-ASCII escaped: lone surrogates in model output encode safely."""
+
+        def render(self, content: Any) -> bytes:
+            return json.dumps(content, ensure_ascii=True, separators=(",", ":")).encode()
+
+    return AsciiJSONResponse
+
+
+def _field(loc: Sequence[Any]) -> str:
+    parts = [str(p) for p in loc if p != "body"]
+    return ".".join(parts) or "body"
+
+
+class _BodyLimit:
+    """ASGI middleware: 413 for a body over `limit` bytes, declared or streamed."""
+
+    def __init__(self, app: Any, limit: int) -> None:
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope.get("headers") or []).get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.limit:
+            await self._reject(send, int(declared))
+            return
+        # Read the body here (at most `limit` bytes kept), then hand it to the app in one piece.
+        chunks, seen, more = [], 0, True
+        while more:
+            message = await receive()
+            if message["type"] != "http.request":  # the client went away
+                return
+            chunks.append(message.get("body", b""))
+            seen += len(chunks[-1])
+            if seen > self.limit:
+                await self._reject(send, seen)
+                return
+            more = message.get("more_body", False)
+        body, delivered = b"".join(chunks), False
+
+        async def replay() -> Any:
+            nonlocal delivered
+            if not delivered:
+                delivered = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+    async def _reject(self, send: Any, size: int) -> None:
+        body = json.dumps(
+            {"error": f"request body of {size} bytes exceeds max_body_bytes={self.limit}"}
+        ).encode()
+        headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
+        await send({"type": "http.response.start", "status": 413, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+
+def _run_batch(
+    verifier: Verifier, responses: list[str], references: list[str], config: ServerConfig
+) -> list[Verdict]:
+    own = getattr(verifier, "verify_batch", None)
+    if callable(own):
+        verdicts = list(own(responses, references))
+    else:
+        verdicts = verify_batch(verifier, responses, references, num_workers=config.batch_workers)
+    if len(verdicts) != len(responses) or not all(isinstance(v, Verdict) for v in verdicts):
+        raise TypeError(
+            f"verifier {verifier.name!r} returned {len(verdicts)} results for {len(responses)} "
+            "items; expected one Verdict each"
+        )
+    return verdicts
+
+
+def create_app(verifiers: Mapping[str, Verifier], config: ServerConfig | None = None) -> Any:
+    """The FastAPI app serving `verifiers` (see the module docstring for the routes).
+
+    Args:
+        verifiers: name -> verifier, e.g. from `build_verifiers`.
+        config: limits and workers (defaults: `ServerConfig()`).
+
+    Returns:
+        An ASGI app (FastAPI wrapped in the body-size limit).
+    """
+    from fastapi import FastAPI, Request
+    from fastapi.encoders import jsonable_encoder
+    from fastapi.exceptions import RequestValidationError
+    from pydantic import BaseModel, ConfigDict, ValidationError
+
+    config = config or ServerConfig()
+    served = dict(verifiers)
+    for key, verifier in served.items():
+        if not isinstance(verifier, Verifier):
+            raise TypeError(f"served verifier {key!r} has no name and verify(): {verifier!r}")
+    respond = _json_response_class()
+    executor = ThreadPoolExecutor(max_workers=config.workers, thread_name_prefix="reward-batch")
+    pending = {"count": 0}
+    pending_lock = threading.Lock()
+    started = time.time()
+
+    class Item(BaseModel):
+        model_config = ConfigDict(extra="forbid", strict=True)
+        response: str
+        reference: str
+
+    class VerifyRequest(BaseModel):
+        model_config = ConfigDict(extra="forbid", strict=True)
+        verifier: str
+        items: list[Item]
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: Any) -> Any:
+        yield
+        executor.shutdown(wait=False, cancel_futures=True)
+
+    app = FastAPI(
+        title="mathteams reward server", default_response_class=respond, lifespan=lifespan
+    )
+    app.state.verifiers, app.state.config = served, config
+
+    def error(status: int, message: str, headers: dict | None = None, **extra: Any) -> Any:
+        return respond({"error": message, **extra}, status_code=status, headers=headers)
+
+    def invalid(errors: Sequence[Any]) -> Any:
+        problems = [f"{_field(e.get('loc', ()))}: {e.get('msg', 'invalid')}" for e in errors]
+        # The offending input is left out: echoing a 60 MB body back helps nobody.
+        detail = [{k: e[k] for k in ("type", "loc", "msg") if k in e} for e in errors]
+        return error(422, "invalid request: " + "; ".join(problems[:10]), detail=detail)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(request: Request, exc: RequestValidationError) -> Any:
+        return invalid(jsonable_encoder(exc.errors(), custom_encoder={bytes: repr}))
+
+    @app.get("/health")
+    async def health() -> Any:
+        return {"status": "ok", "verifiers": sorted(served), "uptime_s": time.time() - started}
+
+    @app.get("/verifiers")
+    async def list_served() -> Any:
+        entries = [
+            {
+                "name": key,
+                "class": f"{type(v).__module__}.{type(v).__qualname__}",
+                "batched": callable(getattr(v, "verify_batch", None)),
+            }
+            for key, v in sorted(served.items())
+        ]
+        return {"verifiers": entries, "limits": asdict(config)}
+
+    schema = {
+        "requestBody": {
+            "content": {"application/json": {"schema": VerifyRequest.model_json_schema()}},
+            "required": True,
+        }
+    }
+
+    @app.post("/verify", openapi_extra=schema)
+    async def verify(raw: Request) -> Any:
+        # Parsed here rather than by FastAPI so that any content type carrying JSON is read and
+        # every error, invalid JSON included, comes back in the same shape.
+        # Python's json (not pydantic's parser) reads lone surrogate escapes, which model
+        # output may hold and clients send escaped.
+        try:
+            data = json.loads(await raw.body())
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            return error(422, f"invalid request: body is not JSON: {exc}")
+        try:
+            request = VerifyRequest.model_validate(data)
+        except ValidationError as exc:
+            return invalid(exc.errors(include_url=False, include_input=False))
+        verifier = served.get(request.verifier)
+        if verifier is None:
+            return error(
+                404,
+                f"verifier {request.verifier!r} is not served here; served: {sorted(served)}",
+            )
+        if len(request.items) > config.max_batch:
+            return error(
+                413,
+                f"items: batch of {len(request.items)} exceeds max_batch={config.max_batch}; "
+                "split it",
+            )
+        for index, item in enumerate(request.items):
+            for key in ("response", "reference"):
+                size = len(getattr(item, key))
+                if size > config.max_text_chars:
+                    return error(
+                        413,
+                        f"items.{index}.{key}: {size} characters exceed "
+                        f"max_text_chars={config.max_text_chars}",
+                    )
+        responses = [item.response for item in request.items]
+        references = [item.reference for item in request.items]
+        with pending_lock:
+            if pending["count"] >= config.max_pending:
+                return error(
+                    429,
+                    f"{pending['count']} batches in flight; try again",
+                    headers={"Retry-After": "1"},
+                )
+            pending["count"] += 1
+        loop = asyncio.get_running_loop()
+        clock = time.perf_counter()
+        future = loop.run_in_executor(executor, _run_batch, verifier, responses, references, config)
+        try:
+            verdicts = await asyncio.wait_for(future, timeout=config.request_timeout_s)
+        except asyncio.TimeoutError:
+            return error(
+                504,
+                f"verifier {request.verifier!r}: {len(responses)} items took longer than "
+                f"request_timeout_s={config.request_timeout_s:g}",
+            )
+        except ValueError as exc:  # the Verifier contract: a bad reference is a ValueError
+            return error(422, f"verifier {request.verifier!r} rejected a reference: {exc}")
+        except Exception as exc:  # any other failure of the verifier is the server's: a 500
+            logger.exception("verifier %r failed on a batch", request.verifier)
+            return error(500, f"verifier {request.verifier!r} failed: {type(exc).__name__}: {exc}")
+        finally:
+            with pending_lock:
+                pending["count"] -= 1
+        return {
+            "verifier": request.verifier,
+            "verdicts": [
+                {"score": v.score, "extracted": v.extracted, "reason": v.reason} for v in verdicts
+            ],
+            "elapsed_s": time.perf_counter() - clock,
+        }
+
+    return _BodyLimit(app, config.max_body_bytes)
+
+
+def serve(
+    verifiers: Mapping[str, Verifier],
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    config: ServerConfig | None = None,
+    log_level: str = "info",
+) -> None:
+    """Run the reward server with uvicorn until interrupted."""
+    import uvicorn
+
+    uvicorn.run(create_app(verifiers, config), host=host, port=port, log_level=log_level)
+
+
+class BackgroundServer:
+    """A reward server on a uvicorn thread of this process (tests, notebooks, one-box training).
+
+    Args:
+        app: an ASGI app (`create_app`'s).
+        host: the interface to bind.
+        port: the port; 0 picks a free one (read it from `url`).
+
+    Example:
+        >>> with BackgroundServer(create_app(build_verifiers(["math"]))) as server:  # doctest: +SKIP
+        ...     RemoteVerifier(server.url).verify("\\\\boxed{2}", "2")
+    """
+
+    def __init__(self, app: Any, host: str = "127.0.0.1", port: int = 0) -> None:
+        import socket
+
+        import uvicorn
+
+        self.socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.socket.bind((host, port))
+        self.host, self.port = host, self.socket.getsockname()[1]
+        self.url = f"http://{host}:{self.port}"
+        config = uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=2)
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(
+            target=self.server.run, kwargs={"sockets": [self.socket]}, daemon=True
+        )
+
+    def start(self, timeout_s: float = 10.0) -> "BackgroundServer":
+        """Start serving; returns once uvicorn accepts connections.
+
+        Raises:
+            RuntimeError: uvicorn did not start within `timeout_s`.
+        """
+        self.thread.start()
+        deadline = time.monotonic() + timeout_s
+        while not self.server.started:
+            if not self.thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError(f"reward server on {self.url} did not start in {timeout_s} s")
+            time.sleep(0.01)
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and close the port."""
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
+        self.socket.close()
+
+    def __enter__(self) -> "BackgroundServer":  # noqa: PYI034 - typing.Self needs Python 3.11
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

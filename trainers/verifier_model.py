@@ -1,0 +1,582 @@
+"""A learned verifier: a sequence classifier that scores P(correct) of a response.
+
+`LearnedVerifier` implements the `Verifier` protocol over an `AutoModelForSequenceClassification`
+folder (label 1 = correct), so it goes wherever a rule verifier goes: an env, a TRL reward
+function, or the reward server (``python scripts/serve_rewards.py --verifier
+trainers.verifier_model:LearnedVerifier --verifier-kwargs '{"path": "DIR"}'``), where
+`verify_batch` scores a whole request in batched forward passes.
+
+The pipeline (`scripts/train_verifier.py` runs it end to end):
+
+1. rows ``{problem_id, response, reference, correct}``: from recorded episodes
+   (`rows_from_episodes`: the answer turns of the rollout engine, labelled by the env's rule
+   verifier) or scripted without any model (`scripted_rows`: worked arithmetic solutions, some
+   with a slip, more slips on harder problems, like a real policy);
+2. `balance_rows`: within each difficulty bin (the arithmetic level of the problem id, or the
+   problem's accuracy over the rollouts), as many right as wrong answers, so that the classifier
+   cannot learn "hard problem -> wrong"; it reports the correlation of correctness with
+   difficulty before and after;
+3. `train_verifier`: transformers' `Trainer` on a tiny Qwen2 classifier built from a config
+   (`agents.tiny` tokenizer, random weights) or on any classifier folder or hub id;
+4. `evaluate_verifier`: accuracy, AUC, confusion matrix against the labels, and agreement with
+   the rule verifier.
+
+The model reads ``"Response: ...\\nReference answer: ..."``, truncated from the left so the end of
+the response (where answers sit) stays next to the reference.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import random
+import re
+import threading
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from rewards import Verdict, extract_answer, get_verifier
+from rewards.verifiers import not_a_string
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "LearnedVerifier",
+    "auc_score",
+    "balance_rows",
+    "build_classifier",
+    "evaluate_verifier",
+    "format_input",
+    "rows_from_episodes",
+    "scripted_rows",
+    "train_verifier",
+]
+
+CONFIG_FILE = "verifier.json"
+ANSWER_ROLES = ("solver", "refiner", "debater", "variant")
+_LEVEL = re.compile(r"/d(\d+)/")
+
+
+def _clean(text: str, limit: int) -> str:
+    """The last `limit` characters, with lone surrogates replaced (tokenizers reject them)."""
+    tail = text[-limit:] if len(text) > limit else text
+    return tail.encode("utf-8", "replace").decode("utf-8")
+
+
+def format_input(response: str, reference: str, limit: int = 4000) -> str:
+    """The classifier's input text for one (response, reference) pair."""
+    return f"Response: {_clean(response, limit)}\nReference answer: {_clean(reference, 200)}"
+
+
+# ---------------------------------------------------------------------------- the verifier
+
+
+class LearnedVerifier:
+    """P(correct) from a sequence-classification model folder.
+
+    Args:
+        path: a folder written by `train_verifier` (or any 2-label classifier, label 1 correct).
+        name: the verifier's name (the reward server serves it under this).
+        device: torch device (default: cuda when available, else cpu).
+        batch_size: pairs per forward pass in `verify_batch`.
+        max_length: tokens per pair (default: the folder's ``verifier.json`` or 256).
+
+    Model output never makes `verify` raise: non-strings score 0, any text (empty, huge, control
+    characters, lone surrogates) is cleaned and truncated first. A bad reference raises
+    ValueError, as rule verifiers do.
+    """
+
+    def __init__(
+        self,
+        path: str | Path,
+        name: str = "learned",
+        device: str | None = None,
+        batch_size: int = 32,
+        max_length: int | None = None,
+    ) -> None:
+        from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+        folder = Path(path)
+        settings = {}
+        if (folder / CONFIG_FILE).is_file():
+            settings = json.loads((folder / CONFIG_FILE).read_text())
+        self.name, self.batch_size = name, batch_size
+        self.max_length = int(max_length or settings.get("max_length", 256))
+        self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        self.tokenizer = AutoTokenizer.from_pretrained(str(path))
+        self.tokenizer.truncation_side = "left"
+        if self.tokenizer.pad_token is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+        self.model = AutoModelForSequenceClassification.from_pretrained(str(path))
+        if self.model.config.num_labels != 2:
+            raise ValueError(
+                f"{path}: a learned verifier needs a 2-label classifier (1 = correct), "
+                f"got num_labels={self.model.config.num_labels}"
+            )
+        self.model.config.pad_token_id = self.tokenizer.pad_token_id
+        self.model.to(self.device).eval()
+        self._lock = threading.Lock()  # one forward at a time (server threads share the model)
+
+    def __repr__(self) -> str:
+        return f"LearnedVerifier(name={self.name!r}, device={self.device})"
+
+    def verify(self, response: str, reference: str) -> Verdict:
+        """One verdict (a batch of one)."""
+        return self.verify_batch([response], [reference])[0]
+
+    def verify_batch(self, responses: Sequence[str], references: Sequence[str]) -> list[Verdict]:
+        """Verdicts for every pair, `batch_size` pairs per forward pass.
+
+        Raises:
+            ValueError: the lengths differ, or a reference is not a non-empty str.
+        """
+        if len(responses) != len(references):
+            raise ValueError(f"{len(responses)} responses but {len(references)} references")
+        verdicts: list[Verdict | None] = [None] * len(responses)
+        pending = []
+        for index, (response, reference) in enumerate(zip(responses, references, strict=True)):
+            if not isinstance(reference, str) or not reference.strip():
+                raise ValueError(
+                    f"learned verifier: reference must be a non-empty str, got {reference!r:.80}"
+                )
+            verdicts[index] = not_a_string(response)
+            if verdicts[index] is None:
+                pending.append(index)
+        for start in range(0, len(pending), self.batch_size):
+            chunk = pending[start : start + self.batch_size]
+            texts = [format_input(responses[i], references[i], self.max_length * 8) for i in chunk]
+            for index, p in zip(chunk, self.probabilities(texts), strict=True):
+                verdicts[index] = Verdict(
+                    min(1.0, max(0.0, p)),
+                    extract_answer(responses[index]),
+                    f"learned verifier {self.name}: P(correct)={p:.3f}",
+                )
+        return [v for v in verdicts if v is not None]
+
+    def probabilities(self, texts: Sequence[str]) -> list[float]:
+        """P(label 1) for each formatted text, in one forward pass."""
+        batch = self.tokenizer(
+            list(texts),
+            padding=True,
+            truncation=True,
+            max_length=self.max_length,
+            return_tensors="pt",
+        ).to(self.device)
+        with self._lock, torch.inference_mode():
+            logits = self.model(**batch).logits.float()
+        return torch.softmax(logits, dim=-1)[:, 1].tolist()
+
+
+# ---------------------------------------------------------------------------- data
+
+
+def rows_from_episodes(
+    episodes: Iterable[Any],
+    references: Mapping[str, str] | Callable[[str], str] | Any,
+    roles: Sequence[str] = ANSWER_ROLES,
+) -> list[dict[str, Any]]:
+    """Verifier rows from recorded episodes (`trainers.rollout.Episode`, or their dicts).
+
+    Args:
+        episodes: episodes of any env; every turn whose info has ``correct`` and whose role is
+            in `roles` gives a row (critic turns are left out: their ``correct`` is the verdict's).
+        references: the reference answer of a problem id: a mapping, a callable, or a task /
+            problem source with ``get(problem_id)`` (episodes never hold the reference).
+        roles: answering roles.
+
+    Returns:
+        Rows ``{problem_id, question, response, reference, correct, role}``.
+    """
+    if isinstance(references, Mapping):
+        lookup: Callable[[str], str] = references.__getitem__
+    elif callable(references):
+        lookup = references
+    else:
+        source = getattr(references, "source", references)
+        lookup = lambda pid: source.get(pid)["answer"]
+    rows = []
+    for episode in episodes:
+        data = episode if isinstance(episode, Mapping) else episode.to_dict()
+        for turn in data["turns"]:
+            info = turn.get("info") or {}
+            role = info.get("role", turn["agent"].split("_")[0])
+            if role not in roles or not isinstance(info.get("correct"), bool):
+                continue
+            rows.append(
+                {
+                    "problem_id": data["problem_id"],
+                    "question": (turn.get("observation") or {}).get("question", ""),
+                    "response": turn["text"],
+                    "reference": str(lookup(data["problem_id"])),
+                    "correct": info["correct"],
+                    "role": role,
+                }
+            )
+    return rows
+
+
+def default_p_correct(level: int) -> float:
+    """A policy's accuracy by arithmetic level: 0.95 at level 1 down to 0.27 at level 5."""
+    return max(0.05, 0.95 - 0.17 * (level - 1))
+
+
+def scripted_rows(
+    num_problems: int,
+    levels: Sequence[int] = (1, 2, 3, 4, 5),
+    split: str = "train",
+    seed: int = 0,
+    p_correct: Callable[[int], float] = default_p_correct,
+) -> list[dict[str, Any]]:
+    """Rows without any model: worked arithmetic solutions, right or with a slip.
+
+    Each problem gets one response, correct with probability ``p_correct(level)`` (by default
+    harder problems are answered wrong more often, as by a real policy, so correctness starts
+    out correlated with difficulty); a wrong one carries a slip of -2, -1, +1, +2 or +10 at a
+    random step, propagated to the final answer.
+    """
+    import envs
+    from trainers.embedded import worked_solution
+
+    rng = random.Random(f"verifier-rows|{seed}|{split}")
+    source = envs.make_task(
+        "arithmetic", split=split, size=num_problems, difficulty=list(levels), seed=seed
+    ).source
+    rows = []
+    for problem in source:
+        level = problem["metadata"]["difficulty"]
+        steps = len(problem["metadata"]["steps"])
+        good, truth = worked_solution(problem)
+        text, correct = good, rng.random() < p_correct(level)
+        if not correct:
+            slip = rng.choice([-2, -1, 1, 2, 10])
+            text, value = worked_solution(problem, rng.randrange(steps), slip)
+            if value == truth:  # a slip before a division can round away: slip the last step
+                text, value = worked_solution(problem, steps - 1, slip)
+            correct = value == truth
+        rows.append(
+            {
+                "problem_id": problem["id"],
+                "question": problem["question"],
+                "response": text,
+                "reference": problem["answer"],
+                "correct": correct,
+                "role": "solver",
+            }
+        )
+    return rows
+
+
+def problem_difficulty(rows: Sequence[Mapping[str, Any]], by: str = "auto") -> dict[str, float]:
+    """Each problem's difficulty: its arithmetic level (``by="level"``, from the id), or its
+    failure rate over the rows (``by="accuracy"``: 1 - the share of right answers); ``"auto"``
+    uses levels when every id has one."""
+    if by not in ("auto", "level", "accuracy"):
+        raise ValueError(f"difficulty by={by!r}; expected 'auto', 'level' or 'accuracy'")
+    ids = {row["problem_id"] for row in rows}
+    levels = {pid: _LEVEL.search(pid) for pid in ids}
+    if by == "level" or (by == "auto" and all(levels.values())):
+        missing = sorted(pid for pid, match in levels.items() if match is None)
+        if missing:
+            raise ValueError(f"no '/d<level>/' in problem ids {missing[:3]}; use by='accuracy'")
+        return {pid: float(match.group(1)) for pid, match in levels.items()}  # type: ignore[union-attr]
+    right, total = Counter(), Counter()
+    for row in rows:
+        total[row["problem_id"]] += 1
+        right[row["problem_id"]] += bool(row["correct"])
+    return {pid: 1.0 - right[pid] / total[pid] for pid in total}
+
+
+def correlation(xs: Sequence[float], ys: Sequence[float]) -> float | None:
+    """Pearson's r (point-biserial for a 0/1 variable); None when either side is constant."""
+    n = len(xs)
+    if n < 2:
+        return None
+    mx, my = sum(xs) / n, sum(ys) / n
+    sxy = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True))
+    sxx, syy = sum((x - mx) ** 2 for x in xs), sum((y - my) ** 2 for y in ys)
+    if sxx == 0 or syy == 0:
+        return None
+    return sxy / math.sqrt(sxx * syy)
+
+
+def _summary(rows: Sequence[Mapping[str, Any]], difficulty: Mapping[str, float]) -> dict:
+    right = sum(bool(r["correct"]) for r in rows)
+    corr = correlation(
+        [float(bool(r["correct"])) for r in rows], [difficulty[r["problem_id"]] for r in rows]
+    )
+    return {"rows": len(rows), "right": right, "wrong": len(rows) - right, "corr": corr}
+
+
+def balance_rows(
+    rows: Sequence[Mapping[str, Any]], by: str = "auto", bins: int = 5, seed: int = 0
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Equal right and wrong answers within every difficulty bin.
+
+    Problems are binned by difficulty (`problem_difficulty`: a level is its own bin; a failure
+    rate falls in one of `bins` equal-width bins over [0, 1]); each bin keeps
+    ``min(right, wrong)`` of each, drawn at random, so every bin is 50/50 and correctness no
+    longer correlates with difficulty. Bins with only right or only wrong answers drop out.
+
+    Returns:
+        The kept rows (shuffled) and a report: ``by``, ``before`` / ``after`` (rows, right, wrong,
+        ``corr`` = Pearson r of correct with difficulty) and the counts per bin.
+    """
+    if bins < 1:
+        raise ValueError(f"bins must be >= 1, got {bins}")
+    rows = [dict(r) for r in rows]
+    difficulty = problem_difficulty(rows, by)
+    by_level = by == "level" or (by == "auto" and all(_LEVEL.search(r["problem_id"]) for r in rows))
+
+    def bin_of(value: float) -> str:
+        return f"level {value:g}" if by_level else f"fail {min(int(value * bins), bins - 1)}"
+
+    groups: dict[str, dict[bool, list[dict]]] = defaultdict(lambda: {True: [], False: []})
+    for row in rows:
+        groups[bin_of(difficulty[row["problem_id"]])][bool(row["correct"])].append(row)
+    rng = random.Random(seed)
+    kept, per_bin = [], {}
+    for key in sorted(groups):
+        right, wrong = groups[key][True], groups[key][False]
+        keep = min(len(right), len(wrong))
+        kept += rng.sample(right, keep) + rng.sample(wrong, keep)
+        per_bin[key] = {"right": len(right), "wrong": len(wrong), "kept_each": keep}
+    rng.shuffle(kept)
+    report = {
+        "by": "level" if by_level else "accuracy",
+        "before": _summary(rows, difficulty),
+        "after": _summary(kept, difficulty),
+        "bins": per_bin,
+    }
+    return kept, report
+
+
+# ---------------------------------------------------------------------------- training
+
+
+def build_classifier(
+    texts: Iterable[str],
+    arch: str = "qwen2",
+    hidden_size: int = 64,
+    num_layers: int = 2,
+    num_heads: int = 4,
+    vocab_size: int = 512,
+    seed: int = 0,
+) -> tuple[Any, Any]:
+    """A tiny 2-label classifier with random weights and a tokenizer trained on `texts`."""
+    from transformers import AutoModelForSequenceClassification, LlamaConfig, Qwen2Config
+
+    from agents.tiny import build_tokenizer
+
+    tokenizer = build_tokenizer(texts, vocab_size=vocab_size)
+    configs = {"qwen2": Qwen2Config, "llama": LlamaConfig}
+    if arch not in configs:
+        raise ValueError(f"arch={arch!r}; expected one of {sorted(configs)}")
+    config = configs[arch](
+        vocab_size=len(tokenizer),
+        hidden_size=hidden_size,
+        intermediate_size=2 * hidden_size,
+        num_hidden_layers=num_layers,
+        num_attention_heads=num_heads,
+        num_key_value_heads=num_heads,
+        max_position_embeddings=1024,
+        num_labels=2,
+        id2label={0: "wrong", 1: "correct"},
+        label2id={"wrong": 0, "correct": 1},
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+    )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = AutoModelForSequenceClassification.from_config(config)
+    return model, tokenizer
+
+
+def _load_base(base_model: str) -> tuple[Any, Any]:
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(base_model)
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    model = AutoModelForSequenceClassification.from_pretrained(
+        base_model,
+        num_labels=2,
+        id2label={0: "wrong", 1: "correct"},
+        label2id={"wrong": 0, "correct": 1},
+    )
+    model.config.pad_token_id = tokenizer.pad_token_id
+    return model, tokenizer
+
+
+def train_verifier(
+    train_rows: Sequence[Mapping[str, Any]],
+    output_dir: str | Path,
+    eval_rows: Sequence[Mapping[str, Any]] | None = None,
+    base_model: str | None = None,
+    max_steps: int = 300,
+    batch_size: int = 32,
+    learning_rate: float = 1e-3,
+    max_length: int = 192,
+    seed: int = 0,
+    model_kwargs: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Train a verifier on rows and save it to ``output_dir/model`` (a `LearnedVerifier` folder).
+
+    Args:
+        train_rows: rows with ``response``, ``reference``, ``correct``.
+        output_dir: where the model folder (``model/``) and the trainer's files go.
+        eval_rows: rows whose loss is measured before and after training.
+        base_model: a classifier or LM folder / hub id to start from; None builds a tiny
+            classifier with random weights (`build_classifier`, options in `model_kwargs`).
+        max_steps, batch_size, learning_rate, seed: the training run.
+        max_length: tokens per pair.
+
+    Returns:
+        ``{"model_path", "train_loss", "loss_curve", "eval_loss_before", "eval_loss_after",
+        "runtime_s"}``.
+    """
+    import datasets
+    from transformers import DataCollatorWithPadding, Trainer, TrainingArguments
+
+    if not train_rows:
+        raise ValueError("train_verifier: no training rows")
+    texts = [format_input(r["response"], r["reference"]) for r in train_rows]
+    if base_model is None:
+        model, tokenizer = build_classifier(texts[:4000], seed=seed, **(model_kwargs or {}))
+    else:
+        model, tokenizer = _load_base(base_model)
+    tokenizer.truncation_side = "left"
+
+    def encode(rows: Sequence[Mapping[str, Any]]) -> Any:
+        data = {
+            "text": [format_input(r["response"], r["reference"]) for r in rows],
+            "label": [int(bool(r["correct"])) for r in rows],
+        }
+        return datasets.Dataset.from_dict(data).map(
+            lambda b: tokenizer(b["text"], truncation=True, max_length=max_length),
+            batched=True,
+            remove_columns=["text"],
+        )
+
+    output = Path(output_dir)
+    args = TrainingArguments(
+        output_dir=str(output / "trainer"),
+        max_steps=max_steps,
+        per_device_train_batch_size=batch_size,
+        per_device_eval_batch_size=64,
+        learning_rate=learning_rate,
+        lr_scheduler_type="cosine",
+        warmup_steps=max(1, max_steps // 20),
+        weight_decay=0.0,
+        logging_steps=max(1, max_steps // 20),
+        save_strategy="no",
+        report_to=[],
+        use_cpu=not torch.cuda.is_available(),
+        seed=seed,
+        data_seed=seed,
+        disable_tqdm=True,
+    )
+    eval_set = encode(eval_rows) if eval_rows else None
+    trainer = Trainer(
+        model=model,
+        args=args,
+        train_dataset=encode(train_rows),
+        eval_dataset=eval_set,
+        data_collator=DataCollatorWithPadding(tokenizer),
+        processing_class=tokenizer,
+    )
+    before = trainer.evaluate()["eval_loss"] if eval_set is not None else None
+    result = trainer.train()
+    after = trainer.evaluate()["eval_loss"] if eval_set is not None else None
+    path = output / "model"
+    trainer.model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    (path / CONFIG_FILE).write_text(
+        json.dumps({"max_length": max_length, "input": "Response: ...\\nReference answer: ..."})
+    )
+    return {
+        "model_path": str(path),
+        "train_loss": result.training_loss,
+        "loss_curve": [h["loss"] for h in trainer.state.log_history if "loss" in h],
+        "eval_loss_before": before,
+        "eval_loss_after": after,
+        "runtime_s": result.metrics.get("train_runtime"),
+    }
+
+
+# ---------------------------------------------------------------------------- evaluation
+
+
+def auc_score(labels: Sequence[bool], scores: Sequence[float]) -> float | None:
+    """ROC AUC by the rank-sum (Mann-Whitney) formula, ties counted half; None for one class."""
+    pairs = sorted(zip(scores, labels, strict=True))
+    positives = sum(bool(label) for _, label in pairs)
+    negatives = len(pairs) - positives
+    if not positives or not negatives:
+        return None
+    rank_sum, i = 0.0, 0
+    while i < len(pairs):
+        j = i
+        while j < len(pairs) and pairs[j][0] == pairs[i][0]:
+            j += 1
+        mid_rank = (i + j + 1) / 2  # ranks i+1..j share their mean
+        rank_sum += mid_rank * sum(bool(label) for _, label in pairs[i:j])
+        i = j
+    return (rank_sum - positives * (positives + 1) / 2) / (positives * negatives)
+
+
+def _confusion(predicted: Sequence[bool], actual: Sequence[bool]) -> dict[str, int]:
+    pairs = list(zip(predicted, actual, strict=True))
+    return {
+        "tp": sum(p and a for p, a in pairs),
+        "fp": sum(p and not a for p, a in pairs),
+        "tn": sum(not p and not a for p, a in pairs),
+        "fn": sum(not p and a for p, a in pairs),
+    }
+
+
+def evaluate_verifier(
+    verifier: Any, rows: Sequence[Mapping[str, Any]], rule: Any = "math"
+) -> dict[str, Any]:
+    """Score `rows` with a (learned) verifier and with the rule verifier, against the labels.
+
+    Returns:
+        ``rows``, ``accuracy`` / ``auc`` / ``confusion`` of the verifier against the rows'
+        ``correct`` labels, the rule verifier's ``rule_accuracy``, ``agreement_with_rule``
+        (same right/wrong call), ``confusion_vs_rule``, and ``accuracy_by_difficulty``.
+    """
+    rule = get_verifier(rule) if isinstance(rule, str) else rule
+    responses = [r["response"] for r in rows]
+    references = [r["reference"] for r in rows]
+    batch = getattr(verifier, "verify_batch", None)
+    verdicts = (
+        batch(responses, references)
+        if callable(batch)
+        else [verifier.verify(a, b) for a, b in zip(responses, references, strict=True)]
+    )
+    ruled = [rule.verify(a, b).correct for a, b in zip(responses, references, strict=True)]
+    labels = [bool(r["correct"]) for r in rows]
+    calls = [v.correct for v in verdicts]
+    n = max(len(rows), 1)
+    difficulty = problem_difficulty(rows) if rows else {}
+    by_bin: dict[float, list[bool]] = defaultdict(list)
+    for row, call, label in zip(rows, calls, labels, strict=True):
+        by_bin[difficulty[row["problem_id"]]].append(call == label)
+    return {
+        "rows": len(rows),
+        "positives": sum(labels),
+        "accuracy": sum(c == y for c, y in zip(calls, labels, strict=True)) / n,
+        "auc": auc_score(labels, [v.score for v in verdicts]),
+        "confusion": _confusion(calls, labels),
+        "rule_accuracy": sum(r == y for r, y in zip(ruled, labels, strict=True)) / n,
+        "agreement_with_rule": sum(c == r for c, r in zip(calls, ruled, strict=True)) / n,
+        "confusion_vs_rule": _confusion(calls, ruled),
+        "accuracy_by_difficulty": {
+            f"{key:g}": sum(hits) / len(hits) for key, hits in sorted(by_bin.items())
+        },
+    }
