@@ -71,13 +71,25 @@ def as_reward_func(verifier: Verifier | str, reference_column: str = "answer") -
                 f"{reward_func.__name__}: {len(completions)} completions but "
                 f"{len(references)} values in column {reference_column!r}"
             )
-        scores: list[float | None] = []
-        for completion, reference in zip(completions, references, strict=True):
-            if reference is None:
-                scores.append(None)
-                continue
-            text = completion_text(completion)
-            scores.append(resolved.verify(text, str(reference)).score)
+        scores: list[float | None] = [None] * len(completions)
+        rows = [i for i, reference in enumerate(references) if reference is not None]
+        texts = [completion_text(completions[i]) for i in rows]
+        refs = [str(references[i]) for i in rows]
+        batch = getattr(resolved, "verify_batch", None)
+        # A verifier with its own batch call (a reward server, a learned verifier) gets the
+        # whole batch in one call; others are asked row by row.
+        verdicts = (
+            batch(texts, refs)
+            if callable(batch)
+            else [resolved.verify(t, r) for t, r in zip(texts, refs, strict=True)]
+        )
+        if len(verdicts) != len(rows):
+            raise ValueError(
+                f"{resolved.name}.verify_batch returned {len(verdicts)} verdicts for "
+                f"{len(rows)} rows"
+            )
+        for i, verdict in zip(rows, verdicts, strict=True):
+            scores[i] = verdict.score
         return scores
 
     reward_func.__name__ = reward_func.__qualname__ = f"{resolved.name}_reward"

@@ -37,11 +37,16 @@ def slip(answer: str) -> str:
 def scripted_reply(env, agent: str, round_index: int) -> str:
     """What the scripted agent says now (round_index: rounds this agent has already played)."""
     answer = env.unwrapped.problem["answer"]
-    if agent.startswith("critic"):
+    if agent.startswith(("critic", "verifier")):
         latest = env.unwrapped.answer_verdict
         if latest.correct:
             return "Each step checks out.\nVerdict: correct"
         return f"The final answer {latest.extracted} does not follow.\nVerdict: incorrect"
+    if agent.startswith("analyzer"):
+        return "Plan: read off the quantities, apply each change in order, print the result."
+    if agent.startswith("executor"):  # a program, run in the sandbox; it slips in round 0
+        value = slip(answer) if round_index == 0 else answer
+        return f"```python\nprint({value!r})\n```"
     # The solver slips; so does every odd-numbered debater or variant in its first round.
     wrong = agent.startswith("solver") or (round_index == 0 and agent[-1] in "13579")
     if wrong:

@@ -23,6 +23,7 @@ class EnvArguments:
         model_name_or_path (`str | None`): hub id or folder; None trains the embedded model.
         role_weights (`str`, ""): reward weight per role, e.g. "solver=1,critic=0.5".
         critic_reward (`str | None`): reflection's critic reward, "verdict" or "outcome".
+        max_train_minutes (`float | None`): wall-clock budget of the training loop (GRPO, PPO).
         num_envs (`int`, 64): env copies the rollout engine runs at once.
     """
 
@@ -33,7 +34,9 @@ class EnvArguments:
     difficulty: list[int] = field(
         default_factory=lambda: [1, 2], metadata={"help": "Arithmetic difficulty levels."}
     )
-    rounds: int | None = field(default=None, metadata={"help": "Env rounds (reflection, debate)."})
+    rounds: int | None = field(
+        default=None, metadata={"help": "Env rounds (reflection, debate, tool)."}
+    )
     num_agents: int | None = field(default=None, metadata={"help": "Debate/ensemble agents."})
     train_problems: int = field(default=2000, metadata={"help": "Number of training problems."})
     eval_problems: int = field(default=100, metadata={"help": "Held-out problems for evaluation."})
@@ -54,6 +57,10 @@ class EnvArguments:
     team_reward: bool | None = field(
         default=None, metadata={"help": "Reflection: one shared team reward at the end."}
     )
+    max_train_minutes: float | None = field(
+        default=None,
+        metadata={"help": "Stop training (and save) after this many minutes (GRPO, PPO)."},
+    )
     critic_reward: str | None = field(
         default=None,
         metadata={
@@ -65,6 +72,8 @@ class EnvArguments:
     def __post_init__(self) -> None:
         if self.train_problems < 1 or self.eval_problems < 0:
             raise ValueError("train_problems must be >= 1 and eval_problems >= 0")
+        if self.max_train_minutes is not None and not self.max_train_minutes > 0:
+            raise ValueError(f"max_train_minutes must be > 0, got {self.max_train_minutes}")
         self.weights()  # validate early
 
     def weights(self) -> dict[str, float]:

@@ -26,7 +26,7 @@ from typing import Any
 from rewards import canonical_answer, majority_vote
 from trainers.rollout import Episode, Turn
 
-ANSWER_ROLES = ("solver", "refiner")
+ANSWER_ROLES = ("solver", "refiner", "executor")
 
 
 def answer_sequence(episode: Episode) -> list[tuple[str | None, bool]]:

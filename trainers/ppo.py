@@ -301,7 +301,7 @@ def train_ppo(env_args: Any, config: CPUPPOConfig) -> dict[str, Any]:
     import time
 
     from trainers.checkpoint import resume_checkpoint
-    from trainers.run import finish_run, start_run
+    from trainers.run import callbacks, finish_run, start_run
 
     out, results = start_run(env_args, config, "ppo")
     trainer = build_ppo_trainer(
@@ -312,10 +312,12 @@ def train_ppo(env_args: Any, config: CPUPPOConfig) -> dict[str, Any]:
         role_weights=env_args.weights(),
         train_problems=env_args.train_problems,
         num_envs=env_args.num_envs,
+        callbacks=callbacks(env_args),
     )
     began = time.perf_counter()
     trainer.train(resume_from_checkpoint=resume_checkpoint(config, extra_files=(VALUE_HEAD,)))
     results["train_seconds"] = time.perf_counter() - began
+    results["train_steps"] = trainer.state.global_step
     final = out / "final"
     trainer.save_model(str(final))
     return finish_run(env_args, config, results, final, trainer.state.log_history)

@@ -14,6 +14,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from transformers import TrainerCallback
+
 from trainers.args import CPUGRPOConfig, EnvArguments
 from trainers.checkpoint import (
     atomic_path,
@@ -118,6 +120,42 @@ def finish_run(
     return results
 
 
+class TimeBudget(TrainerCallback):
+    """Stops training (after saving a checkpoint) once `minutes` of training have passed.
+
+    The clock starts at ``on_train_begin`` of this process, so a resumed run gets a fresh budget.
+    """
+
+    def __init__(self, minutes: float) -> None:
+        if not minutes > 0:
+            raise ValueError(f"time budget must be > 0 minutes, got {minutes!r}")
+        self.seconds = 60.0 * minutes
+        self.began: float | None = None
+        self.stopped_at: int | None = None
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.began = time.perf_counter()
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self.began is not None and time.perf_counter() - self.began >= self.seconds:
+            if self.stopped_at is None:
+                logger.info(
+                    "time budget of %.1f min reached at step %d",
+                    self.seconds / 60,
+                    state.global_step,
+                )
+            self.stopped_at = state.global_step
+            control.should_training_stop = True
+            control.should_save = True
+        return control
+
+
+def callbacks(env_args: EnvArguments) -> list[TrainerCallback]:
+    """The run's callbacks from the env arguments (the time budget)."""
+    minutes = getattr(env_args, "max_train_minutes", None)
+    return [TimeBudget(minutes)] if minutes else []
+
+
 def train_grpo(env_args: EnvArguments, config: CPUGRPOConfig) -> dict[str, Any]:
     """Evaluate the start, train with multi-agent GRPO, evaluate the result; return the figures."""
     from trainers.grpo import build_grpo_trainer
@@ -131,10 +169,12 @@ def train_grpo(env_args: EnvArguments, config: CPUGRPOConfig) -> dict[str, Any]:
         role_weights=env_args.weights(),
         train_problems=env_args.train_problems,
         num_envs=env_args.num_envs,
+        callbacks=callbacks(env_args),
     )
     began = time.perf_counter()
     trainer.train(resume_from_checkpoint=resume_checkpoint(config))
     results["train_seconds"] = time.perf_counter() - began
+    results["train_steps"] = trainer.state.global_step
     final = out / "final"
     trainer.save_model(str(final))
     return finish_run(env_args, config, results, final, trainer.state.log_history)

@@ -90,3 +90,30 @@ COMPLETION_TEXT_CASES = [
 @pytest.mark.parametrize(("completion", "text"), COMPLETION_TEXT_CASES)
 def test_completion_text(completion: object, text: object) -> None:
     assert completion_text(completion) == text
+
+
+class _BatchOnly:
+    """A verifier whose `verify` must not be used when it has `verify_batch` (one call per batch)."""
+
+    name = "batchonly"
+
+    def __init__(self):
+        self.calls = []
+
+    def verify(self, response, reference):
+        raise AssertionError("verify() called although verify_batch exists")
+
+    def verify_batch(self, responses, references):
+        self.calls.append((list(responses), list(references)))
+        return [
+            Verdict(float(r.strip() == ref), r, "")
+            for r, ref in zip(responses, references, strict=True)
+        ]
+
+
+def test_reward_func_sends_one_batch_to_a_batching_verifier_and_keeps_none_rows():
+    verifier = _BatchOnly()
+    reward = as_reward_func(verifier)
+    scores = reward(["5", "6", "7"], answer=["5", None, "8"])
+    assert scores == [1.0, None, 0.0]
+    assert verifier.calls == [(["5", "7"], ["5", "8"])]
