@@ -56,6 +56,16 @@ class EmbeddedRecipe:
         review_fraction (`float`, 0.6): share of problems that also give critic, refiner and
             variant/debater rows (their prompts are long; solver rows teach the arithmetic).
         max_steps (`int`, 1500), batch_size (`int`, 32), learning_rate (`float`, 2e-3): SFT.
+        group_by_length (`bool`, False): batch rows of similar length (transformers'
+            `LengthGroupedSampler`). It saves the padding of mixed batches (solver rows are a
+            third as long as refiner rows) but, measured, it ruins this recipe: built so, the
+            default reached a final SFT loss of 0.27 (vs 0.04) and a sampled solver accuracy of
+            0.085 (vs 0.42), since batches then hold one role at a time.
+
+    Measured (GPU builds, 200 held-out level 1-2 problems, temperature 1, reflection with 2
+    rounds): the solver's accuracy jumps between 32k and 48k SFT rows; 600 x 16 rows (the
+    earlier default): ~0.07; 1000 x 32 (review 0.3): 0.125; 1500 x 32 (this default): 0.42
+    (greedy 0.53); 3000 x 32: 0.89 (greedy 0.955), which leaves no room for RL to show.
     """
 
     seed: int = 0
@@ -69,6 +79,7 @@ class EmbeddedRecipe:
     max_steps: int = 1500
     batch_size: int = 32
     learning_rate: float = 2e-3
+    group_by_length: bool = False
 
     def key(self) -> str:
         blob = json.dumps({"version": RECIPE_VERSION, **asdict(self)}, sort_keys=True)
@@ -242,6 +253,7 @@ def _train(
         report_to=[],
         save_strategy="no",
         logging_steps=max(1, recipe.max_steps // 10),
+        train_sampling_strategy="group_by_length" if recipe.group_by_length else "random",
         seed=recipe.seed,
         data_seed=recipe.seed,
         max_length=512,
