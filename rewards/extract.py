@@ -47,6 +47,7 @@ _SURROGATES = re.compile(r"[\ud800-\udfff]")
 _ODD_SPACES = re.compile(r"[\u00a0\u2000-\u200a\u202f\u205f\u3000]")
 # (?<!\\) here and below: a run of backslashes is tried once, not once per character.
 _BOXED = re.compile(r"(?<!\\)\\+(?:boxed|fbox)\b\s*")
+_TOKEN = re.compile(r"[^\s$]*")
 _ANSWER_OPEN = re.compile(r"<\s*answer\s*>", re.IGNORECASE)
 _ANSWER_CLOSE = re.compile(r"<\s*/\s*answer\s*>", re.IGNORECASE)
 # "#### 18" is a GSM8K final only when a number follows: "#### Step 1" is a markdown heading.
@@ -113,8 +114,8 @@ def _boxed_spans(text: str) -> list[tuple[int, str, bool]]:
         if start < len(text) and text[start] == "{":
             end, closed = _brace_end(text, start)
             content = text[start + 1 : end - 1] if closed else text[start + 1 :]
-        else:  # \boxed 5: the next token
-            token = re.match(r"[^\s$]*", text[start:])
+        else:  # \boxed 5: the next token (matched in place: slicing the rest was quadratic)
+            token = _TOKEN.match(text, start)
             content = token.group() if token else ""
             end, closed = start + len(content), bool(content)
         spans.append((match.start(), content.strip(), closed))

@@ -25,18 +25,20 @@ Properties:
 
 from __future__ import annotations
 
+import faulthandler
 import math
 import os
 import re
+import signal
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
+from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 from pettingzoo import ParallelEnv
 
@@ -74,6 +76,8 @@ ODD_ANSWERS = (
     "2^{10}",
     "1e999999",
 )
+PER_MB_S = 10.0
+"""Extra seconds per MB of text for the functions that read all of it (references, helpers)."""
 LEAK_KEYS = frozenset({"answer", "reference", "ground_truth", "solution"})
 BASE_INFO_KEYS = frozenset({"problem_id", "turn"})
 ACTED_INFO_KEYS = frozenset(
@@ -212,6 +216,14 @@ MARKERS = (
     "</think>",
     "entailment",
     "neutral or contradiction",
+    # Prefixes that once met long runs of spaces or backslashes quadratically or worse.
+    "Verdict",
+    "Verdict:",
+    "verdict -",
+    "The answer is 5",
+    "\\frac{1}{",
+    "#### 1",
+    "5,",
 )
 WRAPPERS: tuple[Callable[[str], str], ...] = (
     lambda s: s,
@@ -346,6 +358,17 @@ def references_for(name: str) -> tuple[str, ...]:
     return MATH_REFERENCES
 
 
+_WARM: list[bool] = []
+
+
+def warm_up() -> None:
+    """Import math-verify (and sympy) once, outside any timing: the first symbolic check pays it."""
+    if not _WARM:
+        verdict = get_verifier("math").verify("\\boxed{x+1}", "1+x")
+        assert verdict.score == 1.0, verdict
+        _WARM.append(True)
+
+
 def build_verifier(name: str, math_timeout: float | None = None) -> Any:
     """The verifier registered as `name`, built with its defaults.
 
@@ -354,6 +377,7 @@ def build_verifier(name: str, math_timeout: float | None = None) -> Any:
         math_timeout: seconds for the math-verify based verifiers (None: their default); a
             shorter one only makes symbolic timeouts cheaper to hit while fuzzing.
     """
+    warm_up()
     math_options = {} if math_timeout is None else {"timeout": math_timeout}
     if name == "composite":  # the only verifier that needs options: a few of the others
         return CompositeVerifier(
@@ -384,6 +408,11 @@ def symbolic_budget(verifier: Any) -> float:
     if isinstance(timeout, (int, float)) and getattr(verifier, "name", "") == "math":
         return 4 * math.ceil(timeout) + 1.0
     return 0.0
+
+
+def size_allowance(text: Any) -> float:
+    """`PER_MB_S` per million characters of `text` (0 for a non-string)."""
+    return PER_MB_S * len(text) / 1e6 if isinstance(text, str) else 0.0
 
 
 def _timed_out(reason: Any) -> bool:
@@ -472,18 +501,67 @@ def describe(value: Any, width: int = 60) -> str:
     return f"{len(value)} chars {value[: width // 2]!a}...{value[-width // 2 :]!a}"
 
 
+class Hang(BaseException):
+    """A call ran past its watchdog (raised from a SIGPROF handler in the main thread).
+
+    A `BaseException`, like `KeyboardInterrupt`, so that no ``except Exception`` swallows it.
+    """
+
+
+@contextmanager
+def watchdog(seconds: float) -> Iterator[None]:
+    """Interrupt a call that spins past `seconds` of CPU time; end the process at a hard limit.
+
+    In the main thread a ``SIGPROF`` timer raises `Hang` (CPython checks signals inside long
+    regular-expression matches too; math-verify's own timeouts use ``SIGALRM``, not this one).
+    Anywhere, ``faulthandler`` dumps every thread's stack and exits after ``4 x seconds + 60``
+    of wall time, so a hang in C code ends the run with a traceback instead of never ending.
+    """
+    use_signal = (
+        hasattr(signal, "SIGPROF") and threading.current_thread() is threading.main_thread()
+    )
+    previous: Any = None
+    if use_signal:
+
+        def interrupt(signum: int, frame: Any) -> None:
+            raise Hang(f"still running after {seconds:.0f} s of CPU time")
+
+        previous = signal.signal(signal.SIGPROF, interrupt)
+        signal.setitimer(signal.ITIMER_PROF, seconds)
+    faulthandler.dump_traceback_later(4 * seconds + 60, exit=True)
+    try:
+        yield
+    finally:
+        faulthandler.cancel_dump_traceback_later()
+        if use_signal:
+            signal.setitimer(signal.ITIMER_PROF, 0)
+            signal.signal(signal.SIGPROF, previous)
+
+
 @contextmanager
 def timed(
-    target: str, bound: Callable[[], float], what: str, inputs: Any = None
+    target: str,
+    bound: Callable[[], float],
+    what: str,
+    inputs: Any = None,
+    most: float | None = None,
 ) -> Iterator[dict[str, Any]]:
     """Time the block, record it, and fail when it took longer than ``bound()`` seconds.
 
     The block may set ``box["timed_out"] = True`` (a symbolic timeout was reported), which the
-    bound callable can read from the same dict. `inputs` is described in the record.
+    bound callable can read from the same dict. `inputs` is described in the record. A block
+    still spinning after ``2 x most + 5`` seconds of CPU (`most`: the largest bound the block
+    may earn, default ``bound()`` now) is interrupted by `watchdog` and fails with `Hang`.
     """
     box: dict[str, Any] = {"timed_out": False}
     started = time.perf_counter()
-    yield box
+    try:
+        with watchdog(2 * (bound() if most is None else most) + 5.0):
+            yield box
+    except Hang as hang:
+        elapsed = time.perf_counter() - started
+        COLLECTOR.call(target, elapsed, False, describe(inputs) if inputs is not None else "")
+        raise Hang(f"{what}: {hang} on {describe(inputs)}") from None
     elapsed = time.perf_counter() - started
     box["elapsed"] = elapsed
     COLLECTOR.call(
@@ -544,7 +622,11 @@ def verify_target(name: str, math_timeout: float | None = None) -> Target:
 
 
 def reference_target(name: str, math_timeout: float | None = None) -> Target:
-    """An adversarial reference (and response): a `Verdict` or the documented ValueError."""
+    """An adversarial reference (and response): a `Verdict` or the documented ValueError.
+
+    References are data, not model output, and are read whole: the bound adds
+    `size_allowance` (linear in the reference's length) to that of `verify_target`.
+    """
     verifier = build_verifier(name, math_timeout)
     target = f"verify_bad_reference[{name}]"
     budget = symbolic_budget(verifier)
@@ -553,7 +635,8 @@ def reference_target(name: str, math_timeout: float | None = None) -> Target:
         reference = data.draw(st.one_of(adversarial_text(), NON_STRINGS), label="reference")
         response = data.draw(adversarial_text(), label="response")
         COLLECTOR.input(target)
-        with timed(target, lambda: CALL_BOUND_S + budget, target, (response, reference)) as box:
+        bound = CALL_BOUND_S + budget + size_allowance(reference)
+        with timed(target, lambda: bound, target, (response, reference)) as box:
             try:
                 verdict = verifier.verify(response, reference)
             except ValueError as err:
@@ -566,15 +649,27 @@ def reference_target(name: str, math_timeout: float | None = None) -> Target:
     return Target(target, check)
 
 
-_THREAD_POOL: ThreadPoolExecutor | None = None
 _HELPER_START_S: list[float] = []
 
 
-def _thread_pool() -> ThreadPoolExecutor:
-    global _THREAD_POOL
-    if _THREAD_POOL is None:
-        _THREAD_POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fuzz-verify")
-    return _THREAD_POOL
+def in_thread(function: Callable[..., Any], *args: Any, wait: float) -> Any:
+    """``function(*args)`` in a fresh daemon thread; raise `Hang` if it runs past `wait` s."""
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["result"] = function(*args)
+        except BaseException as err:  # noqa: BLE001 - re-raised in the caller below
+            box["error"] = err
+
+    thread = threading.Thread(target=run, name="fuzz-verify", daemon=True)
+    thread.start()
+    thread.join(wait)
+    if thread.is_alive():
+        raise Hang(f"still running in a thread after {wait:.0f} s")
+    if "error" in box:
+        raise box["error"]
+    return box["result"]
 
 
 def _helper_start_s() -> float:
@@ -584,7 +679,8 @@ def _helper_start_s() -> float:
 
         shutdown_workers()  # measure a cold start, as after a helper is killed
         started = time.perf_counter()
-        verdict = _thread_pool().submit(get_verifier("math").verify, "\\boxed{x+1}", "1+x").result()
+        verify = get_verifier("math").verify
+        verdict = in_thread(verify, "\\boxed{x+1}", "1+x", wait=300)
         assert verdict.score == 1.0, verdict
         _HELPER_START_S.append(time.perf_counter() - started)
     return _HELPER_START_S[0]
@@ -608,8 +704,7 @@ def thread_target(name: str, math_timeout: float | None = None) -> Target:
         COLLECTOR.input(target)
         bound = CALL_BOUND_S + budget + 2 * start_s + 1.0
         with timed(target, lambda: bound, target, (response, reference)) as box:
-            future = _thread_pool().submit(verifier.verify, response, reference)
-            verdict = future.result()
+            verdict = in_thread(verifier.verify, response, reference, wait=2 * bound + 5)
             box["timed_out"] = _timed_out(getattr(verdict, "reason", ""))
         check_verdict(verdict, target)
 
@@ -692,23 +787,33 @@ KINDS = frozenset({"boxed", "answer_tag", "gsm8k", "phrase", "last_line", "none"
 
 
 def extract_target() -> Target:
-    """``rewards.extract`` on adversarial text: no exception, bounded, printable results."""
+    """``rewards.extract`` on adversarial text: no exception, bounded, printable results.
+
+    ``analyze``/``extract_answer``/``sanitize`` read the last 4000 characters: `CALL_BOUND_S`
+    whatever the size. ``find_boxed``, ``last_boxed``, ``has_closed_box``, ``prepare_reference``
+    and ``canonical_answer`` read all of their text (references, extracted answers): they get
+    `size_allowance` on top, i.e. they must stay linear.
+    """
     target = "extract"
+    whole = "extract (whole-text helpers)"
+    warm_up()
 
     def check(data: Any) -> None:
         texts = data.draw(st.lists(adversarial_text(), min_size=1, max_size=4), label="texts")
         COLLECTOR.input(target)
         for text in texts:
-            with timed(target, lambda: CALL_BOUND_S, target, text):
+            with timed(target, lambda: CALL_BOUND_S, target, text):  # reads the tail only
                 answer = rx.extract_answer(text)
                 found = rx.analyze(text)
+                clean = rx.sanitize(text)
+                answer_key = rx.canonical_answer(answer) if answer is not None else ""
+            COLLECTOR.input(whole)
+            with timed(whole, lambda t=text: CALL_BOUND_S + size_allowance(t), whole, text):
                 boxes = rx.find_boxed(text)
                 last = rx.last_boxed(text)
                 closed = rx.has_closed_box(text)
-                clean = rx.sanitize(text)
                 bare = rx.prepare_reference(text)
                 key = rx.canonical_answer(text)
-                answer_key = rx.canonical_answer(answer) if answer is not None else ""
             assert answer == found.answer
             assert found.kind in KINDS
             assert (answer is None) == (found.kind == "none")
@@ -774,7 +879,8 @@ def register_odd_task() -> None:
 def env_target(env_id: str, task: str, scale: float = 1.0) -> Target:
     """Full episodes of `env_id` on `task` with adversarial actions from every agent."""
     register_odd_task()
-    target = f"env[{env_id}|{task}]"
+    warm_up()
+    target = f"env[{env_id}:{task}]"
 
     def check(data: Any) -> None:
         env = envs.make(env_id, task=task)
@@ -816,7 +922,7 @@ def _play_aec(env: Any, raw: Any, data: Any, seed: int, target: str, budget: flo
         def bound() -> float:
             return STEP_BOUND_S + budget * box["timed_out"]
 
-        with timed(target, bound, where, action) as box:
+        with timed(target, bound, where, action, STEP_BOUND_S + budget) as box:
             env.step(action)
             box["timed_out"] = _timed_out(raw.infos[agent].get("reason"))
         acted += 1
@@ -848,7 +954,8 @@ def _play_parallel(env: Any, raw: Any, data: Any, seed: int, target: str, budget
         def bound() -> float:
             return STEP_BOUND_S + budget * box.get("timeouts", 0)
 
-        with timed(target, bound, where, actions) as box:
+        most = STEP_BOUND_S + budget * len(agents)
+        with timed(target, bound, where, actions, most) as box:
             observations, rewards, terminations, truncations, infos = env.step(actions)
             box["timeouts"] = sum(_timed_out(infos[a].get("reason")) for a in agents)
             box["timed_out"] = box["timeouts"] > 0
@@ -910,7 +1017,7 @@ def all_targets(
         for task in TASKS:
             factories.append(
                 (
-                    f"env[{env_id}|{task}]",
+                    f"env[{env_id}:{task}]",
                     lambda e=env_id, t=task: env_target(e, t, scales.get(e, 1.0)),
                 )
             )
@@ -957,7 +1064,13 @@ def current_profile() -> settings:
     return settings.get_profile(name if name in PROFILES else "ci")
 
 
-def run_target(target: Target, base: settings, max_examples: int, collect: bool = False) -> Stats:
+def run_target(
+    target: Target,
+    base: settings,
+    max_examples: int,
+    collect: bool = False,
+    seed: int | None = None,
+) -> Stats:
     """Run `target` for `max_examples` Hypothesis examples under the `base` settings.
 
     Args:
@@ -966,6 +1079,7 @@ def run_target(target: Target, base: settings, max_examples: int, collect: bool 
         max_examples: examples to generate (at least 1).
         collect: record each failing example in `COLLECTOR` and go on (the fuzz script's
             table), instead of raising the first one (and letting Hypothesis shrink it).
+        seed: a Hypothesis seed for a reproducible run (None: the profile decides).
 
     Returns:
         The target's `Stats`.
@@ -974,11 +1088,13 @@ def run_target(target: Target, base: settings, max_examples: int, collect: bool 
     def once(data: Any) -> None:
         try:
             target.check(data)
-        except Exception as err:
+        except (Exception, Hang) as err:
             if not collect:
                 raise
             COLLECTOR.failure(target.name, f"{type(err).__name__}: {str(err)[:300]}")
 
     property_test = settings(base, max_examples=max(1, max_examples))(given(st.data())(once))
+    if seed is not None:
+        property_test = hypothesis_seed(seed)(property_test)
     property_test()
     return COLLECTOR.stats.setdefault(target.name, Stats())
