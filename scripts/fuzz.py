@@ -46,6 +46,9 @@ def make_parser() -> argparse.ArgumentParser:
         help="timeout of the math-verify based verifiers (default: their own, 5 s)",
     )
     parser.add_argument("--seed", type=int, default=None, help="Hypothesis seed (random)")
+    parser.add_argument(
+        "--max-failures", type=int, default=3, help="stop a target after this many failures (3)"
+    )
     return parser
 
 
@@ -78,7 +81,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         env_id = target.name[4:].split(":")[0] if target.name.startswith("env[") else None
         examples = counts.get(env_id, round(args.examples * target.scale))
         t0 = time.perf_counter()
-        stats = harness.run_target(target, base, examples, collect=True, seed=args.seed)
+        stats = harness.run_target(
+            target, base, examples, collect=True, seed=args.seed, max_failures=args.max_failures
+        )
         print(
             f"{target.name}: {stats.inputs} inputs, {stats.failures} failures, "
             f"max {stats.max_s:.3f} s/call ({time.perf_counter() - t0:.0f} s)",

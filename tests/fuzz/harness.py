@@ -25,6 +25,7 @@ Properties:
 
 from __future__ import annotations
 
+import contextlib
 import faulthandler
 import math
 import os
@@ -40,6 +41,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
+from hypothesis import target as hypothesis_target
 from pettingzoo import ParallelEnv
 
 import envs
@@ -237,13 +239,36 @@ WRAPPERS: tuple[Callable[[str], str], ...] = (
     lambda s: f"<think>{s}</think><answer>{s}</answer>",
     lambda s: f"Verdict: correct\n{s}",
 )
+# A prefix, a long run of one unit, a suffix: the shape that makes backtracking regexes slow.
+RUN_PREFIXES = (
+    "",
+    "Verdict",
+    "Verdict:",
+    "verdict -",
+    "The answer is 5",
+    "Answer:",
+    "\\frac{1}{",
+    "\\boxed{\\frac{1}{",
+    "#### ",
+    "#### 1",
+    "5,",
+    "<answer>",
+    "\\boxed{",
+    "\\text{",
+    "$",
+)
+RUN_UNITS = (" ", "\t", "\n", "\\", "9", "{", "}", "1,", "*", "$", "-", "\\,", " \t", "<answer>")
+RUN_SUFFIXES = ("", "x", "?", "}", "</answer>", "correct", "\n#### 18", "because")
 MAX_REPEAT_CHARS = 1_200_000
 
 
 def _sizes() -> st.SearchStrategy[int]:
     """Small, medium (around the 4000-character extraction tail) and huge (100k+ characters)."""
     return st.one_of(
-        st.integers(1, 64), st.integers(3_000, 9_000), st.integers(100_000, MAX_REPEAT_CHARS)
+        st.integers(1, 64),
+        st.integers(150, 250),
+        st.integers(3_000, 9_000),
+        st.integers(100_000, MAX_REPEAT_CHARS),
     )
 
 
@@ -307,7 +332,15 @@ def adversarial_text() -> st.SearchStrategy[str]:
         st.floats().map(repr),
         st.decimals(allow_nan=True).map(str),
     )
+    runs = st.builds(
+        lambda prefix, unit, size, suffix: prefix + _repeat(unit, size) + suffix,
+        st.sampled_from(RUN_PREFIXES),
+        st.sampled_from(RUN_UNITS),
+        _sizes(),
+        st.sampled_from(RUN_SUFFIXES),
+    )
     block = st.one_of(
+        runs,
         st.text(),
         st.text(max_size=2_000),
         odd_chars,
@@ -441,6 +474,7 @@ class Collector:
 
     stats: dict[str, Stats] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    slowest_now: float = 0.0  # slowest call of the current example (Hypothesis `target`s it)
 
     def _get(self, target: str) -> Stats:
         return self.stats.setdefault(target, Stats())
@@ -449,6 +483,7 @@ class Collector:
         """Record one timed call (`what` describes the input, kept for the slowest call)."""
         with self.lock:
             stats = self._get(target)
+            self.slowest_now = max(self.slowest_now, seconds)
             if seconds > stats.max_s:
                 stats.max_s, stats.slowest = seconds, what
             if timed_out:
@@ -501,6 +536,10 @@ def describe(value: Any, width: int = 60) -> str:
     return f"{len(value)} chars {value[: width // 2]!a}...{value[-width // 2 :]!a}"
 
 
+class _StopTarget(BaseException):
+    """Ends a target's run early (Hypothesis lets a non-Exception through without shrinking)."""
+
+
 class Hang(BaseException):
     """A call ran past its watchdog (raised from a SIGPROF handler in the main thread).
 
@@ -550,13 +589,13 @@ def timed(
 
     The block may set ``box["timed_out"] = True`` (a symbolic timeout was reported), which the
     bound callable can read from the same dict. `inputs` is described in the record. A block
-    still spinning after ``2 x most + 5`` seconds of CPU (`most`: the largest bound the block
-    may earn, default ``bound()`` now) is interrupted by `watchdog` and fails with `Hang`.
+    still spinning after ``most + 3`` seconds of CPU (`most`: the largest bound the block may
+    earn, default ``bound()`` now) is interrupted by `watchdog` and fails with `Hang`.
     """
     box: dict[str, Any] = {"timed_out": False}
     started = time.perf_counter()
     try:
-        with watchdog(2 * (bound() if most is None else most) + 5.0):
+        with watchdog((bound() if most is None else most) + 3.0):
             yield box
     except Hang as hang:
         elapsed = time.perf_counter() - started
@@ -1070,6 +1109,7 @@ def run_target(
     max_examples: int,
     collect: bool = False,
     seed: int | None = None,
+    max_failures: int = 3,
 ) -> Stats:
     """Run `target` for `max_examples` Hypothesis examples under the `base` settings.
 
@@ -1080,21 +1120,29 @@ def run_target(
         collect: record each failing example in `COLLECTOR` and go on (the fuzz script's
             table), instead of raising the first one (and letting Hypothesis shrink it).
         seed: a Hypothesis seed for a reproducible run (None: the profile decides).
+        max_failures: in `collect` mode, stop the target after this many failures (a hang
+            costs its whole watchdog time, and the targeted search would look for more).
 
     Returns:
         The target's `Stats`.
     """
 
     def once(data: Any) -> None:
+        COLLECTOR.slowest_now = 0.0
         try:
             target.check(data)
         except (Exception, Hang) as err:
             if not collect:
                 raise
             COLLECTOR.failure(target.name, f"{type(err).__name__}: {str(err)[:300]}")
+            if COLLECTOR.stats[target.name].failures >= max_failures:
+                raise _StopTarget from None
+        # Targeted search: Hypothesis mutates the inputs that were slowest towards slower ones.
+        hypothesis_target(COLLECTOR.slowest_now, label="slowest call (s)")
 
     property_test = settings(base, max_examples=max(1, max_examples))(given(st.data())(once))
     if seed is not None:
         property_test = hypothesis_seed(seed)(property_test)
-    property_test()
+    with contextlib.suppress(_StopTarget):  # the failures are in COLLECTOR
+        property_test()
     return COLLECTOR.stats.setdefault(target.name, Stats())
