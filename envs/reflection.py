@@ -57,7 +57,8 @@ from envs.tasks import Task
 from rewards import Verifier
 
 VERDICT_RE = re.compile(
-    r"verdict\s*[:=\-]?\s*[*_`\"']*\s*(correct|incorrect|right|wrong)\b"
+    # One whitespace run per gap: "\s*[:=-]?\s*[*_]*\s*" backtracks cubically on long spaces.
+    r"verdict\s*(?:[:=\-]\s*)?(?:[*_`\"']+\s*)?(correct|incorrect|right|wrong)\b"
     r"|\\boxed\{\s*(correct|incorrect)\s*\}",
     re.IGNORECASE,
 )

@@ -45,18 +45,23 @@ TAIL_CHARS = 4000
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\u200b-\u200d\u2060\ufeff]")
 _SURROGATES = re.compile(r"[\ud800-\udfff]")
 _ODD_SPACES = re.compile(r"[\u00a0\u2000-\u200a\u202f\u205f\u3000]")
-_BOXED = re.compile(r"\\+(?:boxed|fbox)\b\s*")
+# (?<!\\) here and below: a run of backslashes is tried once, not once per character.
+_BOXED = re.compile(r"(?<!\\)\\+(?:boxed|fbox)\b\s*")
+_TOKEN = re.compile(r"[^\s$]*")
 _ANSWER_OPEN = re.compile(r"<\s*answer\s*>", re.IGNORECASE)
 _ANSWER_CLOSE = re.compile(r"<\s*/\s*answer\s*>", re.IGNORECASE)
 # "#### 18" is a GSM8K final only when a number follows: "#### Step 1" is a markdown heading.
-_GSM8K = re.compile(r"####[ \t]*((?=[-+$\\.\d])[^\n]*?)[ \t]*(?=####|\n|$)")
+# The body runs to the next "####" or line end (callers strip it); a lazy body followed by
+# "[ \t]*(?=####|\n|$)" was quadratic on long runs of spaces.
+_GSM8K = re.compile(r"####[ \t]*((?=[-+$\\.\d])(?:(?!####)[^\n])*)")
 _PHRASE = re.compile(
     r"(?i)(?:\bfinal\s+answer|\banswer)[*_]*\s*(?:is\b\s*:?|:|=)[*_\s]*(?P<seg>[^\n]*)"
 )
-# A phrase's answer ends with its sentence or where an explanation starts ("5, because ...").
+# A phrase's answer ends with its sentence or where an explanation starts ("5, because ...";
+# the comma is dropped in `_phrase_segment`: a ",?\s*" prefix here was quadratic on spaces).
 _SENTENCE_END = re.compile(
     r"\.(?=\s|$)|\bI hope\b"
-    r"|,?\s*\b(?:because|since|which|given|where|due to|thus|therefore|hence)\b",
+    r"|\b(?P<why>because|since|which|given|where|due to|thus|therefore|hence)\b",
     re.IGNORECASE,
 )
 
@@ -109,8 +114,8 @@ def _boxed_spans(text: str) -> list[tuple[int, str, bool]]:
         if start < len(text) and text[start] == "{":
             end, closed = _brace_end(text, start)
             content = text[start + 1 : end - 1] if closed else text[start + 1 :]
-        else:  # \boxed 5: the next token
-            token = re.match(r"[^\s$]*", text[start:])
+        else:  # \boxed 5: the next token (matched in place: slicing the rest was quadratic)
+            token = _TOKEN.match(text, start)
             content = token.group() if token else ""
             end, closed = start + len(content), bool(content)
         spans.append((match.start(), content.strip(), closed))
@@ -203,7 +208,10 @@ def _phrase_segment(text: str) -> str | None:
     while (inner := _last_phrase(segment)) is not None:
         segment = inner
     end = _SENTENCE_END.search(segment)
-    return (segment[: end.start()] if end else segment).strip()
+    if end is None:
+        return segment.strip()
+    head = segment[: end.start()].rstrip()
+    return (head[:-1] if end["why"] and head.endswith(",") else head).strip()
 
 
 def analyze(response: str) -> Extraction:
@@ -279,8 +287,8 @@ def prepare_reference(reference: str) -> str:
     return text
 
 
-_TEXT_NOISE = re.compile(r"\\+(?:left|right|displaystyle|!|,|;|:)|\s+")
-_TEXT_CMD = re.compile(r"\\+(?:text|textbf|textrm|mathrm|mbox)\s*\{([^{}]*)\}")
+_TEXT_NOISE = re.compile(r"(?<!\\)\\+(?:left|right|displaystyle|!|,|;|:)|\s+")
+_TEXT_CMD = re.compile(r"(?<!\\)\\+(?:text|textbf|textrm|mathrm|mbox)\s*\{([^{}]*)\}")
 
 
 def normalize_text(text: str) -> str:

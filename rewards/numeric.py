@@ -31,12 +31,12 @@ __all__ = ["NUMBER_TOKEN", "Num", "fraction_key", "numbers_match", "parse_number
 
 # One unsigned number: thousands-grouped or plain, with an optional decimal part.
 _NUM = r"(?:\d{1,3}(?:,\d{3})+(?!\d)(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+)"
-_FRAC_ARG = r"\{\s*-?\s*" + _NUM + r"\s*\}"
+_FRAC_ARG = r"\{\s*(?:-\s*)?" + _NUM + r"\s*\}"  # not \s*-?\s*: quadratic on spaces
 
 NUMBER_TOKEN = re.compile(
     r"(?:(?<![\w)\]}.])-)?"  # a minus is a sign only when not a binary operator
     r"(?<![\w.])"  # not glued to a word (x2) or another number (1.2.3)
-    r"(?:\\+[dt]?frac\s*"
+    r"(?:(?<!\\)\\+[dt]?frac\s*"  # (?<!\\): a run of backslashes is tried once, not per char
     + _FRAC_ARG
     + r"\s*"
     + _FRAC_ARG
@@ -50,7 +50,8 @@ NUMBER_TOKEN = re.compile(
 
 _NUMBER_TEXT = re.compile(
     r"(?P<sign>[-+])?\s*"
-    r"(?:\\[dt]?frac\s*\{\s*(?P<fn>-?\s*" + _NUM + r")\s*\}\s*\{\s*(?P<fd>-?\s*" + _NUM + r")\s*\}"
+    r"(?:\\[dt]?frac\s*\{\s*(?P<fn>(?:-\s*)?" + _NUM + r")\s*\}"
+    r"\s*\{\s*(?P<fd>(?:-\s*)?" + _NUM + r")\s*\}"
     r"|\\[dt]?frac(?P<fn1>\d)(?P<fd1>\d)"
     r"|(?P<n>" + _NUM + r")(?:\s*/\s*(?P<d>" + _NUM + r"))?)"
     r"\s*(?P<pct>%|percent\b|per\s?cent\b)?"

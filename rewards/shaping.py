@@ -8,6 +8,7 @@ characters) the docstring says how it was scaled.
 from __future__ import annotations
 
 import difflib
+import math
 import re
 from collections.abc import Mapping
 
@@ -143,8 +144,10 @@ class PartialNumericVerifier:
         if gold.value == 0:
             return Verdict(0.0, extraction.answer, "reference is 0 and the answer is not")
         error = abs(pred.value - gold.value) / abs(gold.value)
-        score = max(0.0, 1.0 - float(error))
-        return Verdict(score, extraction.answer, f"relative error {float(error):.3g}")
+        # float(Fraction) raises OverflowError past ~1e308 (a tiny reference, a huge answer).
+        shown = float(error) if error < 10**300 else math.inf
+        score = max(0.0, 1.0 - shown)
+        return Verdict(score, extraction.answer, f"relative error {shown:.3g}")
 
 
 _ANSWER_TAG = re.compile(r"<answer>\s*\S.*?</answer>", re.DOTALL | re.IGNORECASE)
