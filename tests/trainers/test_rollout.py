@@ -82,6 +82,46 @@ def test_team_reward_reaches_every_agents_last_turn():
         assert [t.reward for t in episode.turns] == [1.0, 1.0, 1.0]
 
 
+def test_outcome_critic_reward_reaches_the_critic_turn_of_its_round():
+    engine = RolloutEngine(
+        "math/reflection-v0",
+        ScriptedPolicy(["x"]),
+        {"rounds": 2, "critic_reward": "outcome"},
+        num_envs=2,
+    )
+    oracle = oracle_for(engine)
+
+    class FixThenBreak:
+        """Round 0 (first batch): the right answer; round 1: a wrong one."""
+
+        calls = 0
+
+        def act(self, observations):
+            self.calls += 1
+            return (
+                oracle.act(observations) if self.calls == 1 else ["\\boxed{-1}"] * len(observations)
+            )
+
+    refiner = FixThenBreak()
+    engine.policies = RoleMap(
+        {
+            "solver": ScriptedPolicy(["I get \\boxed{-1}"]),
+            "critic": ScriptedPolicy(["Verdict: correct"]),  # wrong call in round 0
+            "refiner": refiner,
+        }
+    )
+    for episode in engine.run(engine.problem_ids(2)):
+        assert [t.agent for t in episode.turns] == [
+            "solver_0",
+            "critic_0",
+            "refiner_0",
+            "critic_0",
+            "refiner_0",
+        ]
+        assert [t.reward for t in episode.turns] == [0.0, 1.0, 1.0, 0.0, 0.0]
+        assert episode.turns[1].info["correct"] is False  # its verdict alone would have paid 0
+
+
 def test_copies_ending_at_different_turns():
     policy = CountingPolicy(["\\boxed{1}", "Verdict: correct", "\\boxed{2}", "Verdict: incorrect"])
     engine = RolloutEngine(
