@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from rewards.base import Verdict, Verifier
 from rewards.batch import verify_batch
-from rewards.client import RemoteVerifier, RewardServerError
+from rewards.client import RemoteVerifier, RewardRequestError, RewardServerError
 from rewards.extract import canonical_answer, extract_answer, last_boxed, majority_vote
 from rewards.registry import get_verifier, list_verifiers, register_verifier
 from rewards.reward_funcs import as_reward_func
@@ -38,6 +38,7 @@ __all__ = [
     "NumericVerifier",
     "PartialNumericVerifier",
     "RemoteVerifier",
+    "RewardRequestError",
     "RewardServerError",
     "SimilarityVerifier",
     "UniqueCharsVerifier",

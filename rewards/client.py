@@ -57,6 +57,12 @@ class RewardServerError(RuntimeError):
         self.status = status
 
 
+class RewardRequestError(RewardServerError, ValueError):
+    """The server rejected the request itself (HTTP 4xx other than 429): a bad reference, an
+    oversized batch or text, an unknown verifier. Also a `ValueError`, as a local verifier
+    raises for a bad reference; retrying cannot help."""
+
+
 _CLIENTS: dict[tuple[int, str], Any] = {}
 _CLIENTS_LOCK = threading.Lock()
 
@@ -262,7 +268,8 @@ class RemoteVerifier:
                         ) from exc
                 message = _server_message(response)
                 if status not in RETRY_STATUS:
-                    raise RewardServerError(
+                    error = RewardRequestError if 400 <= status < 500 else RewardServerError
+                    raise error(
                         f"reward server {url} rejected the request (HTTP {status}): {message}",
                         self.url,
                         status,

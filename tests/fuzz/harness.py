@@ -423,7 +423,23 @@ def build_verifier(name: str, math_timeout: float | None = None) -> Any:
         )
     if name in ("math", "math_verify"):
         return get_verifier(name, **math_options)
+    if name == "remote":  # the client, against a real reward server on loopback
+        return get_verifier("remote", url=_reward_server(math_options), verifier="math", retries=0)
     return get_verifier(name)
+
+
+_SERVERS: dict[str, Any] = {}
+
+
+def _reward_server(math_options: dict[str, Any]) -> str:
+    """The URL of a reward server (this process, loopback) serving `math`; started once."""
+    key = repr(sorted(math_options.items()))
+    if key not in _SERVERS:
+        from rewards.server import BackgroundServer, create_app
+
+        app = create_app({"math": get_verifier("math", **math_options)})
+        _SERVERS[key] = BackgroundServer(app).start()
+    return _SERVERS[key].url
 
 
 def symbolic_budget(verifier: Any) -> float:

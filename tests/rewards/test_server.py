@@ -254,6 +254,10 @@ def test_client_rejections_are_not_retried(server) -> None:
         remote.verify("1", "1")
     assert time.monotonic() - started < 1.0
     assert info.value.status == 404 and info.value.url == server.url
+    # A rejected request is a bad input, like a bad reference given to a local verifier.
+    assert isinstance(info.value, ValueError)
+    with pytest.raises(ValueError, match="HTTP 413"):
+        RemoteVerifier(server.url, verifier="math", retries=0).verify("1", "1" * 200_001)
 
 
 def test_client_local_checks_match_local_verifiers(server) -> None:
