@@ -107,6 +107,13 @@ def _server_message(response: Any) -> str:
 class RemoteVerifier:
     """A verifier served by a reward server.
 
+    Example (with ``python scripts/serve_rewards.py --verifier math`` running):
+        >>> remote = RemoteVerifier("http://127.0.0.1:8000", verifier="math")  # doctest: +SKIP
+        >>> remote.verify("so \\boxed{18}", "18").score  # doctest: +SKIP
+        1.0
+        >>> remote.verify("so \\boxed{17}", "18").score  # doctest: +SKIP
+        0.0
+
     Args:
         url: the server's base URL, e.g. ``"http://127.0.0.1:8000"``.
         verifier: the name the server serves it under (``GET /verifiers`` lists them).

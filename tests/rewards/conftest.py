@@ -65,3 +65,19 @@ def changed_final(answer: str, rng: random.Random) -> str:
 @pytest.fixture(scope="session")
 def gsm8k_generated() -> list[dict[str, str]]:
     return generated_gsm8k()
+
+
+_SERVERS: dict[str, object] = {}
+
+
+def remote_math_verifier(**math_options: object):
+    """A `RemoteVerifier` for `math` (with `math_options`) on a loopback reward server of this
+    process, started once per option set: the `remote` verifier needs a live server."""
+    from rewards import RemoteVerifier, get_verifier
+    from rewards.server import BackgroundServer, create_app
+
+    key = repr(sorted(math_options.items()))
+    if key not in _SERVERS:
+        app = create_app({"math": get_verifier("math", **math_options)})
+        _SERVERS[key] = BackgroundServer(app).start()
+    return RemoteVerifier(_SERVERS[key].url, verifier="math", retries=0)

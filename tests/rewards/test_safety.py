@@ -12,6 +12,7 @@ from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 import pytest
 
 from rewards import MathVerifier, Verdict, get_verifier, list_verifiers, symbolic
+from tests.rewards.conftest import remote_math_verifier
 
 TOWER = "\\boxed{2^{2^{2^{2^{100}}}}}"  # sympy would try to build a number with 2^(2^100) digits
 
@@ -58,6 +59,8 @@ def _verifier(name: str, **math_options: object):
         return get_verifier(name, components={MathVerifier(timeout=1): 1.0, "format": 1.0})
     if name in ("math", "math_verify"):
         return get_verifier(name, timeout=1, **math_options)
+    if name == "remote":
+        return remote_math_verifier(timeout=1, **math_options)
     return get_verifier(name)
 
 
