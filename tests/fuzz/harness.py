@@ -62,23 +62,13 @@ STEP_BOUND_S = 2.0
 """Seconds any env step may take, before the symbolic timeouts of the answers it scored."""
 ODD_TASK = "fuzz_odd_answers"
 TASKS = ("arithmetic", ODD_TASK)
+# fmt: off
 ODD_ANSWERS = (
-    "\\frac{1}{2}",
-    "-\\frac{3}{4}",
-    "\\sqrt{2}",
-    "(1, 2)",
-    "[0, \\infty)",
-    "x^2+2x+1",
-    "\\begin{pmatrix} 1 \\\\ 2 \\end{pmatrix}",
-    "10\\%",
-    "\\$2,125",
-    "\\pi",
-    "0.333333",
-    "\\text{(B)}",
-    "\\{1, 2\\}",
-    "2^{10}",
-    "1e999999",
+    "\\frac{1}{2}", "-\\frac{3}{4}", "\\sqrt{2}", "(1, 2)", "[0, \\infty)", "x^2+2x+1",
+    "\\begin{pmatrix} 1 \\\\ 2 \\end{pmatrix}", "10\\%", "\\$2,125", "\\pi", "0.333333",
+    "\\text{(B)}", "\\{1, 2\\}", "2^{10}", "1e999999",
 )
+# fmt: on
 REFERENCE_CHAR_LIMIT = {"similarity": 64}
 """Adversarial references are cut to this many characters for these verifiers. `similarity`
 runs difflib's SequenceMatcher (autojunk off) over up to 2000 characters of each side; its time
@@ -96,144 +86,42 @@ ACTED_INFO_KEYS = frozenset(
 
 # ---------------------------------------------------------------- adversarial text
 
+# fmt: off
 UNITS = (
-    "9",
-    "0",
-    "a",
-    " ",
-    "\\",
-    "{",
-    "}",
-    "$",
-    "%",
-    "\n",
-    "\t",
-    "\x00",
-    "\ud800",
-    "\udfff",
-    "\u200b",
-    "\u200f",
-    "\u202e",
-    "\ufeff",
-    "\u0301",
-    "ع",
-    "中",
-    "🙂",
-    "#### ",
-    "#### 1 ",
-    "1 ",
-    "1,",
-    "1.",
-    "-1",
-    "1/",
-    "answer: ",
-    "The answer is 5. ",
-    "<answer>",
-    "</answer>",
-    "\\boxed{",
-    "\\boxed{1}",
-    "\\boxed ",
-    "\\fbox{",
-    "\\frac{1}{2}",
-    "\\sqrt{",
-    "\\\\",
-    "x=1 ",
-    " or ",
-    "\\quad ",
-    "Verdict: correct ",
-    "\\left(",
-    "^{",
-    "e999",
+    "9", "0", "a", " ", "\\", "{", "}", "$", "%", "\n", "\t", "\x00", "\ud800", "\udfff", "\u200b",
+    "\u200f", "\u202e", "\ufeff", "\u0301", "ع", "中", "🙂", "#### ", "#### 1 ", "1 ", "1,", "1.",
+    "-1", "1/", "answer: ", "The answer is 5. ", "<answer>", "</answer>", "\\boxed{", "\\boxed{1}",
+    "\\boxed ", "\\fbox{", "\\frac{1}{2}", "\\sqrt{", "\\\\", "x=1 ", " or ", "\\quad ",
+    "Verdict: correct ", "\\left(", "^{", "e999",
 )
-NESTINGS = (  # (open, middle, close)
-    ("\\frac{", "1", "}{2}"),
-    ("\\sqrt{", "2", "}"),
-    ("\\sqrt[3]{", "8", "}"),
-    ("{", "x", "}"),
-    ("\\boxed{", "7", "}"),
-    ("\\left(", "1", "\\right)"),
-    ("(", "1", ")"),
-    ("[", "1", "]"),
-    ("2^{", "2", "}"),
-    ("\\begin{pmatrix}", "1", "\\end{pmatrix}"),
-    ("\\text{", "a", "}"),
+# fmt: on
+# fmt: off
+NESTINGS = (
+    ("\\frac{", "1", "}{2}"), ("\\sqrt{", "2", "}"), ("\\sqrt[3]{", "8", "}"), ("{", "x", "}"),
+    ("\\boxed{", "7", "}"), ("\\left(", "1", "\\right)"), ("(", "1", ")"), ("[", "1", "]"),
+    ("2^{", "2", "}"), ("\\begin{pmatrix}", "1", "\\end{pmatrix}"), ("\\text{", "a", "}"),
     ("<answer>", "5", "</answer>"),
 )
+# fmt: on
+# fmt: off
 SPECIAL_NUMBERS = (
-    "1e999999",
-    "-1e999999",
-    "1e-999999",
-    "1E+308",
-    "0^0",
-    "0^{0}",
-    "0/0",
-    "1/0",
-    "\\frac{1}{0}",
-    "\\frac{0}{0}",
-    "-0",
-    "+0.0",
-    "NaN",
-    "nan",
-    "inf",
-    "-inf",
-    "\\infty",
-    "-\\infty",
-    "10^{10^{10}}",
-    "9^{9^{9^{9}}}",
-    "2^{2^{2^{2^{100}}}}",
-    "(10^{10})!",
-    "\\sqrt{-1}",
-    "\\log(0)",
-    "0.999...",
-    "1,000,000,000,000,000,000",
-    "١٢٣",
-    "１２３",
-    "\\$-0.00",
-    "50\\%",
-    "12%%%",
+    "1e999999", "-1e999999", "1e-999999", "1E+308", "0^0", "0^{0}", "0/0", "1/0", "\\frac{1}{0}",
+    "\\frac{0}{0}", "-0", "+0.0", "NaN", "nan", "inf", "-inf", "\\infty", "-\\infty",
+    "10^{10^{10}}", "9^{9^{9^{9}}}", "2^{2^{2^{2^{100}}}}", "(10^{10})!", "\\sqrt{-1}", "\\log(0)",
+    "0.999...", "1,000,000,000,000,000,000", "١٢٣", "１２３", "\\$-0.00", "50\\%", "12%%%",
 )
+# fmt: on
+# fmt: off
 MARKERS = (
-    "\\boxed{",
-    "\\boxed{}",
-    "\\boxed",
-    "\\fbox{",
-    "}",
-    "<answer>",
-    "</answer>",
-    "<answer></answer>",
-    "####",
-    "#### ",
-    "The answer is",
-    "Final answer:",
-    "Answer:",
-    "Verdict: correct",
-    "Verdict: incorrect",
-    "\\boxed{correct}",
-    "$",
-    "$$",
-    "\\(",
-    "\\)",
-    "\\[",
-    "\\]",
-    "\\text{",
-    "\\%",
-    "\\$",
-    "{,}",
-    "\\!",
-    "\\dfrac",
-    "<think>",
-    "</think>",
-    "entailment",
-    "neutral or contradiction",
-    # Prefixes that once met long runs of spaces or backslashes quadratically or worse.
-    "Verdict",
-    "Verdict:",
-    "verdict -",
-    "The answer is 5",
-    "\\frac{1}{",
-    "#### 1",
-    "5,",
+    # The last few ("Verdict", ...) once met long runs of spaces quadratically or worse.
+    "\\boxed{", "\\boxed{}", "\\boxed", "\\fbox{", "}", "<answer>", "</answer>",
+    "<answer></answer>", "####", "#### ", "The answer is", "Final answer:", "Answer:",
+    "Verdict: correct", "Verdict: incorrect", "\\boxed{correct}", "$", "$$", "\\(", "\\)", "\\[",
+    "\\]", "\\text{", "\\%", "\\$", "{,}", "\\!", "\\dfrac", "<think>", "</think>", "entailment",
+    "neutral or contradiction", "Verdict", "Verdict:", "verdict -", "The answer is 5",
+    "\\frac{1}{", "#### 1", "5,",
 )
+# fmt: on
 WRAPPERS: tuple[Callable[[str], str], ...] = (
     lambda s: s,
     lambda s: "\\boxed{" + s + "}",
@@ -247,23 +135,12 @@ WRAPPERS: tuple[Callable[[str], str], ...] = (
     lambda s: f"Verdict: correct\n{s}",
 )
 # A prefix, a long run of one unit, a suffix: the shape that makes backtracking regexes slow.
+# fmt: off
 RUN_PREFIXES = (
-    "",
-    "Verdict",
-    "Verdict:",
-    "verdict -",
-    "The answer is 5",
-    "Answer:",
-    "\\frac{1}{",
-    "\\boxed{\\frac{1}{",
-    "#### ",
-    "#### 1",
-    "5,",
-    "<answer>",
-    "\\boxed{",
-    "\\text{",
-    "$",
+    "", "Verdict", "Verdict:", "verdict -", "The answer is 5", "Answer:", "\\frac{1}{",
+    "\\boxed{\\frac{1}{", "#### ", "#### 1", "5,", "<answer>", "\\boxed{", "\\text{", "$",
 )
+# fmt: on
 RUN_UNITS = (" ", "\t", "\n", "\\", "9", "{", "}", "1,", "*", "$", "-", "\\,", " \t", "<answer>")
 RUN_SUFFIXES = ("", "x", "?", "}", "</answer>", "correct", "\n#### 18", "because")
 MAX_REPEAT_CHARS = 1_200_000
@@ -370,21 +247,12 @@ NON_STRINGS = st.sampled_from(
 
 # ---------------------------------------------------------------- references
 
+# fmt: off
 NUMERIC_REFERENCES = (
-    "18",
-    "0",
-    "-3",
-    "2,125",
-    "0.5",
-    "1/2",
-    "\\frac{1}{2}",
-    "50%",
-    "\\$18.00",
-    "1" + "0" * 150,
-    "0." + "0" * 150 + "1",
-    "-0." + "0" * 100 + "7",
-    "Sam pays 9 * 2 = 18 dollars.\n#### 18",
+    "18", "0", "-3", "2,125", "0.5", "1/2", "\\frac{1}{2}", "50%", "\\$18.00", "1" + "0" * 150,
+    "0." + "0" * 150 + "1", "-0." + "0" * 100 + "7", "Sam pays 9 * 2 = 18 dollars.\n#### 18",
 )
+# fmt: on
 LABEL_REFERENCES = ("e", "n", "c", "entailment", "neutral", "contradiction", "Contradiction.")
 MATH_REFERENCES = NUMERIC_REFERENCES + ODD_ANSWERS + ("x", "\\boxed{\\frac{\\sqrt{3}}{2}}")
 
@@ -1163,10 +1031,9 @@ def run_target(
     """
 
     started = time.perf_counter()
+    stopped: list[bool] = []
 
     def once(data: Any) -> None:
-        if max_seconds is not None and time.perf_counter() - started > max_seconds:
-            raise _StopTarget
         COLLECTOR.slowest_now = 0.0
         try:
             target.check(data)
@@ -1179,13 +1046,23 @@ def run_target(
                 getattr(err, "fuzz_input", None),
             )
             if COLLECTOR.stats[target.name].failures >= max_failures:
+                stopped.append(True)
                 raise _StopTarget from None
         # Targeted search: Hypothesis mutates the inputs that were slowest towards slower ones.
         hypothesis_target(COLLECTOR.slowest_now, label="slowest call (s)")
 
-    property_test = settings(base, max_examples=max(1, max_examples))(given(st.data())(once))
-    if seed is not None:
-        property_test = hypothesis_seed(seed)(property_test)
-    with contextlib.suppress(_StopTarget):  # the failures are in COLLECTOR
-        property_test()
+    # With a time limit, run in chunks and look at the clock between them (stopping Hypothesis
+    # in the middle of a run confuses its record of the examples).
+    chunk = max(1, max_examples) if max_seconds is None else 50
+    done = 0
+    while done < max(1, max_examples) and not stopped:
+        count = min(chunk, max(1, max_examples) - done)
+        property_test = settings(base, max_examples=count)(given(st.data())(once))
+        if seed is not None:
+            property_test = hypothesis_seed(seed + done)(property_test)
+        with contextlib.suppress(_StopTarget):  # the failures are in COLLECTOR
+            property_test()
+        done += count
+        if max_seconds is not None and time.perf_counter() - started > max_seconds:
+            break
     return COLLECTOR.stats.setdefault(target.name, Stats())
