@@ -1053,7 +1053,7 @@ def run_target(
 
     # With a time limit, run in chunks and look at the clock between them (stopping Hypothesis
     # in the middle of a run confuses its record of the examples).
-    chunk = max(1, max_examples) if max_seconds is None else 50
+    chunk = max(1, max_examples) if max_seconds is None else 10
     done = 0
     while done < max(1, max_examples) and not stopped:
         count = min(chunk, max(1, max_examples) - done)
