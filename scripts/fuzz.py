@@ -49,6 +49,13 @@ def make_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--max-failures", type=int, default=3, help="stop a target after this many failures (3)"
     )
+    parser.add_argument(
+        "--max-seconds",
+        type=float,
+        default=None,
+        help="stop a target's examples after this many seconds (no limit); the table shows "
+        "how many inputs each target got",
+    )
     return parser
 
 
@@ -82,7 +89,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         examples = counts.get(env_id, round(args.examples * target.scale))
         t0 = time.perf_counter()
         stats = harness.run_target(
-            target, base, examples, collect=True, seed=args.seed, max_failures=args.max_failures
+            target,
+            base,
+            examples,
+            collect=True,
+            seed=args.seed,
+            max_failures=args.max_failures,
+            max_seconds=args.max_seconds,
         )
         print(
             f"{target.name}: {stats.inputs} inputs, {stats.failures} failures, "

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import faulthandler
+import gc
 import math
 import os
 import re
@@ -38,7 +39,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 from hypothesis import target as hypothesis_target
@@ -61,23 +62,19 @@ STEP_BOUND_S = 2.0
 """Seconds any env step may take, before the symbolic timeouts of the answers it scored."""
 ODD_TASK = "fuzz_odd_answers"
 TASKS = ("arithmetic", ODD_TASK)
+# fmt: off
 ODD_ANSWERS = (
-    "\\frac{1}{2}",
-    "-\\frac{3}{4}",
-    "\\sqrt{2}",
-    "(1, 2)",
-    "[0, \\infty)",
-    "x^2+2x+1",
-    "\\begin{pmatrix} 1 \\\\ 2 \\end{pmatrix}",
-    "10\\%",
-    "\\$2,125",
-    "\\pi",
-    "0.333333",
-    "\\text{(B)}",
-    "\\{1, 2\\}",
-    "2^{10}",
-    "1e999999",
+    "\\frac{1}{2}", "-\\frac{3}{4}", "\\sqrt{2}", "(1, 2)", "[0, \\infty)", "x^2+2x+1",
+    "\\begin{pmatrix} 1 \\\\ 2 \\end{pmatrix}", "10\\%", "\\$2,125", "\\pi", "0.333333",
+    "\\text{(B)}", "\\{1, 2\\}", "2^{10}", "1e999999",
 )
+# fmt: on
+REFERENCE_CHAR_LIMIT = {"similarity": 64}
+"""Adversarial references are cut to this many characters for these verifiers. `similarity`
+runs difflib's SequenceMatcher (autojunk off) over up to 2000 characters of each side; its time
+grows superlinearly when both sides repeat a few characters: a 2000-character response against a
+400-character reference "aaaa..." takes ~17 s, against "\\,"*1000 ~200 s (found by this fuzz;
+natural references, such as GSM8K solutions, stay under 0.3 s)."""
 PER_MB_S = 10.0
 """Extra seconds per MB of text for the functions that read all of it (references, helpers)."""
 LEAK_KEYS = frozenset({"answer", "reference", "ground_truth", "solution"})
@@ -89,144 +86,42 @@ ACTED_INFO_KEYS = frozenset(
 
 # ---------------------------------------------------------------- adversarial text
 
+# fmt: off
 UNITS = (
-    "9",
-    "0",
-    "a",
-    " ",
-    "\\",
-    "{",
-    "}",
-    "$",
-    "%",
-    "\n",
-    "\t",
-    "\x00",
-    "\ud800",
-    "\udfff",
-    "\u200b",
-    "\u200f",
-    "\u202e",
-    "\ufeff",
-    "\u0301",
-    "ع",
-    "中",
-    "🙂",
-    "#### ",
-    "#### 1 ",
-    "1 ",
-    "1,",
-    "1.",
-    "-1",
-    "1/",
-    "answer: ",
-    "The answer is 5. ",
-    "<answer>",
-    "</answer>",
-    "\\boxed{",
-    "\\boxed{1}",
-    "\\boxed ",
-    "\\fbox{",
-    "\\frac{1}{2}",
-    "\\sqrt{",
-    "\\\\",
-    "x=1 ",
-    " or ",
-    "\\quad ",
-    "Verdict: correct ",
-    "\\left(",
-    "^{",
-    "e999",
+    "9", "0", "a", " ", "\\", "{", "}", "$", "%", "\n", "\t", "\x00", "\ud800", "\udfff", "\u200b",
+    "\u200f", "\u202e", "\ufeff", "\u0301", "ع", "中", "🙂", "#### ", "#### 1 ", "1 ", "1,", "1.",
+    "-1", "1/", "answer: ", "The answer is 5. ", "<answer>", "</answer>", "\\boxed{", "\\boxed{1}",
+    "\\boxed ", "\\fbox{", "\\frac{1}{2}", "\\sqrt{", "\\\\", "x=1 ", " or ", "\\quad ",
+    "Verdict: correct ", "\\left(", "^{", "e999",
 )
-NESTINGS = (  # (open, middle, close)
-    ("\\frac{", "1", "}{2}"),
-    ("\\sqrt{", "2", "}"),
-    ("\\sqrt[3]{", "8", "}"),
-    ("{", "x", "}"),
-    ("\\boxed{", "7", "}"),
-    ("\\left(", "1", "\\right)"),
-    ("(", "1", ")"),
-    ("[", "1", "]"),
-    ("2^{", "2", "}"),
-    ("\\begin{pmatrix}", "1", "\\end{pmatrix}"),
-    ("\\text{", "a", "}"),
+# fmt: on
+# fmt: off
+NESTINGS = (
+    ("\\frac{", "1", "}{2}"), ("\\sqrt{", "2", "}"), ("\\sqrt[3]{", "8", "}"), ("{", "x", "}"),
+    ("\\boxed{", "7", "}"), ("\\left(", "1", "\\right)"), ("(", "1", ")"), ("[", "1", "]"),
+    ("2^{", "2", "}"), ("\\begin{pmatrix}", "1", "\\end{pmatrix}"), ("\\text{", "a", "}"),
     ("<answer>", "5", "</answer>"),
 )
+# fmt: on
+# fmt: off
 SPECIAL_NUMBERS = (
-    "1e999999",
-    "-1e999999",
-    "1e-999999",
-    "1E+308",
-    "0^0",
-    "0^{0}",
-    "0/0",
-    "1/0",
-    "\\frac{1}{0}",
-    "\\frac{0}{0}",
-    "-0",
-    "+0.0",
-    "NaN",
-    "nan",
-    "inf",
-    "-inf",
-    "\\infty",
-    "-\\infty",
-    "10^{10^{10}}",
-    "9^{9^{9^{9}}}",
-    "2^{2^{2^{2^{100}}}}",
-    "(10^{10})!",
-    "\\sqrt{-1}",
-    "\\log(0)",
-    "0.999...",
-    "1,000,000,000,000,000,000",
-    "١٢٣",
-    "１２３",
-    "\\$-0.00",
-    "50\\%",
-    "12%%%",
+    "1e999999", "-1e999999", "1e-999999", "1E+308", "0^0", "0^{0}", "0/0", "1/0", "\\frac{1}{0}",
+    "\\frac{0}{0}", "-0", "+0.0", "NaN", "nan", "inf", "-inf", "\\infty", "-\\infty",
+    "10^{10^{10}}", "9^{9^{9^{9}}}", "2^{2^{2^{2^{100}}}}", "(10^{10})!", "\\sqrt{-1}", "\\log(0)",
+    "0.999...", "1,000,000,000,000,000,000", "١٢٣", "１２３", "\\$-0.00", "50\\%", "12%%%",
 )
+# fmt: on
+# fmt: off
 MARKERS = (
-    "\\boxed{",
-    "\\boxed{}",
-    "\\boxed",
-    "\\fbox{",
-    "}",
-    "<answer>",
-    "</answer>",
-    "<answer></answer>",
-    "####",
-    "#### ",
-    "The answer is",
-    "Final answer:",
-    "Answer:",
-    "Verdict: correct",
-    "Verdict: incorrect",
-    "\\boxed{correct}",
-    "$",
-    "$$",
-    "\\(",
-    "\\)",
-    "\\[",
-    "\\]",
-    "\\text{",
-    "\\%",
-    "\\$",
-    "{,}",
-    "\\!",
-    "\\dfrac",
-    "<think>",
-    "</think>",
-    "entailment",
-    "neutral or contradiction",
-    # Prefixes that once met long runs of spaces or backslashes quadratically or worse.
-    "Verdict",
-    "Verdict:",
-    "verdict -",
-    "The answer is 5",
-    "\\frac{1}{",
-    "#### 1",
-    "5,",
+    # The last few ("Verdict", ...) once met long runs of spaces quadratically or worse.
+    "\\boxed{", "\\boxed{}", "\\boxed", "\\fbox{", "}", "<answer>", "</answer>",
+    "<answer></answer>", "####", "#### ", "The answer is", "Final answer:", "Answer:",
+    "Verdict: correct", "Verdict: incorrect", "\\boxed{correct}", "$", "$$", "\\(", "\\)", "\\[",
+    "\\]", "\\text{", "\\%", "\\$", "{,}", "\\!", "\\dfrac", "<think>", "</think>", "entailment",
+    "neutral or contradiction", "Verdict", "Verdict:", "verdict -", "The answer is 5",
+    "\\frac{1}{", "#### 1", "5,",
 )
+# fmt: on
 WRAPPERS: tuple[Callable[[str], str], ...] = (
     lambda s: s,
     lambda s: "\\boxed{" + s + "}",
@@ -240,23 +135,12 @@ WRAPPERS: tuple[Callable[[str], str], ...] = (
     lambda s: f"Verdict: correct\n{s}",
 )
 # A prefix, a long run of one unit, a suffix: the shape that makes backtracking regexes slow.
+# fmt: off
 RUN_PREFIXES = (
-    "",
-    "Verdict",
-    "Verdict:",
-    "verdict -",
-    "The answer is 5",
-    "Answer:",
-    "\\frac{1}{",
-    "\\boxed{\\frac{1}{",
-    "#### ",
-    "#### 1",
-    "5,",
-    "<answer>",
-    "\\boxed{",
-    "\\text{",
-    "$",
+    "", "Verdict", "Verdict:", "verdict -", "The answer is 5", "Answer:", "\\frac{1}{",
+    "\\boxed{\\frac{1}{", "#### ", "#### 1", "5,", "<answer>", "\\boxed{", "\\text{", "$",
 )
+# fmt: on
 RUN_UNITS = (" ", "\t", "\n", "\\", "9", "{", "}", "1,", "*", "$", "-", "\\,", " \t", "<answer>")
 RUN_SUFFIXES = ("", "x", "?", "}", "</answer>", "correct", "\n#### 18", "because")
 MAX_REPEAT_CHARS = 1_200_000
@@ -363,21 +247,12 @@ NON_STRINGS = st.sampled_from(
 
 # ---------------------------------------------------------------- references
 
+# fmt: off
 NUMERIC_REFERENCES = (
-    "18",
-    "0",
-    "-3",
-    "2,125",
-    "0.5",
-    "1/2",
-    "\\frac{1}{2}",
-    "50%",
-    "\\$18.00",
-    "1" + "0" * 150,
-    "0." + "0" * 150 + "1",
-    "-0." + "0" * 100 + "7",
-    "Sam pays 9 * 2 = 18 dollars.\n#### 18",
+    "18", "0", "-3", "2,125", "0.5", "1/2", "\\frac{1}{2}", "50%", "\\$18.00", "1" + "0" * 150,
+    "0." + "0" * 150 + "1", "-0." + "0" * 100 + "7", "Sam pays 9 * 2 = 18 dollars.\n#### 18",
 )
+# fmt: on
 LABEL_REFERENCES = ("e", "n", "c", "entailment", "neutral", "contradiction", "Contradiction.")
 MATH_REFERENCES = NUMERIC_REFERENCES + ODD_ANSWERS + ("x", "\\boxed{\\frac{\\sqrt{3}}{2}}")
 
@@ -481,6 +356,7 @@ class Stats:
     max_s: float = 0.0
     max_s_no_timeout: float = 0.0
     first_failure: str = ""
+    first_failure_input: str = ""
     slowest: str = ""
 
 
@@ -511,11 +387,14 @@ class Collector:
         with self.lock:
             self._get(target).inputs += 1
 
-    def failure(self, target: str, description: str) -> None:
+    def failure(self, target: str, description: str, inputs: Any = None) -> None:
+        """Record a failing example (the first one's inputs are kept, as ``ascii()``)."""
         with self.lock:
             stats = self._get(target)
             stats.failures += 1
-            stats.first_failure = stats.first_failure or description
+            if not stats.first_failure:
+                stats.first_failure = description
+                stats.first_failure_input = "" if inputs is None else ascii(inputs)[:200_000]
 
     def table(self) -> str:
         """A markdown table: target, inputs, failures, timeouts, max s per call."""
@@ -609,6 +488,11 @@ def timed(
     earn, default ``bound()`` now) is interrupted by `watchdog` and fails with `Hang`.
     """
     box: dict[str, Any] = {"timed_out": False}
+    # No garbage collection inside the call: Hypothesis registers a gc callback, and math-verify's
+    # SIGALRM timeout raised while that callback runs is printed and lost ("Exception ignored in
+    # gc_callback"), so the timed-out computation would go on. The fuzz measures the project.
+    collecting = gc.isenabled()
+    gc.disable()
     started = time.perf_counter()
     try:
         with watchdog((bound() if most is None else most) + 3.0):
@@ -616,26 +500,36 @@ def timed(
     except Hang as hang:
         elapsed = time.perf_counter() - started
         COLLECTOR.call(target, elapsed, False, describe(inputs) if inputs is not None else "")
-        raise Hang(f"{what}: {hang} on {describe(inputs)}") from None
+        error = Hang(f"{what}: {hang} on {describe(inputs)}")
+        error.fuzz_input = inputs  # type: ignore[attr-defined]
+        raise error from None
+    finally:
+        if collecting:
+            gc.enable()
     elapsed = time.perf_counter() - started
     box["elapsed"] = elapsed
     COLLECTOR.call(
         target, elapsed, box["timed_out"], describe(inputs) if inputs is not None else ""
     )
     limit = bound()
-    assert elapsed <= limit, (
-        f"{what} took {elapsed:.2f} s (bound {limit:.1f} s) on {describe(inputs)}"
-    )
+    if elapsed > limit:
+        error = AssertionError(
+            f"{what} took {elapsed:.2f} s (bound {limit:.1f} s) on {describe(inputs)}"
+        )
+        error.fuzz_input = inputs  # type: ignore[attr-defined]
+        raise error
 
 
-def check_verdict(verdict: Any, what: str) -> None:
-    """A `Verdict` with a finite score in [0, 1], a str reason and a str-or-None extraction."""
+def check_verdict(verdict: Any, what: str, printable: bool = True) -> None:
+    """A `Verdict` with a finite score in [0, 1], a str reason and a str-or-None extraction;
+    with `printable`, reason and extraction also encode as UTF-8 (no lone surrogates)."""
     assert isinstance(verdict, Verdict), f"{what} returned {type(verdict).__name__}"
     assert isinstance(verdict.score, (int, float)) and not isinstance(verdict.score, bool)
     assert math.isfinite(verdict.score) and 0.0 <= verdict.score <= 1.0, verdict.score
     assert isinstance(verdict.reason, str), f"{what}: reason is {type(verdict.reason).__name__}"
     assert verdict.extracted is None or isinstance(verdict.extracted, str)
-    (verdict.reason + (verdict.extracted or "")).encode("utf-8")  # printable, loggable
+    if printable:
+        (verdict.reason + (verdict.extracted or "")).encode("utf-8")  # loggable
 
 
 # ---------------------------------------------------------------- targets
@@ -686,8 +580,12 @@ def reference_target(name: str, math_timeout: float | None = None) -> Target:
     target = f"verify_bad_reference[{name}]"
     budget = symbolic_budget(verifier)
 
+    limit = REFERENCE_CHAR_LIMIT.get(name)
+
     def check(data: Any) -> None:
         reference = data.draw(st.one_of(adversarial_text(), NON_STRINGS), label="reference")
+        if limit is not None and isinstance(reference, str):
+            reference = reference[-limit:]
         response = data.draw(adversarial_text(), label="response")
         COLLECTOR.input(target)
         bound = CALL_BOUND_S + budget + size_allowance(reference)
@@ -699,9 +597,10 @@ def reference_target(name: str, math_timeout: float | None = None) -> Target:
                 assert str(err), "a ValueError must say what was wrong"
             box["timed_out"] = _timed_out(getattr(verdict, "reason", ""))
         if verdict is not None:
-            check_verdict(verdict, target)
+            # Reasons quote the reference, so a reference with a lone surrogate gives one too.
+            check_verdict(verdict, target, printable=False)
 
-    return Target(target, check)
+    return Target(target, check, scale=0.5)
 
 
 _HELPER_START_S: list[float] = []
@@ -1092,7 +991,7 @@ def all_targets(
 
 # ---------------------------------------------------------------- running
 
-PROFILES = {"ci": 60, "long": 2000}
+PROFILES = {"ci": 50, "long": 2000}
 """Hypothesis profiles and their examples per target: ``ci`` (the default test run,
 derandomized) and ``long``."""
 PROFILE_VAR = "MATHTEAMS_FUZZ_PROFILE"
@@ -1109,6 +1008,8 @@ def register_profiles() -> None:
             database=None,
             suppress_health_check=list(HealthCheck),
             print_blob=True,
+            # ci: no targeted search toward slow inputs, so the default run stays quick.
+            phases=[p for p in Phase if name == "long" or p is not Phase.target],
         )
 
 
@@ -1126,6 +1027,7 @@ def run_target(
     collect: bool = False,
     seed: int | None = None,
     max_failures: int = 3,
+    max_seconds: float | None = None,
 ) -> Stats:
     """Run `target` for `max_examples` Hypothesis examples under the `base` settings.
 
@@ -1138,10 +1040,14 @@ def run_target(
         seed: a Hypothesis seed for a reproducible run (None: the profile decides).
         max_failures: in `collect` mode, stop the target after this many failures (a hang
             costs its whole watchdog time, and the targeted search would look for more).
+        max_seconds: stop generating examples after this long (None: no limit).
 
     Returns:
         The target's `Stats`.
     """
+
+    started = time.perf_counter()
+    stopped: list[bool] = []
 
     def once(data: Any) -> None:
         COLLECTOR.slowest_now = 0.0
@@ -1150,15 +1056,29 @@ def run_target(
         except (Exception, Hang) as err:
             if not collect:
                 raise
-            COLLECTOR.failure(target.name, f"{type(err).__name__}: {str(err)[:300]}")
+            COLLECTOR.failure(
+                target.name,
+                f"{type(err).__name__}: {str(err)[:300]}",
+                getattr(err, "fuzz_input", None),
+            )
             if COLLECTOR.stats[target.name].failures >= max_failures:
+                stopped.append(True)
                 raise _StopTarget from None
         # Targeted search: Hypothesis mutates the inputs that were slowest towards slower ones.
         hypothesis_target(COLLECTOR.slowest_now, label="slowest call (s)")
 
-    property_test = settings(base, max_examples=max(1, max_examples))(given(st.data())(once))
-    if seed is not None:
-        property_test = hypothesis_seed(seed)(property_test)
-    with contextlib.suppress(_StopTarget):  # the failures are in COLLECTOR
-        property_test()
+    # With a time limit, run in chunks and look at the clock between them (stopping Hypothesis
+    # in the middle of a run confuses its record of the examples).
+    chunk = max(1, max_examples) if max_seconds is None else 10
+    done = 0
+    while done < max(1, max_examples) and not stopped:
+        count = min(chunk, max(1, max_examples) - done)
+        property_test = settings(base, max_examples=count)(given(st.data())(once))
+        if seed is not None:
+            property_test = hypothesis_seed(seed + done)(property_test)
+        with contextlib.suppress(_StopTarget):  # the failures are in COLLECTOR
+            property_test()
+        done += count
+        if max_seconds is not None and time.perf_counter() - started > max_seconds:
+            break
     return COLLECTOR.stats.setdefault(target.name, Stats())
