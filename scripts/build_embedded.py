@@ -1,6 +1,6 @@
 """Build (or find) the embedded default model and print its folder.
 
-    python scripts/build_embedded.py                    # CPU; ~1 h on 2 cores, cached afterwards
+    python scripts/build_embedded.py                    # CPU; 1-1.5 h on 2 cores, cached afterwards
     python scripts/build_embedded.py --device cuda      # minutes on a GPU (not bit-identical)
     python scripts/build_embedded.py --cache-dir DIR --force
 
