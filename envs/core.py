@@ -149,6 +149,28 @@ class TaskEnvMixin:
             **extra,
         }
 
+    def _review_info(
+        self, turn: int, verdict: bool | None, truth: bool, clipped: bool, **extra: Any
+    ) -> dict[str, Any]:
+        """Info of a reviewing turn (critic, verifier): its verdict graded against `truth`."""
+        hit = verdict is not None and verdict == truth
+        if verdict is None:
+            reason = "no 'Verdict: correct|incorrect' line"
+        else:
+            reason = f"verdict {'matches' if hit else 'contradicts'} the answer's truth"
+        return {
+            **self._base_info(turn),
+            **extra,
+            "extracted": None if verdict is None else ("correct" if verdict else "incorrect"),
+            "verdict": verdict,
+            "reviewed_correct": truth,
+            "correct": hit,
+            "score": float(hit),
+            "parse_error": verdict is None,
+            "reason": reason,
+            "action_clipped": clipped,
+        }
+
     def render(self) -> str | None:
         """The transcript so far (render mode "ansi"), or None without a render mode."""
         return None if self.render_mode is None else render_transcript(self.turns)

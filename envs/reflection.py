@@ -169,26 +169,9 @@ class ReflectionEnv(TaskEnvMixin, AECEnv):
         if agent == "critic_0":
             verdict = parse_verdict(text)
             truth = self.answer_verdict.correct
-            hit = verdict is not None and verdict == truth
             self.feedback = text
-            self.infos[agent] = {
-                **self._base_info(self.turn),
-                **extra,
-                "extracted": None if verdict is None else ("correct" if verdict else "incorrect"),
-                "verdict": verdict,
-                "reviewed_correct": truth,
-                "correct": hit,
-                "score": float(hit),
-                "parse_error": verdict is None,
-                "reason": "no 'Verdict: correct|incorrect' line"
-                if verdict is None
-                else (
-                    "verdict matches the answer's truth"
-                    if hit
-                    else "verdict contradicts the answer's truth"
-                ),
-                "action_clipped": clipped,
-            }
+            self.infos[agent] = self._review_info(self.turn, verdict, truth, clipped, **extra)
+            hit = self.infos[agent]["correct"]
             done = done or (self.stop_on_accept and verdict is True)
             if self.critic_reward == "verdict":
                 self.rewards[agent] = float(hit)

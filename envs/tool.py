@@ -312,24 +312,9 @@ class ToolEnv(TaskEnvMixin, AECEnv):
     def _review(self, agent: str, text: str, clipped: bool, extra: dict[str, Any]) -> bool | None:
         verdict = parse_verdict(text)
         truth = self.answer_verdict.correct if self.answer_verdict is not None else False
-        hit = verdict is not None and verdict == truth
         self.feedback = text
-        if verdict is None:
-            reason = "no 'Verdict: correct|incorrect' line"
-        else:
-            reason = f"verdict {'matches' if hit else 'contradicts'} the answer's truth"
-        self.infos[agent] = {
-            **self._base_info(self.turn),
-            **extra,
-            "extracted": None if verdict is None else ("correct" if verdict else "incorrect"),
-            "verdict": verdict,
-            "reviewed_correct": truth,
-            "correct": hit,
-            "score": float(hit),
-            "parse_error": verdict is None,
-            "reason": reason,
-            "action_clipped": clipped,
-        }
+        self.infos[agent] = self._review_info(self.turn, verdict, truth, clipped, **extra)
+        hit = self.infos[agent]["correct"]
         self.rewards[agent] = float(hit)
         return verdict
 
