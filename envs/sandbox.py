@@ -483,24 +483,37 @@ def _has_exited(pid: int) -> bool:
     return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
 
 
-def _sweep(token: bytes) -> int:
-    """Kill processes whose environment holds the run's token (escaped the process group)."""
-    killed = 0
-    needle = f"{TOKEN_VAR}=".encode() + token + b"\0"
+def sandbox_pids(*needles: bytes, live_only: bool = True) -> list[int]:
+    """Pids of processes whose environment holds every one of `needles` (e.g. the token
+    variable ``MATHTEAMS_SANDBOX=``, or ``HOME=<tmp_root>/`` for the runs under one root);
+    zombies are left out unless `live_only` is False. Processes we may not read are skipped."""
+    found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
             with open(f"/proc/{entry}/environ", "rb") as handle:
                 environ = handle.read()
+            if live_only:
+                with open(f"/proc/{entry}/stat", "rb") as handle:
+                    if handle.read().rsplit(b")", 1)[1].split()[0] == b"Z":
+                        continue
         except OSError:
             continue  # exited meanwhile, or not ours to read (then not ours to kill either)
-        if needle in environ:
-            try:
-                os.kill(int(entry), signal.SIGKILL)
-                killed += 1
-            except ProcessLookupError:
-                continue
+        if all(needle in environ for needle in needles):
+            found.append(int(entry))
+    return found
+
+
+def _sweep(token: bytes) -> int:
+    """Kill processes whose environment holds the run's token (escaped the process group)."""
+    killed = 0
+    for pid in sandbox_pids(f"{TOKEN_VAR}=".encode() + token + b"\0", live_only=False):
+        try:
+            os.kill(pid, signal.SIGKILL)
+            killed += 1
+        except ProcessLookupError:
+            continue
     return killed
 
 

@@ -13,27 +13,17 @@ import time
 
 import pytest
 
-from envs.sandbox import TOKEN_VAR, ExecResult, Executor, SandboxConfig, run_code, run_many
+from envs.sandbox import (
+    TOKEN_VAR,
+    ExecResult,
+    Executor,
+    SandboxConfig,
+    run_code,
+    run_many,
+    sandbox_pids,
+)
 
 FAST = {"timeout_s": 2.0, "cpu_s": 1, "memory_mb": 256, "max_output_bytes": 20_000}
-
-
-def sandbox_processes() -> list[int]:
-    """Pids of live processes started by any sandbox run (their environment holds the token)."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/environ", "rb") as handle:
-                environ = handle.read()
-            with open(f"/proc/{entry}/stat", "rb") as handle:
-                state = handle.read().rsplit(b")", 1)[1].split()[0]
-        except OSError:
-            continue  # gone meanwhile
-        if f"{TOKEN_VAR}=".encode() in environ and state != b"Z":
-            found.append(int(entry))
-    return found
 
 
 @pytest.fixture
@@ -42,7 +32,10 @@ def config(tmp_path):
     root = tmp_path / "sandboxes"
     root.mkdir()
     yield SandboxConfig(**FAST, tmp_root=str(root))
-    assert sandbox_processes() == [], "a sandboxed process outlived its run"
+    # Only this test's runs (their HOME lies under its private root): other tests may be
+    # running sandboxes at the same time (pytest -n).
+    mine = sandbox_pids(f"{TOKEN_VAR}=".encode(), f"HOME={root}/".encode())
+    assert mine == [], "a sandboxed process outlived its run"
     assert list(root.iterdir()) == [], "a sandbox temp dir was left behind"
 
 
@@ -357,4 +350,5 @@ def test_unprivileged_user_gets_os_level_limits(tmp_path, network_namespace):
     result = run_code(code, config)
     assert result.stdout.startswith("65534 65534 []"), result.stderr
     assert "can't start new thread" in result.stderr  # RLIMIT_NPROC holds for a non-root uid
-    assert list(root.iterdir()) == [] and sandbox_processes() == []
+    assert list(root.iterdir()) == []
+    assert sandbox_pids(f"{TOKEN_VAR}=".encode(), f"HOME={root}/".encode()) == []
