@@ -299,22 +299,12 @@ def build_verifier(name: str, math_timeout: float | None = None) -> Any:
     if name in ("math", "math_verify"):
         return get_verifier(name, **math_options)
     if name == "remote":  # the client, against a real reward server on loopback
-        return get_verifier("remote", url=_reward_server(math_options), verifier="math", retries=0)
+        from tests.rewards.conftest import remote_math_verifier
+
+        remote = remote_math_verifier(**math_options)
+        remote.served = get_verifier("math", **math_options)  # what the server runs, for budgets
+        return remote
     return get_verifier(name)
-
-
-_SERVERS: dict[str, Any] = {}
-
-
-def _reward_server(math_options: dict[str, Any]) -> str:
-    """The URL of a reward server (this process, loopback) serving `math`; started once."""
-    key = repr(sorted(math_options.items()))
-    if key not in _SERVERS:
-        from rewards.server import BackgroundServer, create_app
-
-        app = create_app({"math": get_verifier("math", **math_options)})
-        _SERVERS[key] = BackgroundServer(app).start()
-    return _SERVERS[key].url
 
 
 def symbolic_budget(verifier: Any) -> float:
@@ -323,11 +313,15 @@ def symbolic_budget(verifier: Any) -> float:
     `rewards.symbolic.symbolic_equal` bounds each parse and comparison by ``timeout`` (signals in
     the main thread, a helper process with a hard deadline elsewhere); one call is documented
     at "about 3 x timeout". Here: ``4 x ceil(timeout) + 1`` (the last comparison may start just
-    before the 3 x timeout deadline), summed over a composite's components.
+    before the 3 x timeout deadline), summed over a composite's components; a remote verifier
+    gets the budget of the verifier its server runs.
     """
     parts = getattr(verifier, "parts", None)
     if parts is not None:
         return sum(symbolic_budget(part) for part, _ in parts)
+    served = getattr(verifier, "served", None)  # a remote verifier: the server's verifier's budget
+    if served is not None:
+        return symbolic_budget(served)
     timeout = getattr(verifier, "timeout", None)
     if isinstance(timeout, (int, float)) and getattr(verifier, "name", "") == "math":
         return 4 * math.ceil(timeout) + 1.0
