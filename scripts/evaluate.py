@@ -56,6 +56,12 @@ def make_parser() -> argparse.ArgumentParser:
         help="a different model for one role, e.g. critic=./critic (repeatable)",
     )
     parser.add_argument(
+        "--role-adapters",
+        default=None,
+        metavar="FOLDER",
+        help="one LoRA adapter per role in FOLDER/<role>/ on top of --model (a run's final/)",
+    )
+    parser.add_argument(
         "--ensemble",
         default=None,
         choices=["majority_vote", "hidden_state_mean", "hidden_state_weighted"],
@@ -97,6 +103,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         offset=args.offset,
         model=args.model,
         role_models=role_models,
+        role_adapters=args.role_adapters,
         ensemble=args.ensemble,
         ensemble_size=args.ensemble_size,
         samples=args.samples,

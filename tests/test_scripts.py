@@ -116,9 +116,19 @@ def test_evaluate_rejects_malformed_role_model(capsys):
     assert "ROLE=PATH" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("script", ["train_reflection.py", "train_debate.py"])
-def test_train_script_end_to_end(tiny_model, tmp_path, script):
-    """One GRPO step of a training script on the tiny model: eval, train, eval, outputs."""
+@pytest.mark.parametrize(
+    ("script", "extra"),
+    [
+        ("train_reflection.py", []),
+        ("train_debate.py", []),
+        ("train_reflection.py", ["--role_adapters", "true", "--lora_r", "4"]),
+    ],
+)
+def test_train_script_end_to_end(tiny_model, tmp_path, script, extra):
+    """One GRPO step of a training script on the tiny model: eval, train, eval, outputs.
+
+    With ``--role_adapters true`` the final folder holds one adapter per role, which the "after"
+    evaluation plays on top of the start model."""
     out = tmp_path / "run"
     result = subprocess.run(
         [
@@ -147,6 +157,7 @@ def test_train_script_end_to_end(tiny_model, tmp_path, script):
             "1",
             "--output_dir",
             str(out),
+            *extra,
         ],
         cwd=REPO,
         capture_output=True,
@@ -158,7 +169,22 @@ def test_train_script_end_to_end(tiny_model, tmp_path, script):
     metrics = json.loads((out / "metrics.json").read_text())
     assert {"before", "after", "summary", "log_history"} <= set(metrics)
     assert any(k.startswith("agents/") for row in metrics["log_history"] for k in row)
-    assert (out / "curves.png").stat().st_size > 0 and (out / "final" / "config.json").is_file()
+    assert (out / "curves.png").stat().st_size > 0
+    if extra:
+        from trainers.role_adapters import saved_roles
+
+        assert saved_roles(out / "final") == ["critic", "refiner", "solver"]
+        assert metrics["after"]["config"]["role_adapters"] == str(out / "final")
+        assert metrics["after"]["config"]["model"] == tiny_model
+    else:
+        assert (out / "final" / "config.json").is_file()
+
+
+def test_role_adapters_are_refused_by_algorithms_that_train_the_whole_model():
+    from trainers.cli import run_script
+
+    with pytest.raises(SystemExit, match="--role_adapters applies to grpo and ppo, not dpo"):
+        run_script("math/reflection-v0", ["dpo", "--role_adapters", "true"])
 
 
 def test_train_script_reads_a_yaml_config_and_flags_override(tmp_path):

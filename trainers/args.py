@@ -25,6 +25,8 @@ class EnvArguments:
         critic_reward (`str | None`): reflection's critic reward, "verdict" or "outcome".
         max_train_minutes (`float | None`): wall-clock budget of the training loop (GRPO, PPO).
         num_envs (`int`, 64): env copies the rollout engine runs at once.
+        role_adapters (`bool`, False): GRPO/PPO train one LoRA adapter per role (rank `lora_r`,
+            alpha `lora_alpha`) on the frozen start model instead of the whole shared model.
     """
 
     env_id: str = field(default="math/reflection-v0", metadata={"help": "Registered env id."})
@@ -69,7 +71,18 @@ class EnvArguments:
         },
     )
 
+    role_adapters: bool = field(
+        default=False,
+        metadata={"help": "GRPO/PPO: train a LoRA adapter per role on the frozen start model."},
+    )
+    lora_r: int = field(default=8, metadata={"help": "Rank of each role's LoRA adapter."})
+    lora_alpha: int = field(default=16, metadata={"help": "Alpha of each role's LoRA adapter."})
+
     def __post_init__(self) -> None:
+        if self.lora_r < 1 or self.lora_alpha < 1:
+            raise ValueError(
+                f"lora_r and lora_alpha must be >= 1, got {self.lora_r}, {self.lora_alpha}"
+            )
         if self.train_problems < 1 or self.eval_problems < 0:
             raise ValueError("train_problems must be >= 1 and eval_problems >= 0")
         if self.max_train_minutes is not None and not self.max_train_minutes > 0:
@@ -90,6 +103,14 @@ class EnvArguments:
                     f"role_weights entry {part!r} must read ROLE=NUMBER, e.g. 'critic=0.5'"
                 )
         return out
+
+    def adapter_kwargs(self) -> dict:
+        """The trainer builders' role-adapter arguments."""
+        return {
+            "role_adapters": self.role_adapters,
+            "lora_r": self.lora_r,
+            "lora_alpha": self.lora_alpha,
+        }
 
     def env_kwargs(self, split: str | None = None) -> dict:
         kwargs: dict = {"task": self.task}

@@ -87,6 +87,10 @@ def _weights_problems(folder: Path) -> list[str]:
                 return [problem]
             shards = sorted(set(index.get("weight_map", {}).values()))
             return [p for p in (_archive_problem(folder / s) for s in shards) if p]
+    adapters = sorted(p.parent for p in folder.glob("*/adapter_config.json"))
+    if adapters:  # one named adapter per role, in <folder>/<role>/ (trainers.role_adapters)
+        weights = [a / "adapter_model.safetensors" for a in adapters]
+        return [f"{w.parent.name}/{p}" for w in weights if (p := _archive_problem(w))]
     return [f"no model weights ({' / '.join(WEIGHT_FILES + INDEX_FILES)})"]
 
 

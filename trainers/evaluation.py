@@ -31,6 +31,7 @@ class EvalConfig:
     offset: int = 0
     model: str | None = None
     role_models: dict[str, str] = field(default_factory=dict)
+    role_adapters: str | None = None
     ensemble: str | None = None
     ensemble_size: int = 3
     samples: int = 1
@@ -94,7 +95,11 @@ def evaluate(config: EvalConfig, policies: RoleMap | None = None) -> dict[str, A
     from trainers.policies import build_role_map
 
     policies = policies or build_role_map(
-        config.model, config.role_models, config.generation_args(), device=config.device
+        config.model,
+        config.role_models,
+        config.generation_args(),
+        device=config.device,
+        role_adapters=config.role_adapters,
     )
     metrics, episodes = run_env(config, config.env_id, policies)
     if config.save_episodes:

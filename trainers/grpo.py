@@ -44,12 +44,11 @@ turn's ``info["correct"]``) and ``/completion_length``; they reach `report_to` w
 metrics (``rewards/turn_reward/mean`` there is the weighted reward over trainable turns).
 
 **Models.** One shared model plays every role (the trainer's model, so rollouts always use the
-current weights). Not done: a model per role would need one `GRPOTrainer` per model, each fed
-only its role's slots from a shared rollout (e.g. a rollout cache keyed by problem, stepping the
-trainers in turn). A LoRA adapter per role on one base model generates mixed-role batches
-already (`agents.roles.build_lora_role_map`), but training needs each row's forward pass under its
-role's adapter: either per-role micro-batches with `set_adapter` (an override of `_compute_loss`)
-or again one trainer per adapter.
+current weights), or, with ``role_adapters=True``, one LoRA adapter per role on a frozen shared
+base (`trainers.role_adapters`: rollouts batch all roles in one ``generate``, and every forward
+pass of the loss runs each role's rows under its own adapter). Not done: separate full models per
+role; that needs one `GRPOTrainer` per model, each fed only its role's slots from a shared
+rollout (e.g. a rollout cache keyed by problem, stepping the trainers in turn).
 
 Notes: ``mask_truncated_completions`` judges truncation by the last token, so a turn ended by a
 stop string counts as truncated; on CPU pass ``use_cpu=True, bf16=False``; with ``beta > 0`` the
@@ -257,12 +256,13 @@ class TurnRollout:
         self.env_id, self.env_kwargs = env_id, dict(env_kwargs or {})
         self.role_weights, self.num_envs = dict(role_weights or {}), num_envs
         self.engine: RolloutEngine | None = None
+        self._model: Any = None
         self.calls = 0
         self._step_calls: tuple[int, int] = (-1, 0)  # (global step, rollouts within it)
 
     def _engine(self, trainer: GRPOTrainer) -> RolloutEngine:
         model = trainer.accelerator.unwrap_model(trainer.model)
-        if self.engine is None or self.engine.policies["*"].model is not model:
+        if self.engine is None or self._model is not model:
             args = trainer.args
             generation = GenerationArguments(
                 max_new_tokens=args.max_completion_length or 256,
@@ -270,8 +270,15 @@ class TurnRollout:
                 top_p=args.top_p,
                 top_k=args.top_k or 0,
             )
-            policy = rollout_policy(trainer, model, generation)
-            self.engine = RolloutEngine(self.env_id, policy, self.env_kwargs, self.num_envs)
+            roles = getattr(trainer, "role_adapters", None)
+            if roles:  # one adapter per role on the shared base, mixed-role batches
+                from trainers.role_adapters import role_policies
+
+                policies: Any = role_policies(model, trainer.processing_class, roles, generation)
+            else:
+                policies = rollout_policy(trainer, model, generation)
+            self.engine = RolloutEngine(self.env_id, policies, self.env_kwargs, self.num_envs)
+            self._model = model
         return self.engine
 
     def __call__(self, prompts: list[str], trainer: GRPOTrainer) -> dict[str, list[Any]]:
@@ -291,9 +298,12 @@ class TurnRollout:
             episodes[episode.problem_id].append(episode)
         tokenizer = trainer.processing_class
         eos = trainer.eos_token_ids[0] if trainer.eos_token_ids else tokenizer.eos_token_id
-        return rows_from_episodes(
+        rows = rows_from_episodes(
             prompts, episodes, group, self.role_weights, tokenizer.pad_token_id, eos
         )
+        if hasattr(trainer, "set_row_agents"):  # a LoRA adapter per role (trainers.role_adapters)
+            trainer.set_row_agents(rows["agent"])
+        return rows
 
 
 def resolve_problems(env: Any, train_problems: int | Sequence[str] | None) -> list[str]:
@@ -315,6 +325,9 @@ def build_grpo_trainer(
     num_envs: int = 64,
     trainer_cls: type[GRPOTrainer] = GRPOTrainer,
     rollout_cls: type[TurnRollout] = TurnRollout,
+    role_adapters: bool = False,
+    lora_r: int = 8,
+    lora_alpha: int = 16,
     **trainer_kwargs: Any,
 ) -> GRPOTrainer:
     """A `GRPOTrainer` training one shared model on every agent's turns of `env_id`.
@@ -329,6 +342,9 @@ def build_grpo_trainer(
         train_problems (`int | Sequence[str]`, None): problem ids, or the first n, or all.
         num_envs (`int`, 64): env copies the rollout engine runs at once.
         trainer_cls, rollout_cls: the trainer and rollout classes (PPO subclasses both).
+        role_adapters (`bool`, False): train one LoRA adapter per role (rank `lora_r`, alpha
+            `lora_alpha`) on the frozen shared base instead of the whole model; see
+            `trainers.role_adapters`.
         **trainer_kwargs: passed to `GRPOTrainer` (callbacks, peft_config, eval_dataset, ...).
     """
     args = args or GRPOConfig(output_dir="outputs/grpo")
@@ -351,8 +367,23 @@ def build_grpo_trainer(
             slots,
             args.num_generations,
         )
+    model: Any = model_path
+    if role_adapters:
+        from transformers import AutoModelForCausalLM
+
+        from trainers.role_adapters import add_role_adapters, env_roles, with_role_adapters
+
+        roles = env_roles(probe)
+        base = AutoModelForCausalLM.from_pretrained(model_path, **(args.model_init_kwargs or {}))
+        model = add_role_adapters(base, roles, r=lora_r, alpha=lora_alpha)
+        trainer_cls = with_role_adapters(trainer_cls)
+        trainer_kwargs["role_adapters"] = roles
+        if trainer_kwargs.get("processing_class") is None:
+            from transformers import AutoTokenizer
+
+            trainer_kwargs["processing_class"] = AutoTokenizer.from_pretrained(model_path)
     return trainer_cls(
-        model=model_path,
+        model=model,
         reward_funcs=[turn_reward],
         args=args,
         train_dataset=slot_dataset(problems, slots),

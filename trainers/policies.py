@@ -45,17 +45,30 @@ def build_role_map(
     ensemble_size: int = 3,
     answer_format: str = "give the final answer as \\boxed{...} at the end.",
     device: str | None = None,
+    role_adapters: str | None = None,
 ) -> RoleMap:
     """A role map: `model` (default: the embedded model) for every agent, `role_models` overriding
     single roles (``{"critic": "path/to/critic"}``; different architectures are fine), and with
     `ensemble` an ensemble of `ensemble_size` instruction variants answering for the answering
     roles (solver, refiner, debater, variant). `device` ("cuda", "cpu", ...) moves every model there.
+    `role_adapters` is a folder holding one LoRA adapter per role (``<folder>/<role>/``, as a run
+    with ``--role_adapters true`` saves) to put on `model`: each role plays under its adapter.
     """
     model_kwargs = {"device_map": device} if device else None
     shared = HFPolicy.from_pretrained(
         resolve_model(model), generation_args, model_kwargs=model_kwargs
     )
     policies: dict[str, Policy] = {"*": shared}
+    if role_adapters:
+        from trainers.role_adapters import load_role_adapters, role_policies, saved_roles
+
+        roles = saved_roles(role_adapters)
+        if not roles:
+            raise FileNotFoundError(
+                f"{role_adapters} holds no role adapters (expected <role>/adapter_config.json)"
+            )
+        peft_model = load_role_adapters(shared.model, role_adapters, roles)
+        policies = dict(role_policies(peft_model, shared.tokenizer, roles, generation_args))
     if ensemble:
         team = build_ensemble(ensemble, shared, ensemble_size, answer_format)
         policies.update(dict.fromkeys(ANSWER_ROLES, team))

@@ -109,7 +109,10 @@ def finish_run(
     if not is_main(config):
         return results
     if env_args.eval_problems:
-        results["after"] = evaluate(eval_config(env_args, str(final), config))
+        after = eval_config(env_args, str(final), config)
+        if getattr(env_args, "role_adapters", False):  # final/ holds one adapter per role
+            after.model, after.role_adapters = results["start_model"], str(final)
+        results["after"] = evaluate(after)
         print(markdown_report(results["after"]))
         results["summary"] = summary(results)
         print(summary_table(results["summary"]))
@@ -170,6 +173,7 @@ def train_grpo(env_args: EnvArguments, config: CPUGRPOConfig) -> dict[str, Any]:
         train_problems=env_args.train_problems,
         num_envs=env_args.num_envs,
         callbacks=callbacks(env_args),
+        **env_args.adapter_kwargs(),
     )
     began = time.perf_counter()
     trainer.train(resume_from_checkpoint=resume_checkpoint(config))

@@ -1,0 +1,198 @@
+"""A LoRA adapter per role: rollouts, the loss's forward passes, gradients, saving and resuming."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM
+
+from tests.trainers.test_grpo import config
+from tests.trainers.test_ppo import ShapedRollout, ppo_config
+from trainers.checkpoint import checkpoint_problems
+from trainers.grpo import build_grpo_trainer
+from trainers.ppo import build_ppo_trainer
+from trainers.role_adapters import (
+    RoleAdapterMixin,
+    add_role_adapters,
+    load_role_adapters,
+    saved_roles,
+)
+
+ROLES = ["solver", "critic", "refiner"]
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory):
+    from tests.trainers.test_embedded import TINY
+    from trainers.embedded import build_embedded
+
+    return str(build_embedded(TINY, cache_dir=tmp_path_factory.mktemp("embedded")))
+
+
+def lora_params(model, role):
+    return {n: p for n, p in model.named_parameters() if "lora_" in n and f".{role}." in n}
+
+
+def base_params(model):
+    return {n: p.detach().clone() for n, p in model.named_parameters() if "lora_" not in n}
+
+
+def perturb(model, scale=0.5):
+    """Distinct random adapters (peft starts every adapter at the identity, B = 0)."""
+    gen = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for role in ROLES:
+            for name, param in lora_params(model, role).items():
+                if "lora_B" in name:
+                    param.copy_(torch.randn(param.shape, generator=gen) * scale)
+
+
+def trainer_for(tiny_model, tmp_path, **kwargs):
+    return build_grpo_trainer(
+        tiny_model,
+        "math/reflection-v0",
+        {"rounds": 1},
+        config(tmp_path, **kwargs),
+        train_problems=4,
+        num_envs=8,
+        role_adapters=True,
+    )
+
+
+def test_add_role_adapters_starts_as_the_base_model_with_every_adapter_trainable(tiny_model):
+    base = AutoModelForCausalLM.from_pretrained(tiny_model)
+    ids = torch.tensor([[5, 6, 7, 8]])
+    expected = base(ids).logits
+    model = add_role_adapters(base, ROLES)
+    assert sorted(model.peft_config) == sorted(ROLES)
+    for role in ROLES:
+        params = lora_params(model, role)
+        assert params and all(p.requires_grad for p in params.values())
+    for role in ROLES:
+        model.set_adapter(role)
+        assert torch.allclose(model(ids).logits, expected, atol=1e-6)
+    assert not any(p.requires_grad for n, p in model.named_parameters() if "lora_" not in n)
+    with pytest.raises(ValueError, match="duplicates"):
+        add_role_adapters(AutoModelForCausalLM.from_pretrained(tiny_model), ["a", "a"])
+
+
+def test_rollout_and_loss_run_each_row_under_its_role_adapter(tiny_model, tmp_path):
+    """The logprobs sampled by the mixed-role rollout equal the loss's per-role forward passes."""
+    trainer = trainer_for(tiny_model, tmp_path)
+    assert isinstance(trainer, RoleAdapterMixin) and trainer.role_adapters == ROLES
+    model = trainer.model
+    perturb(model)
+    inputs = [dict(row) for row in trainer.train_dataset.select(range(3)) for _ in range(2)]
+    out = trainer._generate_and_score_completions(inputs)
+    assert out["role_index"].tolist() == [0, 0, 1, 1, 2, 2]
+    ids = torch.cat([out["prompt_ids"], out["completion_ids"]], dim=1)
+    attention = torch.cat([out["prompt_mask"], out["completion_mask"]], dim=1)
+    keep = out["completion_ids"].size(1)
+    mask = (out["completion_mask"] * out["tool_mask"]).bool()
+    trainer._row_roles = out["role_index"]
+    logps, _, _ = trainer._get_per_token_logps_and_entropies(model, ids, attention, keep)
+    assert torch.allclose(logps[mask], out["sampling_per_token_logps"][mask], atol=1e-4)
+    # ...and differ from running every row under one adapter (the adapters really differ).
+    trainer._row_roles = torch.zeros_like(out["role_index"])
+    single, _, _ = trainer._get_per_token_logps_and_entropies(model, ids, attention, keep)
+    assert not torch.allclose(single[mask], logps[mask], atol=1e-3)
+    trainer._row_roles = None
+    with pytest.raises(RuntimeError, match="row roles"):
+        trainer._get_per_token_logps_and_entropies(model, ids, attention, keep)
+
+
+def test_each_adapter_learns_from_its_own_role_only(tiny_model, tmp_path):
+    """Critic and refiner rewards weighted 0 -> no advantage -> only the solver adapter moves."""
+    trainer = build_grpo_trainer(
+        tiny_model,
+        "math/reflection-v0",
+        {"rounds": 1},
+        config(tmp_path, max_steps=2, learning_rate=5e-2),
+        role_weights={"critic": 0.0, "refiner": 0.0},
+        train_problems=4,
+        num_envs=8,
+        role_adapters=True,
+    )
+
+    def varied(completions, completion_ids, turn_reward, **kwargs):  # reward spread on any model
+        return [
+            None if r is None else r + (sum(c) % 97) / 100 * (r != 0 or a.startswith("solver"))
+            for r, c, a in zip(turn_reward, completion_ids, kwargs["agent"], strict=True)
+        ]
+
+    trainer.reward_funcs[0] = varied
+    model = trainer.model
+    before = {r: {n: p.detach().clone() for n, p in lora_params(model, r).items()} for r in ROLES}
+    frozen = base_params(model)
+    trainer.train()
+    moved = {
+        role: any(not torch.equal(p, before[role][n]) for n, p in lora_params(model, role).items())
+        for role in ROLES
+    }
+    assert moved == {"solver": True, "critic": False, "refiner": False}
+    for name, param in base_params(model).items():
+        assert torch.equal(param, frozen[name]), name
+
+
+def test_role_adapters_save_reload_and_resume(tiny_model, tmp_path):
+    out = tmp_path / "run"
+    trainer = trainer_for(
+        tiny_model, tmp_path, output_dir=str(out), save_strategy="steps", save_steps=1
+    )
+    perturb(trainer.model)
+    trainer.train()
+    checkpoint = out / "checkpoint-1"
+    assert saved_roles(checkpoint) == sorted(ROLES)
+    assert checkpoint_problems(checkpoint) == []
+    trained = {
+        r: {n: p.detach().clone() for n, p in lora_params(trainer.model, r).items()} for r in ROLES
+    }
+    final = tmp_path / "final"
+    trainer.save_model(str(final))
+    assert saved_roles(final) == sorted(ROLES)
+
+    loaded = load_role_adapters(AutoModelForCausalLM.from_pretrained(tiny_model), final, ROLES)
+    for role in ROLES:
+        got = lora_params(loaded, role)
+        for name, param in trained[role].items():
+            assert torch.allclose(got[name], param), name
+
+    fresh = trainer_for(tiny_model, tmp_path / "again")
+    fresh._load_from_checkpoint(str(checkpoint))
+    for role in ROLES:
+        got = lora_params(fresh.model, role)
+        assert all(p.requires_grad for p in got.values())
+        for name, param in trained[role].items():
+            assert torch.allclose(got[name], param), name
+
+    # A checkpoint whose critic adapter was cut short is not resumable, and says which.
+    weights = checkpoint / "critic" / "adapter_model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:-8])
+    (problem,) = checkpoint_problems(checkpoint)
+    assert problem.startswith("critic/adapter_model.safetensors is damaged")
+
+    with pytest.raises(FileNotFoundError, match="no adapter for role"):
+        load_role_adapters(AutoModelForCausalLM.from_pretrained(tiny_model), final, ["judge"])
+
+
+def test_ppo_with_role_adapters_trains_every_role(tiny_model, tmp_path):
+    """Value features and the policy loss run under each row's adapter; every adapter moves."""
+    trainer = build_ppo_trainer(
+        tiny_model,
+        "math/reflection-v0",
+        {"rounds": 1},
+        ppo_config(tmp_path, learning_rate=5e-2),
+        train_problems=4,
+        num_envs=8,
+        role_adapters=True,
+    )
+    rollout = trainer.rollout_func
+    trainer.rollout_func = ShapedRollout(rollout.env_id, rollout.env_kwargs, None, 8)
+    perturb(trainer.model, scale=0.05)
+    model = trainer.model
+    before = {r: {n: p.detach().clone() for n, p in lora_params(model, r).items()} for r in ROLES}
+    trainer.train()
+    for role in ROLES:
+        params = lora_params(model, role).items()
+        assert any(not torch.equal(p, before[role][n]) for n, p in params), role
+    assert any(p.abs().sum() > 0 for p in trainer.value_head.parameters())

@@ -1,0 +1,286 @@
+"""A LoRA adapter per role on one base model, trained by the multi-agent GRPO and PPO trainers.
+
+Design
+------
+One `PeftModel` holds one named adapter per role (``solver``, ``critic``, ``refiner``); the base
+weights are shared and frozen. Rollouts already play mixed-role batches in one ``generate`` call
+(peft's per-row ``adapter_names``, `agents.roles.build_lora_role_map`). Training cannot use
+per-row adapters (peft refuses ``adapter_names`` in training mode), so `RoleAdapterMixin` splits
+every forward pass the trainer makes into one sub-batch per role, runs each under its role's
+adapter, and puts the per-token log-probabilities back in row order. Only that dispatch changes:
+TRL's loss, its normalisation and its optimizer see the same tensors as with a shared model, and
+each adapter's gradient comes from its own role's turns alone.
+
+The role of each row travels with the batch: the rollout function reports the agent of every row
+(`RoleAdapterMixin.set_row_agents`), the trainer adds it to the generation batch as a
+``role_index`` tensor, which TRL shuffles and splits with the other tensors, and `_compute_loss`
+reads it back for its micro-batch. Padding rows (no trainable turn) run under the first role;
+their loss mask is 0.
+
+Checkpoints and the final folder hold one adapter per role in ``<folder>/<role>/`` (peft's layout
+for named adapters); `load_role_adapters` reads them back onto the base model for evaluation, and
+``resume_from_checkpoint`` reloads every role's adapter.
+
+Not supported: TRL's vLLM generation (its server holds one set of weights) and reference-model
+adapters named ``ref``; ``beta > 0`` uses the base model (adapters disabled) as reference, as TRL
+does for a fresh adapter.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+logger = logging.getLogger(__name__)
+
+
+def env_roles(env: Any) -> list[str]:
+    """The env's roles in turn order: ``solver_0``/``solver`` -> ``solver``, duplicates dropped."""
+    from trainers.grpo import role_of
+
+    return list(dict.fromkeys(role_of(agent) for agent in env.unwrapped.possible_agents))
+
+
+def add_role_adapters(
+    model: Any, roles: Sequence[str], r: int = 8, alpha: int = 16, dropout: float = 0.0
+) -> Any:
+    """`model` (a causal LM) as a `PeftModel` with one trainable LoRA adapter per role.
+
+    Every adapter is rank `r` on all linear layers and starts as the identity (LoRA's B = 0), so the
+    team starts exactly as the base model plays.
+    """
+    from peft import LoraConfig, get_peft_model
+
+    if not roles or len(set(roles)) != len(roles):
+        raise ValueError(f"roles={list(roles)}: pass at least one role and no duplicates")
+    config = LoraConfig(
+        r=r,
+        lora_alpha=alpha,
+        lora_dropout=dropout,
+        target_modules="all-linear",
+        task_type="CAUSAL_LM",
+    )
+    peft_model = get_peft_model(model, config, adapter_name=roles[0])
+    for role in roles[1:]:
+        peft_model.add_adapter(role, config)
+    peft_model.set_adapter(roles[0])
+    _train_all(peft_model, roles)
+    return peft_model
+
+
+def _adapter_params(model: Any, roles: Sequence[str]) -> Iterator[torch.nn.Parameter]:
+    for name, param in model.named_parameters():
+        if "lora_" in name and any(f".{role}." in name for role in roles):
+            yield param
+
+
+def _train_all(model: Any, roles: Sequence[str]) -> None:
+    """peft's `set_adapter` freezes the inactive adapters; every role's adapter stays trainable."""
+    for param in _adapter_params(model, roles):
+        param.requires_grad_(True)
+
+
+def load_role_adapters(base: Any, folder: str | os.PathLike, roles: Sequence[str]) -> Any:
+    """`base` with the adapters saved in ``folder/<role>/`` (inference mode)."""
+    from peft import PeftModel
+
+    folder = Path(folder)
+    missing = [r for r in roles if not (folder / r / "adapter_config.json").is_file()]
+    if missing:
+        raise FileNotFoundError(
+            f"{folder} has no adapter for role(s) {missing}: expected {folder}/<role>/"
+            "adapter_config.json, as a run with --role_adapters true writes"
+        )
+    model = PeftModel.from_pretrained(base, str(folder / roles[0]), adapter_name=roles[0])
+    for role in roles[1:]:
+        model.load_adapter(str(folder / role), adapter_name=role)
+    return model
+
+
+def saved_roles(folder: str | os.PathLike) -> list[str]:
+    """Roles whose adapters a run with role adapters saved in `folder` (sorted)."""
+    folder = Path(folder)
+    return sorted(p.parent.name for p in folder.glob("*/adapter_config.json"))
+
+
+class RoleAdapterMixin:
+    """Mixed into `GRPOTrainer` (or `MultiAgentPPOTrainer`): each row runs under its role's adapter.
+
+    The trainer's model must be a `PeftModel` from `add_role_adapters`; `role_adapters` lists the
+    roles in the order of their ``role_index``.
+    """
+
+    role_adapters: list[str]
+    _row_roles: torch.Tensor | None = None
+
+    def __init__(self, *args: Any, role_adapters: Sequence[str], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if getattr(self, "use_vllm", False):
+            raise ValueError(
+                "role adapters do not run on TRL's vLLM generation (one set of weights per "
+                "server); use the transformers rollout (use_vllm=False)"
+            )
+        model = self.accelerator.unwrap_model(self.model)
+        missing = [r for r in role_adapters if r not in getattr(model, "peft_config", {})]
+        if missing:
+            raise ValueError(
+                f"the model has no adapter for role(s) {missing}; see add_role_adapters"
+            )
+        self.role_adapters = list(role_adapters)
+        _train_all(model, self.role_adapters)
+
+    # ------------------------------------------------------------------ row roles
+    def role_index(self, agents: Sequence[str | None]) -> torch.Tensor:
+        """One role index per row; padding rows (agent None) and unknown roles raise or map to 0."""
+        from trainers.grpo import role_of
+
+        index = []
+        for agent in agents:
+            if agent is None:
+                index.append(0)
+                continue
+            role = role_of(agent)
+            if role not in self.role_adapters:
+                raise ValueError(
+                    f"agent {agent!r} has no adapter; the trainer's roles are {self.role_adapters}"
+                )
+            index.append(self.role_adapters.index(role))
+        return torch.tensor(index, dtype=torch.long)
+
+    def set_row_agents(self, agents: Sequence[str | None]) -> None:
+        """Called by the rollout function with the agent of each row it returns."""
+        self._row_roles = self.role_index(agents)
+
+    @contextlib.contextmanager
+    def role_adapter(self, role: str) -> Iterator[None]:
+        """Run the model under `role`'s adapter; the active adapter is restored afterwards."""
+        model = self.accelerator.unwrap_model(self.model)
+        previous = model.active_adapter
+        model.set_adapter(role)
+        _train_all(model, self.role_adapters)
+        try:
+            yield
+        finally:
+            model.set_adapter(previous)
+            _train_all(model, self.role_adapters)
+
+    def per_role(self, rows: int, run: Any) -> list[Any]:
+        """``run(index)`` for each role's rows under its adapter, outputs put back in row order.
+
+        `run` takes the row indices (a LongTensor) and returns a tuple of tensors (or None) whose
+        first dimension is those rows; the result is the same tuple over all `rows`.
+        """
+        roles = self._row_roles
+        if roles is None or len(roles) != rows:
+            raise RuntimeError(
+                f"no role for each of the {rows} rows (got "
+                f"{None if roles is None else len(roles)}): the rollout function must call "
+                "trainer.set_row_agents"
+            )
+        roles = roles.cpu()
+        parts: list[tuple[torch.Tensor, tuple[Any, ...]]] = []
+        for r in roles.unique().tolist():
+            index = (roles == r).nonzero().squeeze(1)
+            with self.role_adapter(self.role_adapters[r]):
+                parts.append((index, run(index)))
+        order = torch.cat([index for index, _ in parts])
+        inverse = torch.empty_like(order)
+        inverse[order] = torch.arange(len(order))
+        merged = []
+        for k in range(len(parts[0][1])):
+            pieces = [out[k] for _, out in parts]
+            if pieces[0] is None:
+                merged.append(None)
+            elif pieces[0].dim() == 0:  # a scalar (MoE aux loss): row-weighted mean
+                weights = torch.tensor([len(i) / rows for i, _ in parts], device=pieces[0].device)
+                merged.append((torch.stack(pieces) * weights).sum())
+            else:
+                stacked = torch.cat(pieces)
+                merged.append(stacked[inverse.to(stacked.device)])
+        return merged
+
+    # ------------------------------------------------------------------ TRL hooks
+    def _get_per_token_logps_and_entropies(
+        self, model, input_ids, attention_mask, logits_to_keep, batch_size=None, **kwargs
+    ):
+        if self._row_roles is None:
+            raise RuntimeError("a forward pass without row roles; see RoleAdapterMixin")
+        extra = {k: v for k, v in kwargs.items() if isinstance(v, torch.Tensor)}
+        if extra:
+            raise NotImplementedError(f"role adapters are text-only; got inputs {sorted(extra)}")
+        parent = super()._get_per_token_logps_and_entropies
+
+        def run(index: torch.Tensor) -> tuple[Any, ...]:
+            index = index.to(input_ids.device)
+            return parent(
+                model, input_ids[index], attention_mask[index], logits_to_keep, batch_size, **kwargs
+            )
+
+        return tuple(self.per_role(input_ids.size(0), run))
+
+    def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
+        self._row_roles = None
+        try:
+            output = super()._generate_and_score_completions(inputs)
+            if self._row_roles is None:
+                raise RuntimeError("the rollout function did not call trainer.set_row_agents")
+            output["role_index"] = self._row_roles.to(output["completion_ids"].device)
+        finally:
+            self._row_roles = None
+        return output
+
+    def _compute_loss(self, model, inputs):
+        self._row_roles = inputs["role_index"]
+        try:
+            return super()._compute_loss(model, inputs)
+        finally:
+            self._row_roles = None
+
+    def turn_features(self, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor) -> torch.Tensor:
+        """PPO's value features, each row's under its role's adapter."""
+        parent = super().turn_features
+        return self.per_role(len(prompt_ids), lambda i: (parent(prompt_ids[i], prompt_mask[i]),))[0]
+
+    def _load_from_checkpoint(self, resume_from_checkpoint: str, model: Any = None) -> None:
+        """Every role's adapter from ``checkpoint/<role>/`` (`Trainer` would load one adapter)."""
+        from peft import set_peft_model_state_dict
+        from safetensors.torch import load_file
+
+        target = self.accelerator.unwrap_model(model if model is not None else self.model)
+        for role in self.role_adapters:
+            path = Path(resume_from_checkpoint) / role / "adapter_model.safetensors"
+            if not path.is_file():
+                raise FileNotFoundError(f"{path} is missing: cannot resume role {role!r}")
+            set_peft_model_state_dict(target, load_file(str(path)), adapter_name=role)
+        _train_all(target, self.role_adapters)
+        extra = getattr(self, "load_value_head", None)  # PPO's value head
+        if extra is not None:
+            extra(resume_from_checkpoint)
+
+
+_CLASSES: dict[type, type] = {}
+
+
+def with_role_adapters(trainer_cls: type) -> type:
+    """`trainer_cls` (GRPOTrainer or a subclass) with `RoleAdapterMixin` mixed in."""
+    if issubclass(trainer_cls, RoleAdapterMixin):
+        return trainer_cls
+    if trainer_cls not in _CLASSES:
+        name = f"RoleAdapter{trainer_cls.__name__}"
+        _CLASSES[trainer_cls] = type(name, (RoleAdapterMixin, trainer_cls), {})
+    return _CLASSES[trainer_cls]
+
+
+def role_policies(
+    model: Any, tokenizer: Any, roles: Sequence[str], generation: Any
+) -> Mapping[str, Any]:
+    """One `HFPolicy` per role over the shared `PeftModel`, each naming its adapter."""
+    from agents.hf import HFPolicy
+
+    return {role: HFPolicy(model, tokenizer, generation, adapter_name=role) for role in roles}
