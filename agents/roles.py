@@ -199,6 +199,39 @@ def _generate_hf_group(
     return runner.generate_from_ids([p or [] for p in prompt_ids], adapter_names=adapter_names)
 
 
+def add_lora_adapters(model: Any, roles: Sequence[str], lora_config: Any = None) -> Any:
+    """`model` as a `PeftModel` holding one named LoRA adapter per role (missing ones added).
+
+    Args:
+        model (`PreTrainedModel` or `PeftModel`): The base model, or a peft model to which the
+            missing role adapters are added. The base weights are shared, never copied.
+        roles (`Sequence[str]`): Role names; each becomes an adapter name.
+        lora_config (`peft.LoraConfig`, `Mapping[str, LoraConfig]` or `None`, defaults to `None`):
+            One config for every role, one per role, or `None` for rank 8 on all linear layers.
+
+    Raises:
+        ValueError: If `roles` is empty or repeats a name.
+    """
+    from peft import LoraConfig, get_peft_model  # optional dependency, needed only here
+
+    if not roles or len(set(roles)) != len(roles):
+        raise ValueError(f"roles={list(roles)}; pass at least one role and no duplicates.")
+    default = LoraConfig(r=8, lora_alpha=16, target_modules="all-linear", task_type="CAUSAL_LM")
+
+    def config_for(role: str) -> Any:
+        if isinstance(lora_config, Mapping):
+            return lora_config[role]
+        return lora_config or default
+
+    peft_model = model
+    if not is_peft_model(model):
+        peft_model = get_peft_model(model, config_for(roles[0]), adapter_name=roles[0])
+    for role in roles:
+        if role not in peft_model.peft_config:
+            peft_model.add_adapter(role, config_for(role))
+    return peft_model
+
+
 def build_lora_role_map(
     model: Any,
     tokenizer: Any,
@@ -227,23 +260,7 @@ def build_lora_role_map(
     Raises:
         ValueError: If `roles` is empty or repeats a name.
     """
-    from peft import LoraConfig, get_peft_model  # optional dependency, needed only here
-
-    if not roles or len(set(roles)) != len(roles):
-        raise ValueError(f"roles={list(roles)}; pass at least one role and no duplicates.")
-    default = LoraConfig(r=8, lora_alpha=16, target_modules="all-linear", task_type="CAUSAL_LM")
-
-    def config_for(role: str) -> Any:
-        if isinstance(lora_config, Mapping):
-            return lora_config[role]
-        return lora_config or default
-
-    peft_model = model
-    if not is_peft_model(model):
-        peft_model = get_peft_model(model, config_for(roles[0]), adapter_name=roles[0])
-    for role in roles:
-        if role not in peft_model.peft_config:
-            peft_model.add_adapter(role, config_for(role))
+    peft_model = add_lora_adapters(model, roles, lora_config)
     overrides = system_prompt_overrides or {}
     return RoleMap(
         {

@@ -272,9 +272,10 @@ class TurnRollout:
             )
             roles = getattr(trainer, "role_adapters", None)
             if roles:  # one adapter per role on the shared base, mixed-role batches
-                from trainers.role_adapters import role_policies
+                from agents.roles import build_lora_role_map
 
-                policies: Any = role_policies(model, trainer.processing_class, roles, generation)
+                tokenizer = trainer.processing_class
+                policies: Any = build_lora_role_map(model, tokenizer, roles, None, generation)
             else:
                 policies = rollout_policy(trainer, model, generation)
             self.engine = RolloutEngine(self.env_id, policies, self.env_kwargs, self.num_envs)

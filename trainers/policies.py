@@ -60,7 +60,8 @@ def build_role_map(
     )
     policies: dict[str, Policy] = {"*": shared}
     if role_adapters:
-        from trainers.role_adapters import load_role_adapters, role_policies, saved_roles
+        from agents.roles import build_lora_role_map
+        from trainers.role_adapters import load_role_adapters, saved_roles
 
         roles = saved_roles(role_adapters)
         if not roles:
@@ -68,7 +69,8 @@ def build_role_map(
                 f"{role_adapters} holds no role adapters (expected <role>/adapter_config.json)"
             )
         peft_model = load_role_adapters(shared.model, role_adapters, roles)
-        policies = dict(role_policies(peft_model, shared.tokenizer, roles, generation_args))
+        lora = build_lora_role_map(peft_model, shared.tokenizer, roles, None, generation_args)
+        policies = dict(lora)
     if ensemble:
         team = build_ensemble(ensemble, shared, ensemble_size, answer_format)
         policies.update(dict.fromkeys(ANSWER_ROLES, team))

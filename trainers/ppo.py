@@ -255,12 +255,14 @@ class MultiAgentPPOTrainer(GRPOTrainer):
         self.value_optimizer.load_state_dict(state["optimizer"])
         return True
 
+    def resume_value_head(self, folder: str | os.PathLike) -> None:
+        """The checkpoint's value head, or a warning that it starts fresh."""
+        if not self.load_value_head(folder):
+            logger.warning("%s has no %s: the value head starts fresh", folder, VALUE_HEAD)
+
     def _load_from_checkpoint(self, resume_from_checkpoint: str, model: Any = None) -> None:
         super()._load_from_checkpoint(resume_from_checkpoint, model)
-        if not self.load_value_head(resume_from_checkpoint):
-            logger.warning(
-                "%s has no %s: the value head starts fresh", resume_from_checkpoint, VALUE_HEAD
-            )
+        self.resume_value_head(resume_from_checkpoint)
 
     def save_model(self, output_dir: str | None = None, _internal_call: bool = False) -> None:
         # A checkpoint save calls this first (`_internal_call`), so the head is on disk before the

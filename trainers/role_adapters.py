@@ -31,7 +31,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -55,10 +55,10 @@ def add_role_adapters(
     Every adapter is rank `r` on all linear layers and starts as the identity (LoRA's B = 0), so the
     team starts exactly as the base model plays.
     """
-    from peft import LoraConfig, get_peft_model
+    from peft import LoraConfig
 
-    if not roles or len(set(roles)) != len(roles):
-        raise ValueError(f"roles={list(roles)}: pass at least one role and no duplicates")
+    from agents.roles import add_lora_adapters
+
     config = LoraConfig(
         r=r,
         lora_alpha=alpha,
@@ -66,9 +66,7 @@ def add_role_adapters(
         target_modules="all-linear",
         task_type="CAUSAL_LM",
     )
-    peft_model = get_peft_model(model, config, adapter_name=roles[0])
-    for role in roles[1:]:
-        peft_model.add_adapter(role, config)
+    peft_model = add_lora_adapters(model, roles, config)
     peft_model.set_adapter(roles[0])
     _train_all(peft_model, roles)
     return peft_model
@@ -259,9 +257,9 @@ class RoleAdapterMixin:
                 raise FileNotFoundError(f"{path} is missing: cannot resume role {role!r}")
             set_peft_model_state_dict(target, load_file(str(path)), adapter_name=role)
         _train_all(target, self.role_adapters)
-        extra = getattr(self, "load_value_head", None)  # PPO's value head
-        if extra is not None:
-            extra(resume_from_checkpoint)
+        resume_value_head = getattr(self, "resume_value_head", None)  # PPO's, which Trainer's skips
+        if resume_value_head is not None:
+            resume_value_head(resume_from_checkpoint)
 
 
 _CLASSES: dict[type, type] = {}
@@ -275,12 +273,3 @@ def with_role_adapters(trainer_cls: type) -> type:
         name = f"RoleAdapter{trainer_cls.__name__}"
         _CLASSES[trainer_cls] = type(name, (RoleAdapterMixin, trainer_cls), {})
     return _CLASSES[trainer_cls]
-
-
-def role_policies(
-    model: Any, tokenizer: Any, roles: Sequence[str], generation: Any
-) -> Mapping[str, Any]:
-    """One `HFPolicy` per role over the shared `PeftModel`, each naming its adapter."""
-    from agents.hf import HFPolicy
-
-    return {role: HFPolicy(model, tokenizer, generation, adapter_name=role) for role in roles}
