@@ -9,6 +9,15 @@ import pytest
 from tests.utils import write_jsonl
 
 
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory) -> str:
+    """The tiny embedded-recipe model (random-ish weights, local tokenizer), built per module."""
+    from tests.trainers.test_embedded import TINY
+    from trainers.embedded import build_embedded
+
+    return str(build_embedded(TINY, cache_dir=tmp_path_factory.mktemp("embedded")))
+
+
 @pytest.fixture
 def gsm8k_file(tmp_path: Path) -> Path:
     rows = [

@@ -42,14 +42,6 @@ def test_play_prints_transcript_and_returns():
     assert returns == {"solver_0": 0.0, "critic_0": 2.0, "refiner_0": 2.0}
 
 
-@pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory):
-    from tests.trainers.test_embedded import TINY
-    from trainers.embedded import build_embedded
-
-    return str(build_embedded(TINY, cache_dir=tmp_path_factory.mktemp("models")))
-
-
 def test_evaluate_end_to_end(tiny_model, tmp_path, monkeypatch):
     sys.path.insert(0, str(REPO / "scripts"))
     monkeypatch.chdir(REPO)

@@ -24,9 +24,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from rewards.base import Verdict
-from tests.trainers.test_embedded import TINY
 from trainers import checkpoint as ckpt
-from trainers.embedded import build_embedded
 
 REPO = Path(__file__).resolve().parents[2]
 VOLATILE = {"step_time", "train_runtime", "train_samples_per_second", "train_steps_per_second"}
@@ -43,11 +41,6 @@ class DigitVerifier:
 
     def verify(self, response: str, reference: str) -> Verdict:
         return Verdict(min(1.0, sum(c.isdigit() for c in response) / 6), None, "digit count")
-
-
-@pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory):
-    return str(build_embedded(TINY, cache_dir=tmp_path_factory.mktemp("embedded")))
 
 
 def script_args(model: str, out: Path, algo: str = "grpo", steps: int = 3, evals: int = 1):

@@ -10,18 +10,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.trainers.test_embedded import TINY
 from trainers.dpo import CPUDPOConfig, build_dpo_trainer, preference_pairs, refiner_pairs
-from trainers.embedded import build_embedded
 from trainers.rollout import Episode, Turn
 from trainers.sft import CPUSFTConfig, build_sft_trainer, sft_rows
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory):
-    return str(build_embedded(TINY, cache_dir=tmp_path_factory.mktemp("embedded")))
 
 
 def turn(agent, text, prompt, index, **info):

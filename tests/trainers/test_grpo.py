@@ -7,9 +7,7 @@ import torch
 from trl import GRPOConfig, GRPOTrainer
 
 import envs
-from tests.trainers.test_embedded import TINY
 from trainers import grpo
-from trainers.embedded import build_embedded
 from trainers.grpo import (
     build_grpo_trainer,
     parse_slot_prompt,
@@ -22,11 +20,6 @@ from trainers.grpo import (
 from trainers.rollout import Episode, Turn
 
 PAD, EOS = 0, 1
-
-
-@pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory):
-    return str(build_embedded(TINY, cache_dir=tmp_path_factory.mktemp("embedded")))
 
 
 def turn(agent, index, reward, rnd=0, correct=None, tokens=(5, 6), prompt=(7, 8, 9)):

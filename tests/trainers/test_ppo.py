@@ -10,8 +10,6 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.trainers.test_embedded import TINY
-from trainers.embedded import build_embedded
 from trainers.grpo import slot_prompt
 from trainers.ppo import (
     CPUPPOConfig,
@@ -23,11 +21,6 @@ from trainers.ppo import (
 )
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory):
-    return str(build_embedded(TINY, cache_dir=tmp_path_factory.mktemp("embedded")))
 
 
 def test_turn_gae_matches_a_hand_computation():
@@ -99,7 +92,7 @@ class ShapedRollout(PPORollout):
         return rows
 
 
-def build(tiny_model, tmp_path, **kwargs):
+def build(tiny_model, tmp_path, role_adapters=False, **kwargs):
     trainer = build_ppo_trainer(
         tiny_model,
         "math/reflection-v0",
@@ -107,6 +100,7 @@ def build(tiny_model, tmp_path, **kwargs):
         ppo_config(tmp_path, **kwargs),
         train_problems=4,
         num_envs=8,
+        role_adapters=role_adapters,
     )
     rollout = trainer.rollout_func
     trainer.rollout_func = ShapedRollout(rollout.env_id, rollout.env_kwargs, None, 8)

@@ -7,10 +7,9 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from tests.trainers.test_grpo import config
-from tests.trainers.test_ppo import ShapedRollout, ppo_config
+from tests.trainers.test_ppo import build as build_ppo
 from trainers.checkpoint import checkpoint_problems
 from trainers.grpo import build_grpo_trainer
-from trainers.ppo import build_ppo_trainer
 from trainers.role_adapters import (
     RoleAdapterMixin,
     add_role_adapters,
@@ -21,16 +20,21 @@ from trainers.role_adapters import (
 ROLES = ["solver", "critic", "refiner"]
 
 
-@pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory):
-    from tests.trainers.test_embedded import TINY
-    from trainers.embedded import build_embedded
-
-    return str(build_embedded(TINY, cache_dir=tmp_path_factory.mktemp("embedded")))
-
-
 def lora_params(model, role):
     return {n: p for n, p in model.named_parameters() if "lora_" in n and f".{role}." in n}
+
+
+def adapters(model):
+    """A copy of every role's adapter weights: {role: {name: tensor}}."""
+    return {r: {n: p.detach().clone() for n, p in lora_params(model, r).items()} for r in ROLES}
+
+
+def moved(model, before):
+    """Which roles' adapters differ from `before`."""
+    return {
+        role: any(not torch.equal(p, before[role][n]) for n, p in lora_params(model, role).items())
+        for role in ROLES
+    }
 
 
 def base_params(model):
@@ -47,12 +51,13 @@ def perturb(model, scale=0.5):
                     param.copy_(torch.randn(param.shape, generator=gen) * scale)
 
 
-def trainer_for(tiny_model, tmp_path, **kwargs):
+def trainer_for(tiny_model, tmp_path, role_weights=None, **kwargs):
     return build_grpo_trainer(
         tiny_model,
         "math/reflection-v0",
         {"rounds": 1},
         config(tmp_path, **kwargs),
+        role_weights=role_weights,
         train_problems=4,
         num_envs=8,
         role_adapters=True,
@@ -103,15 +108,12 @@ def test_rollout_and_loss_run_each_row_under_its_role_adapter(tiny_model, tmp_pa
 
 def test_each_adapter_learns_from_its_own_role_only(tiny_model, tmp_path):
     """Critic and refiner rewards weighted 0 -> no advantage -> only the solver adapter moves."""
-    trainer = build_grpo_trainer(
+    trainer = trainer_for(
         tiny_model,
-        "math/reflection-v0",
-        {"rounds": 1},
-        config(tmp_path, max_steps=2, learning_rate=5e-2),
+        tmp_path,
         role_weights={"critic": 0.0, "refiner": 0.0},
-        train_problems=4,
-        num_envs=8,
-        role_adapters=True,
+        max_steps=2,
+        learning_rate=5e-2,
     )
 
     def varied(completions, completion_ids, turn_reward, **kwargs):  # reward spread on any model
@@ -122,14 +124,10 @@ def test_each_adapter_learns_from_its_own_role_only(tiny_model, tmp_path):
 
     trainer.reward_funcs[0] = varied
     model = trainer.model
-    before = {r: {n: p.detach().clone() for n, p in lora_params(model, r).items()} for r in ROLES}
+    before = adapters(model)
     frozen = base_params(model)
     trainer.train()
-    moved = {
-        role: any(not torch.equal(p, before[role][n]) for n, p in lora_params(model, role).items())
-        for role in ROLES
-    }
-    assert moved == {"solver": True, "critic": False, "refiner": False}
+    assert moved(model, before) == {"solver": True, "critic": False, "refiner": False}
     for name, param in base_params(model).items():
         assert torch.equal(param, frozen[name]), name
 
@@ -144,9 +142,7 @@ def test_role_adapters_save_reload_and_resume(tiny_model, tmp_path):
     checkpoint = out / "checkpoint-1"
     assert saved_roles(checkpoint) == sorted(ROLES)
     assert checkpoint_problems(checkpoint) == []
-    trained = {
-        r: {n: p.detach().clone() for n, p in lora_params(trainer.model, r).items()} for r in ROLES
-    }
+    trained = adapters(trainer.model)
     final = tmp_path / "final"
     trainer.save_model(str(final))
     assert saved_roles(final) == sorted(ROLES)
@@ -177,22 +173,9 @@ def test_role_adapters_save_reload_and_resume(tiny_model, tmp_path):
 
 def test_ppo_with_role_adapters_trains_every_role(tiny_model, tmp_path):
     """Value features and the policy loss run under each row's adapter; every adapter moves."""
-    trainer = build_ppo_trainer(
-        tiny_model,
-        "math/reflection-v0",
-        {"rounds": 1},
-        ppo_config(tmp_path, learning_rate=5e-2),
-        train_problems=4,
-        num_envs=8,
-        role_adapters=True,
-    )
-    rollout = trainer.rollout_func
-    trainer.rollout_func = ShapedRollout(rollout.env_id, rollout.env_kwargs, None, 8)
+    trainer = build_ppo(tiny_model, tmp_path, role_adapters=True, learning_rate=5e-2)
     perturb(trainer.model, scale=0.05)
-    model = trainer.model
-    before = {r: {n: p.detach().clone() for n, p in lora_params(model, r).items()} for r in ROLES}
+    before = adapters(trainer.model)
     trainer.train()
-    for role in ROLES:
-        params = lora_params(model, role).items()
-        assert any(not torch.equal(p, before[role][n]) for n, p in params), role
+    assert moved(trainer.model, before) == dict.fromkeys(ROLES, True)
     assert any(p.abs().sum() > 0 for p in trainer.value_head.parameters())
