@@ -114,13 +114,15 @@ def test_evaluate_rejects_malformed_role_model(capsys):
         ("train_reflection.py", []),
         ("train_debate.py", []),
         ("train_reflection.py", ["--role_adapters", "true", "--lora_r", "4"]),
+        ("train_reflection.py", ["--role_models", "all"]),
     ],
 )
 def test_train_script_end_to_end(tiny_model, tmp_path, script, extra):
     """One GRPO step of a training script on the tiny model: eval, train, eval, outputs.
 
     With ``--role_adapters true`` the final folder holds one adapter per role, which the "after"
-    evaluation plays on top of the start model."""
+    evaluation plays on top of the start model; with ``--role_models all`` it holds one complete
+    model per role, which the "after" evaluation plays."""
     out = tmp_path / "run"
     result = subprocess.run(
         [
@@ -162,7 +164,13 @@ def test_train_script_end_to_end(tiny_model, tmp_path, script, extra):
     assert {"before", "after", "summary", "log_history"} <= set(metrics)
     assert any(k.startswith("agents/") for row in metrics["log_history"] for k in row)
     assert (out / "curves.png").stat().st_size > 0
-    if extra:
+    if "--role_models" in extra:
+        roles = ["critic", "refiner", "solver"]
+        assert sorted(metrics["after"]["config"]["role_models"]) == roles
+        for role in roles:
+            assert metrics["after"]["config"]["role_models"][role] == str(out / "final" / role)
+            assert (out / "final" / role / "model.safetensors").is_file()
+    elif extra:
         from trainers.role_adapters import saved_roles
 
         assert saved_roles(out / "final") == ["critic", "refiner", "solver"]
@@ -177,6 +185,21 @@ def test_role_adapters_are_refused_by_algorithms_that_train_the_whole_model():
 
     with pytest.raises(SystemExit, match="--role_adapters applies to grpo and ppo, not dpo"):
         run_script("math/reflection-v0", ["dpo", "--role_adapters", "true"])
+    with pytest.raises(SystemExit, match="--role_models applies to grpo and ppo, not sft"):
+        run_script("math/reflection-v0", ["sft", "--role_models", "all"])
+
+
+def test_role_models_flag_is_parsed_or_refused_with_the_expected_form():
+    from trainers.args import EnvArguments
+
+    assert EnvArguments(role_models="").role_model_paths() is False
+    assert EnvArguments(role_models="all").role_model_paths() is True
+    got = EnvArguments(role_models="critic=./c, refiner=./r").role_model_paths()
+    assert got == {"critic": "./c", "refiner": "./r"}
+    with pytest.raises(ValueError, match="must read ROLE=PATH"):
+        EnvArguments(role_models="critic")
+    with pytest.raises(ValueError, match="not both"):
+        EnvArguments(role_models="all", role_adapters=True)
 
 
 def test_train_script_reads_a_yaml_config_and_flags_override(tmp_path):

@@ -27,6 +27,9 @@ class EnvArguments:
         num_envs (`int`, 64): env copies the rollout engine runs at once.
         role_adapters (`bool`, False): GRPO/PPO train one LoRA adapter per role (rank `lora_r`,
             alpha `lora_alpha`) on the frozen start model instead of the whole shared model.
+        role_models (`str`, ""): GRPO/PPO train a full model per role: "all" gives every role its
+            own copy of the start model; "critic=PATH,..." starts those roles from PATH (the rest
+            from the start model).
     """
 
     env_id: str = field(default="math/reflection-v0", metadata={"help": "Registered env id."})
@@ -77,6 +80,13 @@ class EnvArguments:
     )
     lora_r: int = field(default=8, metadata={"help": "Rank of each role's LoRA adapter."})
     lora_alpha: int = field(default=16, metadata={"help": "Alpha of each role's LoRA adapter."})
+    role_models: str = field(
+        default="",
+        metadata={
+            "help": "GRPO/PPO: train a full model per role: 'all' (each role a copy of the start "
+            "model) or 'ROLE=PATH,...' (those roles start from PATH, the rest from the start model)."
+        },
+    )
 
     def __post_init__(self) -> None:
         if self.lora_r < 1 or self.lora_alpha < 1:
@@ -88,6 +98,25 @@ class EnvArguments:
         if self.max_train_minutes is not None and not self.max_train_minutes > 0:
             raise ValueError(f"max_train_minutes must be > 0, got {self.max_train_minutes}")
         self.weights()  # validate early
+        self.role_model_paths()
+        if self.role_models and self.role_adapters:
+            raise ValueError("pass --role_models or --role_adapters, not both")
+
+    def role_model_paths(self) -> bool | dict[str, str]:
+        """`role_models` as the trainers take it: False, True ("all") or {role: path}."""
+        text = self.role_models.strip()
+        if text in ("", "all"):
+            return text == "all"
+        out = {}
+        for part in filter(None, (p.strip() for p in text.split(","))):
+            role, sep, path = part.partition("=")
+            if not sep or not role.strip() or not path.strip():
+                raise ValueError(
+                    f"role_models entry {part!r} must read ROLE=PATH (e.g. 'critic=./critic'), "
+                    "or pass 'all' for a copy of the start model per role"
+                )
+            out[role.strip()] = path.strip()
+        return out
 
     def weights(self) -> dict[str, float]:
         """`role_weights` as a dict, or a ValueError saying the expected form."""
@@ -110,6 +139,7 @@ class EnvArguments:
             "role_adapters": self.role_adapters,
             "lora_r": self.lora_r,
             "lora_alpha": self.lora_alpha,
+            "role_models": self.role_model_paths(),
         }
 
     def env_kwargs(self, split: str | None = None) -> dict:

@@ -32,7 +32,7 @@ ALGOS: dict[str, Algo] = {
     "sft": Algo("trainers.sft", "CPUSFTConfig", "train_sft", ("math/reflection-v0",)),
     "dpo": Algo("trainers.dpo", "CPUDPOConfig", "train_dpo", ("math/reflection-v0",)),
 }
-ADAPTER_ALGOS = ("grpo", "ppo")  # the ones that can train a LoRA adapter per role
+ADAPTER_ALGOS = ("grpo", "ppo")  # the ones that can train a LoRA adapter or a model per role
 
 
 def available(env_id: str) -> list[str]:
@@ -88,9 +88,10 @@ def run_script(
         print(f"algorithms for {env_id}: {', '.join(available(env_id))}\n")
     parser, train = make_parser(algo, env_id, defaults)
     env_args, config = parser.parse_args_and_config(argv)
-    if env_args.role_adapters and algo not in ADAPTER_ALGOS:
-        raise SystemExit(
-            f"--role_adapters applies to {' and '.join(ADAPTER_ALGOS)}, not {algo}; "
-            f"{algo} trains the whole shared model"
-        )
+    for flag in ("role_adapters", "role_models"):
+        if getattr(env_args, flag) and algo not in ADAPTER_ALGOS:
+            raise SystemExit(
+                f"--{flag} applies to {' and '.join(ADAPTER_ALGOS)}, not {algo}; "
+                f"{algo} trains the whole shared model"
+            )
     return train(env_args, config)

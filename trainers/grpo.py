@@ -46,9 +46,10 @@ metrics (``rewards/turn_reward/mean`` there is the weighted reward over trainabl
 **Models.** One shared model plays every role (the trainer's model, so rollouts always use the
 current weights), or, with ``role_adapters=True``, one LoRA adapter per role on a frozen shared
 base (`trainers.role_adapters`: rollouts batch all roles in one ``generate``, and every forward
-pass of the loss runs each role's rows under its own adapter). Not done: separate full models per
-role; that needs one `GRPOTrainer` per model, each fed only its role's slots from a shared
-rollout (e.g. a rollout cache keyed by problem, stepping the trainers in turn).
+pass of the loss runs each role's rows under its own adapter), or, with ``role_models``, a full
+model per role (`trainers.role_models`: the other roles' models are attached to the first role's,
+so TRL's one optimizer trains them all, and the same per-role dispatch runs each row through its
+role's model).
 
 Notes: ``mask_truncated_completions`` judges truncation by the last token, so a turn ended by a
 stop string counts as truncated; on CPU pass ``use_cpu=True, bf16=False``; with ``beta > 0`` the
@@ -271,11 +272,20 @@ class TurnRollout:
                 top_k=args.top_k or 0,
             )
             roles = getattr(trainer, "role_adapters", None)
+            tokenizer = trainer.processing_class
             if roles:  # one adapter per role on the shared base, mixed-role batches
                 from agents.roles import build_lora_role_map
 
-                tokenizer = trainer.processing_class
                 policies: Any = build_lora_role_map(model, tokenizer, roles, None, generation)
+            elif getattr(trainer, "role_models", None):  # a full model per role
+                from agents.roles import RoleMap
+
+                policies = RoleMap(
+                    {
+                        role: HFPolicy(trainer.role_module(role), tokenizer, generation)
+                        for role in trainer.role_models
+                    }
+                )
             else:
                 policies = rollout_policy(trainer, model, generation)
             self.engine = RolloutEngine(self.env_id, policies, self.env_kwargs, self.num_envs)
@@ -329,6 +339,7 @@ def build_grpo_trainer(
     role_adapters: bool = False,
     lora_r: int = 8,
     lora_alpha: int = 16,
+    role_models: bool | Mapping[str, str] = False,
     **trainer_kwargs: Any,
 ) -> GRPOTrainer:
     """A `GRPOTrainer` training one shared model on every agent's turns of `env_id`.
@@ -346,6 +357,9 @@ def build_grpo_trainer(
         role_adapters (`bool`, False): train one LoRA adapter per role (rank `lora_r`, alpha
             `lora_alpha`) on the frozen shared base instead of the whole model; see
             `trainers.role_adapters`.
+        role_models (`bool | Mapping[str, str]`, False): train a full model per role: `True`
+            gives every role its own copy of `model_path`; a mapping ``{role: path}`` starts
+            those roles from their paths (the rest from `model_path`). See `trainers.role_models`.
         **trainer_kwargs: passed to `GRPOTrainer` (callbacks, peft_config, eval_dataset, ...).
     """
     args = args or GRPOConfig(output_dir="outputs/grpo")
@@ -369,7 +383,27 @@ def build_grpo_trainer(
             args.num_generations,
         )
     model: Any = model_path
-    if role_adapters:
+    if role_adapters and role_models:
+        raise ValueError("pass role_adapters or role_models, not both")
+    if role_models:
+        from trainers.role_adapters import env_roles
+        from trainers.role_models import (
+            check_shared_tokenizer,
+            load_role_models,
+            resolve_role_paths,
+            with_role_models,
+        )
+
+        paths = resolve_role_paths(env_roles(probe), model_path, role_models)
+        check_shared_tokenizer(paths)
+        model = load_role_models(paths, args.model_init_kwargs)
+        trainer_cls = with_role_models(trainer_cls)
+        trainer_kwargs["role_models"] = list(paths)
+        if trainer_kwargs.get("processing_class") is None:
+            from transformers import AutoTokenizer
+
+            trainer_kwargs["processing_class"] = AutoTokenizer.from_pretrained(model_path)
+    elif role_adapters:
         from transformers import AutoModelForCausalLM
 
         from trainers.role_adapters import add_role_adapters, env_roles, with_role_adapters

@@ -169,9 +169,14 @@ class MultiAgentPPOTrainer(GRPOTrainer):
 
     # ------------------------------------------------------------------ values
     @torch.no_grad()
-    def turn_features(self, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor) -> torch.Tensor:
-        """Last hidden state at each row's last prompt token (prompts are left-padded)."""
-        model = self.accelerator.unwrap_model(self.model)
+    def turn_features(
+        self, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, model: Any = None
+    ) -> torch.Tensor:
+        """Last hidden state at each row's last prompt token (prompts are left-padded).
+
+        `model` defaults to the trainer's; per-role training passes each role's module.
+        """
+        model = model if model is not None else self.accelerator.unwrap_model(self.model)
         out = model(input_ids=prompt_ids, attention_mask=prompt_mask, output_hidden_states=True)
         return out.hidden_states[-1][:, -1, :].float()
 

@@ -107,35 +107,23 @@ def saved_roles(folder: str | os.PathLike) -> list[str]:
     return sorted(p.parent.name for p in folder.glob("*/adapter_config.json"))
 
 
-class RoleAdapterMixin:
-    """Mixed into `GRPOTrainer` (or `MultiAgentPPOTrainer`): each row runs under its role's adapter.
+class PerRoleMixin:
+    """Row-role bookkeeping and per-role forward dispatch, shared by role adapters and role models.
 
-    The trainer's model must be a `PeftModel` from `add_role_adapters`; `role_adapters` lists the
-    roles in the order of their ``role_index``.
+    Subclasses say how a role runs: `role_context(role, model)` is a context manager yielding the
+    module to run that role's rows with (`model` is the one TRL passed, possibly wrapped).
+    `roles` lists the roles in the order of their ``role_index``.
     """
 
-    role_adapters: list[str]
+    roles: list[str]
     _row_roles: torch.Tensor | None = None
 
-    def __init__(self, *args: Any, role_adapters: Sequence[str], **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        if getattr(self, "use_vllm", False):
-            raise ValueError(
-                "role adapters do not run on TRL's vLLM generation (one set of weights per "
-                "server); use the transformers rollout (use_vllm=False)"
-            )
-        model = self.accelerator.unwrap_model(self.model)
-        missing = [r for r in role_adapters if r not in getattr(model, "peft_config", {})]
-        if missing:
-            raise ValueError(
-                f"the model has no adapter for role(s) {missing}; see add_role_adapters"
-            )
-        self.role_adapters = list(role_adapters)
-        _train_all(model, self.role_adapters)
+    def role_context(self, role: str, model: Any) -> contextlib.AbstractContextManager[Any]:
+        raise NotImplementedError
 
     # ------------------------------------------------------------------ row roles
     def role_index(self, agents: Sequence[str | None]) -> torch.Tensor:
-        """One role index per row; padding rows (agent None) and unknown roles raise or map to 0."""
+        """One role index per row; padding rows (agent None) map to 0, unknown roles raise."""
         from trainers.grpo import role_of
 
         index = []
@@ -144,35 +132,23 @@ class RoleAdapterMixin:
                 index.append(0)
                 continue
             role = role_of(agent)
-            if role not in self.role_adapters:
+            if role not in self.roles:
                 raise ValueError(
-                    f"agent {agent!r} has no adapter; the trainer's roles are {self.role_adapters}"
+                    f"agent {agent!r} has no trained role; the trainer's roles are {self.roles}"
                 )
-            index.append(self.role_adapters.index(role))
+            index.append(self.roles.index(role))
         return torch.tensor(index, dtype=torch.long)
 
     def set_row_agents(self, agents: Sequence[str | None]) -> None:
         """Called by the rollout function with the agent of each row it returns."""
         self._row_roles = self.role_index(agents)
 
-    @contextlib.contextmanager
-    def role_adapter(self, role: str) -> Iterator[None]:
-        """Run the model under `role`'s adapter; the active adapter is restored afterwards."""
-        model = self.accelerator.unwrap_model(self.model)
-        previous = model.active_adapter
-        model.set_adapter(role)
-        _train_all(model, self.role_adapters)
-        try:
-            yield
-        finally:
-            model.set_adapter(previous)
-            _train_all(model, self.role_adapters)
+    def per_role(self, rows: int, run: Any, model: Any = None) -> list[Any]:
+        """``run(index, module)`` for each role's rows, outputs put back in row order.
 
-    def per_role(self, rows: int, run: Any) -> list[Any]:
-        """``run(index)`` for each role's rows under its adapter, outputs put back in row order.
-
-        `run` takes the row indices (a LongTensor) and returns a tuple of tensors (or None) whose
-        first dimension is those rows; the result is the same tuple over all `rows`.
+        `run` takes the row indices (a LongTensor) and the module to run them with (from
+        `role_context(role, model)`), and returns a tuple of tensors (or None) whose first
+        dimension is those rows; the result is the same tuple over all `rows`.
         """
         roles = self._row_roles
         if roles is None or len(roles) != rows:
@@ -185,8 +161,8 @@ class RoleAdapterMixin:
         parts: list[tuple[torch.Tensor, tuple[Any, ...]]] = []
         for r in roles.unique().tolist():
             index = (roles == r).nonzero().squeeze(1)
-            with self.role_adapter(self.role_adapters[r]):
-                parts.append((index, run(index)))
+            with self.role_context(self.roles[r], model) as module:
+                parts.append((index, run(index, module)))
         order = torch.cat([index for index, _ in parts])
         inverse = torch.empty_like(order)
         inverse[order] = torch.arange(len(order))
@@ -208,19 +184,24 @@ class RoleAdapterMixin:
         self, model, input_ids, attention_mask, logits_to_keep, batch_size=None, **kwargs
     ):
         if self._row_roles is None:
-            raise RuntimeError("a forward pass without row roles; see RoleAdapterMixin")
+            raise RuntimeError("a forward pass without row roles; see PerRoleMixin")
         extra = {k: v for k, v in kwargs.items() if isinstance(v, torch.Tensor)}
         if extra:
-            raise NotImplementedError(f"role adapters are text-only; got inputs {sorted(extra)}")
+            raise NotImplementedError(f"per-role training is text-only; got inputs {sorted(extra)}")
         parent = super()._get_per_token_logps_and_entropies
 
-        def run(index: torch.Tensor) -> tuple[Any, ...]:
+        def run(index: torch.Tensor, module: Any) -> tuple[Any, ...]:
             index = index.to(input_ids.device)
             return parent(
-                model, input_ids[index], attention_mask[index], logits_to_keep, batch_size, **kwargs
+                module,
+                input_ids[index],
+                attention_mask[index],
+                logits_to_keep,
+                batch_size,
+                **kwargs,
             )
 
-        return tuple(self.per_role(input_ids.size(0), run))
+        return tuple(self.per_role(input_ids.size(0), run, model))
 
     def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
         self._row_roles = None
@@ -240,10 +221,58 @@ class RoleAdapterMixin:
         finally:
             self._row_roles = None
 
-    def turn_features(self, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor) -> torch.Tensor:
-        """PPO's value features, each row's under its role's adapter."""
+    def turn_features(
+        self, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, model: Any = None
+    ) -> torch.Tensor:
+        """PPO's value features, each row's from its role's module."""
         parent = super().turn_features
-        return self.per_role(len(prompt_ids), lambda i: (parent(prompt_ids[i], prompt_mask[i]),))[0]
+        model = self.accelerator.unwrap_model(self.model)
+        return self.per_role(
+            len(prompt_ids),
+            lambda i, module: (parent(prompt_ids[i], prompt_mask[i], model=module),),
+            model,
+        )[0]
+
+
+class RoleAdapterMixin(PerRoleMixin):
+    """Mixed into `GRPOTrainer` (or `MultiAgentPPOTrainer`): each row runs under its role's adapter.
+
+    The trainer's model must be a `PeftModel` from `add_role_adapters`; `role_adapters` lists the
+    roles in the order of their ``role_index``.
+    """
+
+    def __init__(self, *args: Any, role_adapters: Sequence[str], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if getattr(self, "use_vllm", False):
+            raise ValueError(
+                "role adapters do not run on TRL's vLLM generation (one set of weights per "
+                "server); use the transformers rollout (use_vllm=False)"
+            )
+        model = self.accelerator.unwrap_model(self.model)
+        missing = [r for r in role_adapters if r not in getattr(model, "peft_config", {})]
+        if missing:
+            raise ValueError(
+                f"the model has no adapter for role(s) {missing}; see add_role_adapters"
+            )
+        self.roles = list(role_adapters)
+        _train_all(model, self.roles)
+
+    @property
+    def role_adapters(self) -> list[str]:
+        return self.roles
+
+    @contextlib.contextmanager
+    def role_context(self, role: str, model: Any) -> Iterator[Any]:
+        """Run `model` under `role`'s adapter; the active adapter is restored afterwards."""
+        peft_model = self.accelerator.unwrap_model(self.model)
+        previous = peft_model.active_adapter
+        peft_model.set_adapter(role)
+        _train_all(peft_model, self.roles)
+        try:
+            yield model
+        finally:
+            peft_model.set_adapter(previous)
+            _train_all(peft_model, self.roles)
 
     def _load_from_checkpoint(self, resume_from_checkpoint: str, model: Any = None) -> None:
         """Every role's adapter from ``checkpoint/<role>/`` (`Trainer` would load one adapter)."""
@@ -251,12 +280,12 @@ class RoleAdapterMixin:
         from safetensors.torch import load_file
 
         target = self.accelerator.unwrap_model(model if model is not None else self.model)
-        for role in self.role_adapters:
+        for role in self.roles:
             path = Path(resume_from_checkpoint) / role / "adapter_model.safetensors"
             if not path.is_file():
                 raise FileNotFoundError(f"{path} is missing: cannot resume role {role!r}")
             set_peft_model_state_dict(target, load_file(str(path)), adapter_name=role)
-        _train_all(target, self.role_adapters)
+        _train_all(target, self.roles)
         resume_value_head = getattr(self, "resume_value_head", None)  # PPO's, which Trainer's skips
         if resume_value_head is not None:
             resume_value_head(resume_from_checkpoint)

@@ -112,6 +112,10 @@ def finish_run(
         after = eval_config(env_args, str(final), config)
         if getattr(env_args, "role_adapters", False):  # final/ holds one adapter per role
             after.model, after.role_adapters = results["start_model"], str(final)
+        elif getattr(env_args, "role_models", ""):  # final/ holds one model per role
+            roles = sorted(p.parent.name for p in final.glob("*/config.json"))
+            after.model = results["start_model"]
+            after.role_models = {role: str(final / role) for role in roles}
         results["after"] = evaluate(after)
         print(markdown_report(results["after"]))
         results["summary"] = summary(results)

@@ -92,7 +92,7 @@ class ShapedRollout(PPORollout):
         return rows
 
 
-def build(tiny_model, tmp_path, role_adapters=False, **kwargs):
+def build(tiny_model, tmp_path, role_adapters=False, role_models=False, **kwargs):
     trainer = build_ppo_trainer(
         tiny_model,
         "math/reflection-v0",
@@ -101,6 +101,7 @@ def build(tiny_model, tmp_path, role_adapters=False, **kwargs):
         train_problems=4,
         num_envs=8,
         role_adapters=role_adapters,
+        role_models=role_models,
     )
     rollout = trainer.rollout_func
     trainer.rollout_func = ShapedRollout(rollout.env_id, rollout.env_kwargs, None, 8)

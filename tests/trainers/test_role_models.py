@@ -1,0 +1,214 @@
+"""A full model per role: rollouts, the loss's forward passes, gradients, saving and resuming."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM
+
+from tests.trainers.test_grpo import config
+from tests.trainers.test_ppo import build as build_ppo
+from trainers.checkpoint import checkpoint_problems
+from trainers.grpo import build_grpo_trainer
+from trainers.role_models import ROLE_MODULES, RoleModelMixin, detached
+
+ROLES = ["solver", "critic", "refiner"]
+
+
+def role_model(trainer, role):
+    return trainer.role_module(role)
+
+
+def weights(trainer):
+    """A copy of every role model's own weights: {role: {name: tensor}}."""
+    main = trainer.model
+    modules = {role: role_model(trainer, role) for role in ROLES}
+    with detached(main):
+        return {
+            r: {n: p.detach().clone() for n, p in m.named_parameters()} for r, m in modules.items()
+        }
+
+
+def moved(trainer, before):
+    after = weights(trainer)
+    return {
+        role: any(not torch.equal(p, before[role][n]) for n, p in after[role].items())
+        for role in ROLES
+    }
+
+
+def perturb(trainer, scale=0.05):
+    """Distinct models per role (every role starts as a copy of the same start model)."""
+    gen = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for role in ROLES[1:]:
+            for param in role_model(trainer, role).parameters():
+                param.add_(torch.randn(param.shape, generator=gen) * scale)
+
+
+def trainer_for(tiny_model, tmp_path, role_weights=None, role_models=True, **kwargs):
+    return build_grpo_trainer(
+        tiny_model,
+        "math/reflection-v0",
+        {"rounds": 1},
+        config(tmp_path, **kwargs),
+        role_weights=role_weights,
+        train_problems=4,
+        num_envs=8,
+        role_models=role_models,
+    )
+
+
+def test_every_role_gets_its_own_copy_of_the_start_model(tiny_model, tmp_path):
+    trainer = trainer_for(tiny_model, tmp_path)
+    assert isinstance(trainer, RoleModelMixin) and trainer.role_models == ROLES
+    modules = [role_model(trainer, role) for role in ROLES]
+    assert modules[0] is trainer.model and len({id(m) for m in modules}) == 3
+    ids = torch.tensor([[5, 6, 7, 8]])
+    expected = AutoModelForCausalLM.from_pretrained(tiny_model)(ids).logits
+    for module in modules:
+        assert torch.allclose(module(ids).logits, expected, atol=1e-6)
+    embeds = [m.get_input_embeddings().weight for m in modules]
+    assert len({e.data_ptr() for e in embeds}) == 3  # no shared storage between roles
+    names = {n for n, p in trainer.model.named_parameters() if p.requires_grad}
+    assert any(n.startswith(f"{ROLE_MODULES}.critic.") for n in names)
+    assert any(n.startswith(f"{ROLE_MODULES}.refiner.") for n in names)
+
+
+def test_bad_role_model_arguments_are_refused(tiny_model, tmp_path):
+    with pytest.raises(ValueError, match=r"role\(s\) \['judge'\].*roles are"):
+        trainer_for(tiny_model, tmp_path, role_models={"judge": tiny_model})
+    with pytest.raises(ValueError, match="not both"):
+        build_grpo_trainer(
+            tiny_model,
+            "math/reflection-v0",
+            {"rounds": 1},
+            config(tmp_path),
+            train_problems=4,
+            role_models=True,
+            role_adapters=True,
+        )
+    with pytest.raises(ValueError, match="reference model"):
+        trainer_for(tiny_model, tmp_path, beta=0.1)
+
+
+def test_rollout_and_loss_run_each_row_through_its_role_model(tiny_model, tmp_path):
+    """The logprobs sampled by the per-role rollout equal the loss's per-role forward passes."""
+    trainer = trainer_for(tiny_model, tmp_path)
+    perturb(trainer)
+    model = trainer.model
+    inputs = [dict(row) for row in trainer.train_dataset.select(range(3)) for _ in range(2)]
+    out = trainer._generate_and_score_completions(inputs)
+    assert out["role_index"].tolist() == [0, 0, 1, 1, 2, 2]
+    ids = torch.cat([out["prompt_ids"], out["completion_ids"]], dim=1)
+    attention = torch.cat([out["prompt_mask"], out["completion_mask"]], dim=1)
+    keep = out["completion_ids"].size(1)
+    mask = (out["completion_mask"] * out["tool_mask"]).bool()
+    trainer._row_roles = out["role_index"]
+    logps, _, _ = trainer._get_per_token_logps_and_entropies(model, ids, attention, keep)
+    assert torch.allclose(logps[mask], out["sampling_per_token_logps"][mask], atol=1e-4)
+    # ...and differ from running every row through the solver's model (the models differ).
+    trainer._row_roles = torch.zeros_like(out["role_index"])
+    single, _, _ = trainer._get_per_token_logps_and_entropies(model, ids, attention, keep)
+    assert not torch.allclose(single[mask], logps[mask], atol=1e-3)
+    trainer._row_roles = None
+
+
+def test_each_model_learns_from_its_own_role_only(tiny_model, tmp_path):
+    """Critic and refiner rewards weighted 0 -> no advantage -> only the solver's model moves."""
+    trainer = trainer_for(
+        tiny_model,
+        tmp_path,
+        role_weights={"critic": 0.0, "refiner": 0.0},
+        max_steps=2,
+        learning_rate=5e-2,
+    )
+
+    def varied(completions, completion_ids, turn_reward, **kwargs):  # reward spread on any model
+        return [
+            None if r is None else r + (sum(c) % 97) / 100 * (r != 0 or a.startswith("solver"))
+            for r, c, a in zip(turn_reward, completion_ids, kwargs["agent"], strict=True)
+        ]
+
+    trainer.reward_funcs[0] = varied
+    before = weights(trainer)
+    trainer.train()
+    assert moved(trainer, before) == {"solver": True, "critic": False, "refiner": False}
+
+
+def test_role_models_save_reload_and_resume(tiny_model, tmp_path):
+    out = tmp_path / "run"
+    trainer = trainer_for(
+        tiny_model, tmp_path, output_dir=str(out), save_strategy="steps", save_steps=1
+    )
+    perturb(trainer)
+    trainer.train()
+    checkpoint = out / "checkpoint-1"
+    for role in ROLES:
+        assert (checkpoint / role / "model.safetensors").is_file()
+        assert (checkpoint / role / "tokenizer_config.json").is_file()
+    assert not (checkpoint / "model.safetensors").exists()
+    assert checkpoint_problems(checkpoint) == []
+    trained = weights(trainer)
+    final = tmp_path / "final"
+    trainer.save_model(str(final))
+
+    ids = torch.tensor([[5, 6, 7, 8]])
+    for role in ROLES:  # each role's folder is a complete model, without the other roles' weights
+        loaded = AutoModelForCausalLM.from_pretrained(final / role)
+        got = dict(loaded.named_parameters())
+        assert set(got) == set(trained[role])
+        for name, param in trained[role].items():
+            assert torch.equal(got[name], param), (role, name)
+        with torch.no_grad():
+            assert torch.allclose(loaded(ids).logits, role_model(trainer, role)(ids).logits)
+
+    fresh = trainer_for(tiny_model, tmp_path / "again")
+    fresh._load_from_checkpoint(str(checkpoint))
+    restored = weights(fresh)
+    for role in ROLES:
+        for name, param in trained[role].items():
+            assert torch.equal(restored[role][name], param), (role, name)
+
+    # A checkpoint whose critic model was cut short is not resumable, and says which.
+    damaged = checkpoint / "critic" / "model.safetensors"
+    damaged.write_bytes(damaged.read_bytes()[:-8])
+    (problem,) = checkpoint_problems(checkpoint)
+    assert problem.startswith("critic/model.safetensors is damaged")
+    damaged.unlink()
+    with pytest.raises(FileNotFoundError, match="critic"):
+        fresh._load_from_checkpoint(str(checkpoint))
+
+
+def test_ppo_with_a_model_per_role_trains_every_role(tiny_model, tmp_path):
+    """Value features and the policy loss run through each row's role model; every model moves."""
+    trainer = build_ppo(tiny_model, tmp_path, role_models=True, learning_rate=5e-2)
+    perturb(trainer)
+    before = weights(trainer)
+    trainer.train()
+    assert moved(trainer, before) == dict.fromkeys(ROLES, True)
+    assert any(p.abs().sum() > 0 for p in trainer.value_head.parameters())
+
+
+def test_ppo_value_head_is_one_head_per_role_model_on_its_own_features(tiny_model, tmp_path):
+    from trainers.role_models import RoleValueHead
+
+    trainer = build_ppo(tiny_model, tmp_path, role_models=True)
+    head = trainer.value_head
+    assert isinstance(head, RoleValueHead) and list(head.heads) == ROLES
+    with torch.no_grad():
+        for r, role in enumerate(ROLES):
+            head.heads[role].bias.fill_(float(r + 1))
+            head.heads[role].weight.fill_(0.0)
+    perturb(trainer)
+    ids = torch.tensor([[5, 6, 7, 8]] * 3)
+    trainer._row_roles = torch.tensor([2, 0, 1])
+    features = trainer.turn_features(ids, torch.ones_like(ids))
+    trainer._row_roles = None
+    assert head(features).squeeze(-1).tolist() == [3.0, 1.0, 2.0]
+    # Each row's features come from its own role's model.
+    for row, role in zip(range(3), ["refiner", "solver", "critic"], strict=True):
+        module = role_model(trainer, role)
+        with torch.no_grad():
+            hidden = module(input_ids=ids[:1], output_hidden_states=True).hidden_states[-1][0, -1]
+        assert torch.allclose(features[row, : hidden.numel()], hidden, atol=1e-5)

@@ -1,0 +1,266 @@
+"""A full model per role, trained together by the multi-agent GRPO and PPO trainers.
+
+Design
+------
+TRL's trainer holds one model and one optimizer. Here that model is the first role's (the
+solver's) with every other role's model attached to it as a submodule (``role_models.<role>``),
+so one optimizer, one gradient clip and one ``.to(device)`` cover all of them, and Adam's
+per-parameter updates are the same as separate optimizers with the same settings. The first
+role's forward pass never touches the attached models.
+
+Everything per row goes through `trainers.role_adapters.PerRoleMixin`, the machinery role
+adapters use: the rollout plays each role's turns with its own model (one ``generate`` call per
+role), reports the agent of every row, and every forward pass of the loss (and PPO's value
+features) runs each role's rows through that role's model and puts the results back in row
+order. TRL's loss is unchanged; each model's gradient comes from its own role's turns alone.
+
+Checkpoints and the final folder hold one complete model (weights, config, tokenizer) per role in
+``<folder>/<role>/``, which `scripts/evaluate.py --role-model ROLE=<folder>/<role>` plays and
+``resume_from_checkpoint`` reloads.
+
+Limits: the roles must share one tokenizer (TRL tokenizes every completion with the trainer's);
+one process only (the attached models are not run through the distributed wrapper); no vLLM
+generation (one set of weights per server) and no reference model (``beta`` must be 0).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from trainers.role_adapters import PerRoleMixin
+
+logger = logging.getLogger(__name__)
+
+ROLE_MODULES = "role_models"  # the attribute of the first role's model holding the others
+
+
+def resolve_role_paths(
+    roles: Sequence[str], default: str, role_models: bool | Mapping[str, str]
+) -> dict[str, str]:
+    """The start model of every role: `default`, or the path `role_models` gives for the role."""
+    given = dict(role_models) if isinstance(role_models, Mapping) else {}
+    unknown = sorted(set(given) - set(roles))
+    if unknown:
+        raise ValueError(f"role_models names role(s) {unknown}; the env's roles are {list(roles)}")
+    return {role: str(given.get(role, default)) for role in roles}
+
+
+def check_shared_tokenizer(paths: Mapping[str, str]) -> None:
+    """Raise unless every distinct path's tokenizer has the first one's vocabulary."""
+    from transformers import AutoTokenizer
+
+    distinct = list(dict.fromkeys(paths.values()))
+    first = AutoTokenizer.from_pretrained(distinct[0]).get_vocab()
+    for path in distinct[1:]:
+        if AutoTokenizer.from_pretrained(path).get_vocab() != first:
+            raise ValueError(
+                f"the role models {distinct[0]} and {path} have different tokenizers; a model "
+                "per role needs one shared tokenizer (TRL tokenizes every completion with it)"
+            )
+
+
+def load_role_models(
+    paths: Mapping[str, str], model_init_kwargs: Mapping[str, Any] | None = None
+) -> Any:
+    """The first role's model with every other role's model attached as ``role_models.<role>``.
+
+    Each role gets its own copy of the weights, also when several roles start from one path.
+    """
+    from transformers import AutoModelForCausalLM
+
+    kwargs = dict(model_init_kwargs or {})
+    models = {
+        role: AutoModelForCausalLM.from_pretrained(path, **kwargs) for role, path in paths.items()
+    }
+    roles = list(paths)
+    main = models[roles[0]]
+    main.add_module(ROLE_MODULES, torch.nn.ModuleDict({r: models[r] for r in roles[1:]}))
+    return main
+
+
+@contextlib.contextmanager
+def detached(main: Any) -> Iterator[None]:
+    """`main` without its attached role models (to save or load its own weights alone)."""
+    extra = main._modules.pop(ROLE_MODULES, None)
+    try:
+        yield
+    finally:
+        if extra is not None:
+            main._modules[ROLE_MODULES] = extra
+
+
+def _tied_keys(module: Any) -> set[str]:
+    keys = getattr(module, "_tied_weights_keys", None) or ()
+    return set(keys)
+
+
+def load_weights(module: Any, folder: Path) -> None:
+    """Load ``folder/model.safetensors`` into `module`; raise naming missing/unexpected tensors."""
+    from safetensors.torch import load_file
+
+    path = folder / "model.safetensors"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} is missing: cannot resume role {folder.name!r}")
+    missing, unexpected = module.load_state_dict(load_file(str(path)), strict=False)
+    missing = [k for k in missing if k not in _tied_keys(module)]
+    if missing or unexpected:
+        raise ValueError(
+            f"{path} does not match the role's model: missing {missing[:5]}, "
+            f"unexpected {list(unexpected)[:5]}"
+        )
+
+
+class RoleValueHead(torch.nn.Module):
+    """PPO's value head with a linear head per role model (each reads its own model's features).
+
+    Its input is `RoleModelMixin.turn_features`' output: each row's features zero-padded to the
+    widest role model, then the row's role index as a last column.
+    """
+
+    def __init__(self, hidden: Mapping[str, int]) -> None:
+        super().__init__()
+        self.roles = list(hidden)
+        self.hidden = dict(hidden)
+        self.heads = torch.nn.ModuleDict(
+            {role: torch.nn.Linear(h, 1) for role, h in hidden.items()}
+        )
+        for head in self.heads.values():
+            torch.nn.init.zeros_(head.weight)
+            torch.nn.init.zeros_(head.bias)
+
+    def forward(self, features: torch.Tensor) -> torch.Tensor:
+        roles = features[:, -1].long()
+        out = features.new_zeros(len(features), 1)
+        for r, role in enumerate(self.roles):
+            rows = roles == r
+            if rows.any():
+                out[rows] = self.heads[role](features[rows, : self.hidden[role]])
+        return out
+
+
+class RoleModelMixin(PerRoleMixin):
+    """Mixed into `GRPOTrainer` (or `MultiAgentPPOTrainer`): each row runs through its role's model.
+
+    The trainer's model must come from `load_role_models`; `role_models` lists the roles in the
+    order of their ``role_index`` (the first is the trainer's own model).
+    """
+
+    def __init__(self, *args: Any, role_models: Sequence[str], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if getattr(self, "use_vllm", False):
+            raise ValueError(
+                "a model per role does not run on TRL's vLLM generation (one set of weights per "
+                "server); use the transformers rollout (use_vllm=False)"
+            )
+        if self.beta != 0.0:
+            raise ValueError(
+                f"beta={self.beta}: a model per role has no reference model; use beta=0"
+            )
+        if self.accelerator.num_processes > 1:
+            raise ValueError(
+                "a model per role trains in one process only; use role adapters or one shared "
+                "model under accelerate launch"
+            )
+        main = self.accelerator.unwrap_model(self.model)
+        attached = getattr(main, ROLE_MODULES, {})
+        missing = [r for r in role_models[1:] if r not in attached]
+        if missing:
+            raise ValueError(f"the model has no attached model for role(s) {missing}")
+        self.roles = list(role_models)
+        from trl.trainer.utils import add_fused_lm_head
+
+        for role in self.roles[1:]:  # TRL patched the trainer's own model this way
+            add_fused_lm_head(
+                attached[role],
+                temperature=self.temperature,
+                cast_lm_head_to_fp32=self.args.cast_lm_head_to_fp32,
+                outputs=("log_probs", "entropy"),
+            )
+        if hasattr(self, "value_head"):  # PPO: a value head per trained model
+            hidden = {
+                r: self.role_module(r).config.get_text_config().hidden_size for r in self.roles
+            }
+            torch.manual_seed(self.args.seed)
+            self.value_head = RoleValueHead(hidden).to(self.accelerator.device)
+            self.value_optimizer = torch.optim.Adam(
+                self.value_head.parameters(), lr=self.args.value_learning_rate
+            )
+
+    @property
+    def role_models(self) -> list[str]:
+        return self.roles
+
+    def role_module(self, role: str, model: Any = None) -> Any:
+        """`role`'s model (the first role's is the trainer's own, `model` when given)."""
+        main = self.accelerator.unwrap_model(self.model)
+        if role == self.roles[0]:
+            return model if model is not None else main
+        return getattr(main, ROLE_MODULES)[role]
+
+    @contextlib.contextmanager
+    def role_context(self, role: str, model: Any) -> Iterator[Any]:
+        yield self.role_module(role, model)
+
+    def turn_features(
+        self, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, model: Any = None
+    ) -> torch.Tensor:
+        """PPO's value features from each row's role model, in `RoleValueHead`'s input layout."""
+        parent = super(PerRoleMixin, self).turn_features
+        width = max(self.value_head.hidden.values())
+
+        def run(index: torch.Tensor, module: Any) -> tuple[torch.Tensor]:
+            features = parent(prompt_ids[index], prompt_mask[index], model=module)
+            padded = torch.nn.functional.pad(features, (0, width - features.size(1)))
+            return (padded,)
+
+        features = self.per_role(len(prompt_ids), run)[0]
+        roles = self._row_roles.to(features.device, features.dtype)
+        return torch.cat([features, roles.unsqueeze(1)], dim=1)
+
+    # ------------------------------------------------------------------ save / resume
+    def _save(self, output_dir: str | None = None, state_dict: Any = None) -> None:
+        """One complete model per role in ``output_dir/<role>/`` (weights, config, tokenizer)."""
+        from transformers.trainer import TRAINING_ARGS_NAME
+
+        output_dir = output_dir or self.args.output_dir
+        main = self.accelerator.unwrap_model(self.model)
+        modules = {role: self.role_module(role) for role in self.roles}
+        with detached(main):
+            for role, module in modules.items():
+                folder = Path(output_dir) / role
+                module.save_pretrained(str(folder))
+                if self.processing_class is not None:
+                    self.processing_class.save_pretrained(str(folder))
+        torch.save(self.args, os.path.join(output_dir, TRAINING_ARGS_NAME))
+
+    def _load_from_checkpoint(self, resume_from_checkpoint: str, model: Any = None) -> None:
+        """Every role's model from ``checkpoint/<role>/`` (plus PPO's value head)."""
+        main = self.accelerator.unwrap_model(model if model is not None else self.model)
+        modules = {role: getattr(main, ROLE_MODULES)[role] for role in self.roles[1:]}
+        with detached(main):
+            for role in self.roles:
+                load_weights(modules.get(role, main), Path(resume_from_checkpoint) / role)
+        resume_value_head = getattr(self, "resume_value_head", None)  # PPO's, which Trainer's skips
+        if resume_value_head is not None:
+            resume_value_head(resume_from_checkpoint)
+
+
+_CLASSES: dict[type, type] = {}
+
+
+def with_role_models(trainer_cls: type) -> type:
+    """`trainer_cls` (GRPOTrainer or a subclass) with `RoleModelMixin` mixed in."""
+    if issubclass(trainer_cls, RoleModelMixin):
+        return trainer_cls
+    if trainer_cls not in _CLASSES:
+        _CLASSES[trainer_cls] = type(
+            f"RoleModel{trainer_cls.__name__}", (RoleModelMixin, trainer_cls), {}
+        )
+    return _CLASSES[trainer_cls]
