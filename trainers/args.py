@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from trl import GRPOConfig
@@ -27,6 +28,7 @@ class EnvArguments:
         num_envs (`int`, 64): env copies the rollout engine runs at once.
         role_adapters (`bool`, False): GRPO/PPO train one LoRA adapter per role (rank `lora_r`,
             alpha `lora_alpha`) on the frozen start model instead of the whole shared model.
+        trainable_params (`str`, ""): GRPO/PPO train only the parameters matching this regex.
         role_models (`str`, ""): GRPO/PPO train a full model per role: "all" gives every role its
             own copy of the start model; "critic=PATH,..." starts those roles from PATH (the rest
             from the start model).
@@ -80,6 +82,13 @@ class EnvArguments:
     )
     lora_r: int = field(default=8, metadata={"help": "Rank of each role's LoRA adapter."})
     lora_alpha: int = field(default=16, metadata={"help": "Alpha of each role's LoRA adapter."})
+    trainable_params: str = field(
+        default="",
+        metadata={
+            "help": "GRPO/PPO: train only the parameters whose names match this regex (e.g. "
+            "'norm' for the RMSNorm weights); the rest stay frozen. Empty: train all."
+        },
+    )
     role_models: str = field(
         default="",
         metadata={
@@ -101,6 +110,13 @@ class EnvArguments:
         self.role_model_paths()
         if self.role_models and self.role_adapters:
             raise ValueError("pass --role_models or --role_adapters, not both")
+        if self.trainable_params:
+            try:
+                re.compile(self.trainable_params)
+            except re.error as exc:
+                raise ValueError(
+                    f"trainable_params {self.trainable_params!r} is not a regex: {exc}"
+                ) from exc
 
     def role_model_paths(self) -> bool | dict[str, str]:
         """`role_models` as the trainers take it: False, True ("all") or {role: path}."""
@@ -133,13 +149,14 @@ class EnvArguments:
                 )
         return out
 
-    def adapter_kwargs(self) -> dict:
-        """The trainer builders' role-adapter arguments."""
+    def builder_kwargs(self) -> dict:
+        """The trainer builders' model arguments (role adapters, role models, trainable)."""
         return {
             "role_adapters": self.role_adapters,
             "lora_r": self.lora_r,
             "lora_alpha": self.lora_alpha,
             "role_models": self.role_model_paths(),
+            "trainable": self.trainable_params or None,
         }
 
     def env_kwargs(self, split: str | None = None) -> dict:

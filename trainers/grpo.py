@@ -60,6 +60,7 @@ from __future__ import annotations
 
 import logging
 import random
+import re
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -340,6 +341,7 @@ def build_grpo_trainer(
     lora_r: int = 8,
     lora_alpha: int = 16,
     role_models: bool | Mapping[str, str] = False,
+    trainable: str | None = None,
     **trainer_kwargs: Any,
 ) -> GRPOTrainer:
     """A `GRPOTrainer` training one shared model on every agent's turns of `env_id`.
@@ -360,6 +362,9 @@ def build_grpo_trainer(
         role_models (`bool | Mapping[str, str]`, False): train a full model per role: `True`
             gives every role its own copy of `model_path`; a mapping ``{role: path}`` starts
             those roles from their paths (the rest from `model_path`). See `trainers.role_models`.
+        trainable (`str`, None): a regex; only parameters whose names match it train (e.g.
+            ``"norm"``), the rest are frozen. Not with `role_adapters` (the adapters are what
+            trains there).
         **trainer_kwargs: passed to `GRPOTrainer` (callbacks, peft_config, eval_dataset, ...).
     """
     args = args or GRPOConfig(output_dir="outputs/grpo")
@@ -385,6 +390,8 @@ def build_grpo_trainer(
     model: Any = model_path
     if role_adapters and role_models:
         raise ValueError("pass role_adapters or role_models, not both")
+    if role_adapters and trainable:
+        raise ValueError("trainable applies to full models; role adapters train the adapters")
     if role_models:
         from trainers.role_adapters import env_roles
         from trainers.role_models import (
@@ -417,7 +424,7 @@ def build_grpo_trainer(
             from transformers import AutoTokenizer
 
             trainer_kwargs["processing_class"] = AutoTokenizer.from_pretrained(model_path)
-    return trainer_cls(
+    trainer = trainer_cls(
         model=model,
         reward_funcs=[turn_reward],
         args=args,
@@ -425,3 +432,23 @@ def build_grpo_trainer(
         rollout_func=rollout_cls(env_id, env_kwargs, role_weights, num_envs),
         **trainer_kwargs,
     )
+    if trainable:  # before train() builds the optimizer from the parameters that require grad
+        freeze_except(trainer.model, trainable)
+    return trainer
+
+
+def freeze_except(model: Any, pattern: str) -> list[str]:
+    """Freeze every parameter of `model` whose name does not match the regex `pattern`.
+
+    Returns the names left trainable; raises if none match (naming a few parameters).
+    """
+    regex = re.compile(pattern)
+    names = [name for name, _ in model.named_parameters()]
+    kept = [name for name in names if regex.search(name)]
+    if not kept:
+        raise ValueError(f"trainable={pattern!r} matches no parameter; names look like {names[:4]}")
+    for name, param in model.named_parameters():
+        param.requires_grad_(name in kept)
+    count = sum(p.numel() for n, p in model.named_parameters() if n in kept)
+    logger.info("training %d parameter tensors (%d values) matching %r", len(kept), count, pattern)
+    return kept

@@ -320,7 +320,7 @@ def train_ppo(env_args: Any, config: CPUPPOConfig) -> dict[str, Any]:
         train_problems=env_args.train_problems,
         num_envs=env_args.num_envs,
         callbacks=callbacks(env_args),
-        **env_args.adapter_kwargs(),
+        **env_args.builder_kwargs(),
     )
     began = time.perf_counter()
     trainer.train(resume_from_checkpoint=resume_checkpoint(config, extra_files=(VALUE_HEAD,)))

@@ -177,7 +177,7 @@ def train_grpo(env_args: EnvArguments, config: CPUGRPOConfig) -> dict[str, Any]:
         train_problems=env_args.train_problems,
         num_envs=env_args.num_envs,
         callbacks=callbacks(env_args),
-        **env_args.adapter_kwargs(),
+        **env_args.builder_kwargs(),
     )
     began = time.perf_counter()
     trainer.train(resume_from_checkpoint=resume_checkpoint(config))

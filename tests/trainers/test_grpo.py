@@ -211,6 +211,39 @@ def test_training_updates_the_shared_model_and_logs_per_agent_metrics(tiny_model
     assert trainer.rollout_func.calls == 2
 
 
+def test_trainable_trains_only_the_matching_parameters(tiny_model, tmp_path):
+    def build(trainable, **kwargs):
+        return build_grpo_trainer(
+            tiny_model,
+            "math/reflection-v0",
+            {"rounds": 1},
+            config(tmp_path, max_steps=2, learning_rate=5e-2),
+            train_problems=4,
+            num_envs=8,
+            trainable=trainable,
+            **kwargs,
+        )
+
+    trainer = build("norm")
+
+    def shaped(completions, completion_ids, turn_reward, **kwargs):  # varied rewards on any model
+        return [
+            None if r is None else r + len(set(c)) / 10
+            for r, c in zip(turn_reward, completion_ids, strict=True)
+        ]
+
+    trainer.reward_funcs[0] = shaped
+    before = {k: v.detach().clone() for k, v in trainer.model.named_parameters()}
+    trainer.train()
+    changed = {k for k, v in trainer.model.named_parameters() if not torch.equal(before[k], v)}
+    assert changed and all("norm" in k for k in changed)
+    assert any("layernorm" in k for k in changed)
+    with pytest.raises(ValueError, match=r"matches no parameter; names look like \['model"):
+        build("no_such_layer")
+    with pytest.raises(ValueError, match="role adapters train the adapters"):
+        build("norm", role_adapters=True)
+
+
 def test_rollout_rows_are_token_exact_for_the_trainer(tiny_model, tmp_path):
     """The rollout's sampled logprobs equal TRL's recomputation on the rows it built."""
     trainer = build_grpo_trainer(
