@@ -309,3 +309,16 @@ def test_train_script_under_accelerate_launch_two_processes(tiny_model, tmp_path
     # 2 processes x 1 problem x 3 turn slots x 2 generations per step: 12 rows, 2 problems.
     assert steps[0]["epoch"] == pytest.approx(2 / 8)
     assert result.stdout.count("| metric | before | after | change |") == 1  # main process only
+
+
+@pytest.mark.parametrize("path", sorted((REPO / "scripts" / "configs").glob("*_grpo*.yaml")))
+def test_shipped_grpo_configs_parse(path):
+    """Every shipped GRPO config names only real fields (TrlParser refuses unknown keys)."""
+    from trainers.cli import make_parser
+
+    env_id = f"math/{path.stem.split('_')[0]}-v0"
+    parser, _ = make_parser("grpo", env_id)
+    env_args, config = parser.parse_args_and_config(["--config", str(path)])
+    assert config.output_dir.startswith("outputs/")
+    if path.stem == "reflection_grpo_norm":
+        assert env_args.trainable_params == r"^model\.norm\." and config.learning_rate == 0.3
