@@ -406,10 +406,6 @@ def build_grpo_trainer(
         model = load_role_models(paths, args.model_init_kwargs)
         trainer_cls = with_role_models(trainer_cls)
         trainer_kwargs["role_models"] = list(paths)
-        if trainer_kwargs.get("processing_class") is None:
-            from transformers import AutoTokenizer
-
-            trainer_kwargs["processing_class"] = AutoTokenizer.from_pretrained(model_path)
     elif role_adapters:
         from transformers import AutoModelForCausalLM
 
@@ -420,10 +416,10 @@ def build_grpo_trainer(
         model = add_role_adapters(base, roles, r=lora_r, alpha=lora_alpha)
         trainer_cls = with_role_adapters(trainer_cls)
         trainer_kwargs["role_adapters"] = roles
-        if trainer_kwargs.get("processing_class") is None:
-            from transformers import AutoTokenizer
+    if not isinstance(model, str) and trainer_kwargs.get("processing_class") is None:
+        from transformers import AutoTokenizer  # TRL loads it only when given a path
 
-            trainer_kwargs["processing_class"] = AutoTokenizer.from_pretrained(model_path)
+        trainer_kwargs["processing_class"] = AutoTokenizer.from_pretrained(model_path)
     trainer = trainer_cls(
         model=model,
         reward_funcs=[turn_reward],
@@ -443,12 +439,14 @@ def freeze_except(model: Any, pattern: str) -> list[str]:
     Returns the names left trainable; raises if none match (naming a few parameters).
     """
     regex = re.compile(pattern)
-    names = [name for name, _ in model.named_parameters()]
-    kept = [name for name in names if regex.search(name)]
+    params = dict(model.named_parameters())
+    kept = {name: param for name, param in params.items() if regex.search(name)}
     if not kept:
-        raise ValueError(f"trainable={pattern!r} matches no parameter; names look like {names[:4]}")
-    for name, param in model.named_parameters():
+        raise ValueError(
+            f"trainable={pattern!r} matches no parameter; names look like {list(params)[:4]}"
+        )
+    for name, param in params.items():
         param.requires_grad_(name in kept)
-    count = sum(p.numel() for n, p in model.named_parameters() if n in kept)
+    count = sum(param.numel() for param in kept.values())
     logger.info("training %d parameter tensors (%d values) matching %r", len(kept), count, pattern)
-    return kept
+    return list(kept)

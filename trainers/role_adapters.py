@@ -117,9 +117,24 @@ class PerRoleMixin:
 
     roles: list[str]
     _row_roles: torch.Tensor | None = None
+    what: str = "per-role training"  # named in refusals: "role adapters", "a model per role"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if getattr(self, "use_vllm", False):
+            raise ValueError(
+                f"{self.what}: not on TRL's vLLM generation (one set of weights per server); "
+                "use the transformers rollout (use_vllm=False)"
+            )
 
     def role_context(self, role: str, model: Any) -> contextlib.AbstractContextManager[Any]:
         raise NotImplementedError
+
+    def resume_extras(self, checkpoint: str) -> None:
+        """What a checkpoint holds besides the roles' weights: PPO's value head (Trainer skips it)."""
+        resume_value_head = getattr(self, "resume_value_head", None)
+        if resume_value_head is not None:
+            resume_value_head(checkpoint)
 
     # ------------------------------------------------------------------ row roles
     def role_index(self, agents: Sequence[str | None]) -> torch.Tensor:
@@ -226,7 +241,7 @@ class PerRoleMixin:
     ) -> torch.Tensor:
         """PPO's value features, each row's from its role's module."""
         parent = super().turn_features
-        model = self.accelerator.unwrap_model(self.model)
+        model = model if model is not None else self.accelerator.unwrap_model(self.model)
         return self.per_role(
             len(prompt_ids),
             lambda i, module: (parent(prompt_ids[i], prompt_mask[i], model=module),),
@@ -241,13 +256,10 @@ class RoleAdapterMixin(PerRoleMixin):
     roles in the order of their ``role_index``.
     """
 
+    what = "role adapters"
+
     def __init__(self, *args: Any, role_adapters: Sequence[str], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        if getattr(self, "use_vllm", False):
-            raise ValueError(
-                "role adapters do not run on TRL's vLLM generation (one set of weights per "
-                "server); use the transformers rollout (use_vllm=False)"
-            )
         model = self.accelerator.unwrap_model(self.model)
         missing = [r for r in role_adapters if r not in getattr(model, "peft_config", {})]
         if missing:
@@ -286,19 +298,22 @@ class RoleAdapterMixin(PerRoleMixin):
                 raise FileNotFoundError(f"{path} is missing: cannot resume role {role!r}")
             set_peft_model_state_dict(target, load_file(str(path)), adapter_name=role)
         _train_all(target, self.roles)
-        resume_value_head = getattr(self, "resume_value_head", None)  # PPO's, which Trainer's skips
-        if resume_value_head is not None:
-            resume_value_head(resume_from_checkpoint)
+        self.resume_extras(resume_from_checkpoint)
 
 
-_CLASSES: dict[type, type] = {}
+_CLASSES: dict[tuple[type, type], type] = {}
+
+
+def with_mixin(mixin: type, trainer_cls: type, prefix: str) -> type:
+    """`trainer_cls` with `mixin` mixed in, one class per pair (named ``<prefix><trainer>``)."""
+    if issubclass(trainer_cls, mixin):
+        return trainer_cls
+    key = (mixin, trainer_cls)
+    if key not in _CLASSES:
+        _CLASSES[key] = type(f"{prefix}{trainer_cls.__name__}", (mixin, trainer_cls), {})
+    return _CLASSES[key]
 
 
 def with_role_adapters(trainer_cls: type) -> type:
     """`trainer_cls` (GRPOTrainer or a subclass) with `RoleAdapterMixin` mixed in."""
-    if issubclass(trainer_cls, RoleAdapterMixin):
-        return trainer_cls
-    if trainer_cls not in _CLASSES:
-        name = f"RoleAdapter{trainer_cls.__name__}"
-        _CLASSES[trainer_cls] = type(name, (RoleAdapterMixin, trainer_cls), {})
-    return _CLASSES[trainer_cls]
+    return with_mixin(RoleAdapterMixin, trainer_cls, "RoleAdapter")

@@ -34,7 +34,7 @@ from typing import Any
 
 import torch
 
-from trainers.role_adapters import PerRoleMixin
+from trainers.role_adapters import PerRoleMixin, with_mixin
 
 logger = logging.getLogger(__name__)
 
@@ -152,13 +152,10 @@ class RoleModelMixin(PerRoleMixin):
     order of their ``role_index`` (the first is the trainer's own model).
     """
 
+    what = "a model per role"
+
     def __init__(self, *args: Any, role_models: Sequence[str], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        if getattr(self, "use_vllm", False):
-            raise ValueError(
-                "a model per role does not run on TRL's vLLM generation (one set of weights per "
-                "server); use the transformers rollout (use_vllm=False)"
-            )
         if self.beta != 0.0:
             raise ValueError(
                 f"beta={self.beta}: a model per role has no reference model; use beta=0"
@@ -247,20 +244,9 @@ class RoleModelMixin(PerRoleMixin):
         with detached(main):
             for role in self.roles:
                 load_weights(modules.get(role, main), Path(resume_from_checkpoint) / role)
-        resume_value_head = getattr(self, "resume_value_head", None)  # PPO's, which Trainer's skips
-        if resume_value_head is not None:
-            resume_value_head(resume_from_checkpoint)
-
-
-_CLASSES: dict[type, type] = {}
+        self.resume_extras(resume_from_checkpoint)
 
 
 def with_role_models(trainer_cls: type) -> type:
     """`trainer_cls` (GRPOTrainer or a subclass) with `RoleModelMixin` mixed in."""
-    if issubclass(trainer_cls, RoleModelMixin):
-        return trainer_cls
-    if trainer_cls not in _CLASSES:
-        _CLASSES[trainer_cls] = type(
-            f"RoleModel{trainer_cls.__name__}", (RoleModelMixin, trainer_cls), {}
-        )
-    return _CLASSES[trainer_cls]
+    return with_mixin(RoleModelMixin, trainer_cls, "RoleModel")

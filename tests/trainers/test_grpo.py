@@ -180,6 +180,15 @@ def test_advantages_are_normalised_within_problem_role_and_round(tiny_model, tmp
     assert out["completion_ids"].shape[0] == 18
 
 
+def shaped(completions, completion_ids, turn_reward, **kwargs):
+    """The turn rewards (logged per agent) plus a spread that any model's samples get."""
+    base = grpo.turn_reward(completions, turn_reward, completion_ids=completion_ids, **kwargs)
+    return [
+        None if r is None else r + len(set(c)) / 10
+        for r, c in zip(base, completion_ids, strict=True)
+    ]
+
+
 def test_training_updates_the_shared_model_and_logs_per_agent_metrics(tiny_model, tmp_path):
     args = config(tmp_path, max_steps=2)
     trainer = build_grpo_trainer(
@@ -191,13 +200,6 @@ def test_training_updates_the_shared_model_and_logs_per_agent_metrics(tiny_model
         train_problems=4,
         num_envs=8,
     )
-
-    def shaped(completions, completion_ids, turn_reward, **kwargs):  # varied rewards on any model
-        base = grpo.turn_reward(completions, turn_reward, completion_ids=completion_ids, **kwargs)
-        return [
-            None if r is None else r + len(set(c)) / 10
-            for r, c in zip(base, completion_ids, strict=True)
-        ]
 
     trainer.reward_funcs[0] = shaped
     before = {k: v.detach().clone() for k, v in trainer.model.named_parameters()}
@@ -225,12 +227,6 @@ def test_trainable_trains_only_the_matching_parameters(tiny_model, tmp_path):
         )
 
     trainer = build("norm")
-
-    def shaped(completions, completion_ids, turn_reward, **kwargs):  # varied rewards on any model
-        return [
-            None if r is None else r + len(set(c)) / 10
-            for r, c in zip(turn_reward, completion_ids, strict=True)
-        ]
 
     trainer.reward_funcs[0] = shaped
     before = {k: v.detach().clone() for k, v in trainer.model.named_parameters()}

@@ -85,8 +85,18 @@ def test_rollout_and_loss_run_each_row_under_its_role_adapter(tiny_model, tmp_pa
     """The logprobs sampled by the mixed-role rollout equal the loss's per-role forward passes."""
     trainer = trainer_for(tiny_model, tmp_path)
     assert isinstance(trainer, RoleAdapterMixin) and trainer.role_adapters == ROLES
+    perturb(trainer.model)
+    ids, attention, keep = check_rollout_matches_per_role_loss(trainer)
+    with pytest.raises(RuntimeError, match="row roles"):
+        trainer._get_per_token_logps_and_entropies(trainer.model, ids, attention, keep)
+
+
+def check_rollout_matches_per_role_loss(trainer):
+    """The per-role rollout's sampled logprobs equal the loss's per-role forward passes, and differ
+    from running every row as the first role (the roles' weights really differ).
+
+    Returns the (ids, attention, keep) it scored, for further checks."""
     model = trainer.model
-    perturb(model)
     inputs = [dict(row) for row in trainer.train_dataset.select(range(3)) for _ in range(2)]
     out = trainer._generate_and_score_completions(inputs)
     assert out["role_index"].tolist() == [0, 0, 1, 1, 2, 2]
@@ -97,13 +107,19 @@ def test_rollout_and_loss_run_each_row_under_its_role_adapter(tiny_model, tmp_pa
     trainer._row_roles = out["role_index"]
     logps, _, _ = trainer._get_per_token_logps_and_entropies(model, ids, attention, keep)
     assert torch.allclose(logps[mask], out["sampling_per_token_logps"][mask], atol=1e-4)
-    # ...and differ from running every row under one adapter (the adapters really differ).
     trainer._row_roles = torch.zeros_like(out["role_index"])
     single, _, _ = trainer._get_per_token_logps_and_entropies(model, ids, attention, keep)
     assert not torch.allclose(single[mask], logps[mask], atol=1e-3)
     trainer._row_roles = None
-    with pytest.raises(RuntimeError, match="row roles"):
-        trainer._get_per_token_logps_and_entropies(model, ids, attention, keep)
+    return ids, attention, keep
+
+
+def solver_only_reward(completions, completion_ids, turn_reward, **kwargs):
+    """Reward spread on any model, for the solver's turns only (critic/refiner weighted 0)."""
+    return [
+        None if r is None else r + (sum(c) % 97) / 100 * (r != 0 or a.startswith("solver"))
+        for r, c, a in zip(turn_reward, completion_ids, kwargs["agent"], strict=True)
+    ]
 
 
 def test_each_adapter_learns_from_its_own_role_only(tiny_model, tmp_path):
@@ -115,14 +131,7 @@ def test_each_adapter_learns_from_its_own_role_only(tiny_model, tmp_path):
         max_steps=2,
         learning_rate=5e-2,
     )
-
-    def varied(completions, completion_ids, turn_reward, **kwargs):  # reward spread on any model
-        return [
-            None if r is None else r + (sum(c) % 97) / 100 * (r != 0 or a.startswith("solver"))
-            for r, c, a in zip(turn_reward, completion_ids, kwargs["agent"], strict=True)
-        ]
-
-    trainer.reward_funcs[0] = varied
+    trainer.reward_funcs[0] = solver_only_reward
     model = trainer.model
     before = adapters(model)
     frozen = base_params(model)

@@ -8,6 +8,10 @@ from transformers import AutoModelForCausalLM
 
 from tests.trainers.test_grpo import config
 from tests.trainers.test_ppo import build as build_ppo
+from tests.trainers.test_role_adapters import (
+    check_rollout_matches_per_role_loss,
+    solver_only_reward,
+)
 from trainers.checkpoint import checkpoint_problems
 from trainers.grpo import build_grpo_trainer
 from trainers.role_models import ROLE_MODULES, RoleModelMixin, detached
@@ -96,22 +100,7 @@ def test_rollout_and_loss_run_each_row_through_its_role_model(tiny_model, tmp_pa
     """The logprobs sampled by the per-role rollout equal the loss's per-role forward passes."""
     trainer = trainer_for(tiny_model, tmp_path)
     perturb(trainer)
-    model = trainer.model
-    inputs = [dict(row) for row in trainer.train_dataset.select(range(3)) for _ in range(2)]
-    out = trainer._generate_and_score_completions(inputs)
-    assert out["role_index"].tolist() == [0, 0, 1, 1, 2, 2]
-    ids = torch.cat([out["prompt_ids"], out["completion_ids"]], dim=1)
-    attention = torch.cat([out["prompt_mask"], out["completion_mask"]], dim=1)
-    keep = out["completion_ids"].size(1)
-    mask = (out["completion_mask"] * out["tool_mask"]).bool()
-    trainer._row_roles = out["role_index"]
-    logps, _, _ = trainer._get_per_token_logps_and_entropies(model, ids, attention, keep)
-    assert torch.allclose(logps[mask], out["sampling_per_token_logps"][mask], atol=1e-4)
-    # ...and differ from running every row through the solver's model (the models differ).
-    trainer._row_roles = torch.zeros_like(out["role_index"])
-    single, _, _ = trainer._get_per_token_logps_and_entropies(model, ids, attention, keep)
-    assert not torch.allclose(single[mask], logps[mask], atol=1e-3)
-    trainer._row_roles = None
+    check_rollout_matches_per_role_loss(trainer)
 
 
 def test_each_model_learns_from_its_own_role_only(tiny_model, tmp_path):
@@ -123,14 +112,7 @@ def test_each_model_learns_from_its_own_role_only(tiny_model, tmp_path):
         max_steps=2,
         learning_rate=5e-2,
     )
-
-    def varied(completions, completion_ids, turn_reward, **kwargs):  # reward spread on any model
-        return [
-            None if r is None else r + (sum(c) % 97) / 100 * (r != 0 or a.startswith("solver"))
-            for r, c, a in zip(turn_reward, completion_ids, kwargs["agent"], strict=True)
-        ]
-
-    trainer.reward_funcs[0] = varied
+    trainer.reward_funcs[0] = solver_only_reward
     before = weights(trainer)
     trainer.train()
     assert moved(trainer, before) == {"solver": True, "critic": False, "refiner": False}
