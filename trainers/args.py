@@ -28,7 +28,8 @@ class EnvArguments:
         num_envs (`int`, 64): env copies the rollout engine runs at once.
         role_adapters (`bool`, False): GRPO/PPO train one LoRA adapter per role (rank `lora_r`,
             alpha `lora_alpha`) on the frozen start model instead of the whole shared model.
-        trainable_params (`str`, ""): GRPO/PPO train only the parameters matching this regex.
+        trainable_params (`str`, ""): train only the parameters matching this regex (every
+            algorithm; with --sft_first, DPO's SFT stage too).
         role_models (`str`, ""): GRPO/PPO train a full model per role: "all" gives every role its
             own copy of the start model; "critic=PATH,..." starts those roles from PATH (the rest
             from the start model).
@@ -85,8 +86,8 @@ class EnvArguments:
     trainable_params: str = field(
         default="",
         metadata={
-            "help": "GRPO/PPO: train only the parameters whose names match this regex (e.g. "
-            "'norm' for the RMSNorm weights); the rest stay frozen. Empty: train all."
+            "help": "Train only the parameters whose names match this regex (e.g. '^model\\.norm\\.' "
+            "for the final RMSNorm); the rest stay frozen. Empty: train all."
         },
     )
     role_models: str = field(

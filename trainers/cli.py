@@ -88,7 +88,7 @@ def run_script(
         print(f"algorithms for {env_id}: {', '.join(available(env_id))}\n")
     parser, train = make_parser(algo, env_id, defaults)
     env_args, config = parser.parse_args_and_config(argv)
-    for flag in ("role_adapters", "role_models", "trainable_params"):
+    for flag in ("role_adapters", "role_models"):
         if getattr(env_args, flag) and algo not in ADAPTER_ALGOS:
             raise SystemExit(
                 f"--{flag} applies to {' and '.join(ADAPTER_ALGOS)}, not {algo}; "

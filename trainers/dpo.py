@@ -204,21 +204,31 @@ class CPUDPOConfig(DPOConfig):
 
 
 def build_dpo_trainer(
-    model_path: str, rows: Sequence[dict[str, Any]], args: DPOConfig, **kwargs: Any
+    model_path: str,
+    rows: Sequence[dict[str, Any]],
+    args: DPOConfig,
+    trainable: str | None = None,
+    **kwargs: Any,
 ) -> DPOTrainer:
-    """TRL's `DPOTrainer` on conversational pair rows; the reference model is `model_path`."""
+    """TRL's `DPOTrainer` on conversational pair rows; the reference model is `model_path`. With
+    `trainable` (a regex) only the parameters whose names match it train."""
     if not rows:
         raise ValueError("no preference pairs: nothing to train on")
     from transformers import AutoTokenizer
 
+    from trainers.grpo import freeze_except
+
     dataset = Dataset.from_list([{k: r[k] for k in ("prompt", "chosen", "rejected")} for r in rows])
-    return DPOTrainer(
+    trainer = DPOTrainer(
         model=model_path,
         args=args,
         train_dataset=dataset,
         processing_class=AutoTokenizer.from_pretrained(model_path),
         **kwargs,
     )
+    if trainable:  # before train() builds the optimizer from the parameters that require grad
+        freeze_except(trainer.model, trainable)
+    return trainer
 
 
 def _sft_config(config: CPUDPOConfig, out: Any) -> Any:
@@ -246,12 +256,13 @@ def train_dpo(env_args: Any, config: CPUDPOConfig) -> dict[str, Any]:
 
     out, results = start_run(env_args, config, "dpo")
     model_path = results["start_model"]
+    trainable = env_args.trainable_params or None
     episodes = rollout_episodes(env_args, model_path, config)
     results["rollout_episodes"] = len(episodes)
     history: list[dict[str, Any]] = []
     if config.sft_first:
         model_path, figures = run_sft_stage(
-            model_path, episodes, _sft_config(config, out / "sft_run"), None, out / "sft"
+            model_path, episodes, _sft_config(config, out / "sft_run"), None, out / "sft", trainable
         )
         model_path = str(model_path)
         results["sft"] = {k: v for k, v in figures.items() if k != "log_history"}
@@ -268,7 +279,7 @@ def train_dpo(env_args: Any, config: CPUDPOConfig) -> dict[str, Any]:
         )
     results["pairs"] = len(rows)
     results["pairs_per_kind"] = dict(Counter(r["kind"] for r in rows))
-    trainer = build_dpo_trainer(model_path, rows, config)
+    trainer = build_dpo_trainer(model_path, rows, config, trainable)
     began = time.perf_counter()
     trainer.train(resume_from_checkpoint=resume_checkpoint(config))
     results["train_seconds"] = time.perf_counter() - began

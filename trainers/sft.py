@@ -154,27 +154,43 @@ def rollout_episodes(
 
 
 def build_sft_trainer(
-    model_path: str, rows: Sequence[dict[str, Any]], args: SFTConfig, **kwargs: Any
+    model_path: str,
+    rows: Sequence[dict[str, Any]],
+    args: SFTConfig,
+    trainable: str | None = None,
+    **kwargs: Any,
 ) -> SFTTrainer:
-    """TRL's `SFTTrainer` on chat rows (only their ``messages`` are used)."""
+    """TRL's `SFTTrainer` on chat rows (only their ``messages`` are used); with `trainable` (a
+    regex) only the parameters whose names match it train."""
     if not rows:
         raise ValueError("no SFT rows: nothing to train on")
     from transformers import AutoTokenizer
 
+    from trainers.grpo import freeze_except
+
     dataset = Dataset.from_list([{"messages": r["messages"]} for r in rows])
-    return SFTTrainer(
+    trainer = SFTTrainer(
         model=model_path,
         args=args,
         train_dataset=dataset,
         processing_class=AutoTokenizer.from_pretrained(model_path),
         **kwargs,
     )
+    if trainable:  # before train() builds the optimizer from the parameters that require grad
+        freeze_except(trainer.model, trainable)
+    return trainer
 
 
 def run_sft_stage(
-    model_path: str, episodes: Sequence[Episode], config: SFTConfig, roles: Any, out: Any
+    model_path: str,
+    episodes: Sequence[Episode],
+    config: SFTConfig,
+    roles: Any,
+    out: Any,
+    trainable: str | None = None,
 ) -> tuple[Any, dict[str, Any]]:
-    """SFT `model_path` on the good turns of `episodes`; save to `out`; return (path, figures)."""
+    """SFT `model_path` on the good turns of `episodes` (only the parameters matching the regex
+    `trainable`, when given); save to `out`; return (path, figures)."""
     rows = sft_rows(episodes, roles)
     if not rows:
         raise ValueError(
@@ -182,7 +198,7 @@ def run_sft_stage(
             f"{parse_roles(roles) or 'any'}; roll out more problems (--rollout_problems), more "
             "samples (--rollout_samples) or use a stronger start model"
         )
-    trainer = build_sft_trainer(model_path, rows, config)
+    trainer = build_sft_trainer(model_path, rows, config, trainable)
     began = time.perf_counter()
     trainer.train(resume_from_checkpoint=resume_checkpoint(config))
     trainer.save_model(str(out))
@@ -203,7 +219,12 @@ def train_sft(env_args: Any, config: CPUSFTConfig) -> dict[str, Any]:
     out, results = start_run(env_args, config, "sft")
     episodes = rollout_episodes(env_args, results["start_model"], config)
     final, figures = run_sft_stage(
-        results["start_model"], episodes, config, config.sft_roles, out / "final"
+        results["start_model"],
+        episodes,
+        config,
+        config.sft_roles,
+        out / "final",
+        env_args.trainable_params or None,
     )
     results["rollout_episodes"] = len(episodes)
     results["sft"] = {k: v for k, v in figures.items() if k != "log_history"}

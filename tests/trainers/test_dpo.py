@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from trl import DPOTrainer
 
 from trainers.dpo import CPUDPOConfig, build_dpo_trainer, preference_pairs, refiner_pairs
 from trainers.rollout import Episode, Turn
@@ -204,6 +205,62 @@ def test_dpo_script_runs_the_sft_then_dpo_pipeline(tiny_model, tmp_path):
     assert metrics["algo"] == "dpo" and metrics["pairs"] >= 1 and metrics["sft"]["rows"] >= 1
     assert {"before", "after", "summary"} <= set(metrics)
     assert (out / "final" / "config.json").is_file() and (out / "sft" / "config.json").is_file()
+
+
+def test_sft_and_dpo_train_only_the_parameters_matching_trainable(tiny_model, tmp_path):
+    episodes = [
+        episode("p", 0, solver_ok=False, verdict=False, refiner_ok=True),
+        episode("p", 1, solver_ok=True, verdict=True, refiner_ok=True),
+    ]
+    sft_args = CPUSFTConfig(output_dir=str(tmp_path / "sft"), max_steps=1, learning_rate=1e-1)
+    dpo_args = CPUDPOConfig(
+        output_dir=str(tmp_path / "dpo"), max_steps=1, per_device_train_batch_size=2
+    )
+    dpo_args.learning_rate = 1e-1
+    for trainer in (
+        build_sft_trainer(tiny_model, sft_rows(episodes), sft_args, trainable=r"^model\.norm\."),
+        build_dpo_trainer(tiny_model, preference_pairs(episodes), dpo_args, trainable="norm"),
+    ):
+        before = {k: v.detach().clone() for k, v in trainer.model.named_parameters()}
+        trainer.train()
+        changed = {k for k, v in trainer.model.named_parameters() if not torch.equal(before[k], v)}
+        if isinstance(trainer, DPOTrainer):
+            assert changed and all("norm" in k for k in changed)
+            assert any("layernorm" in k for k in changed)
+        else:
+            assert changed == {"model.norm.weight"}
+    with pytest.raises(ValueError, match="matches no parameter"):
+        build_dpo_trainer(tiny_model, preference_pairs(episodes), dpo_args, trainable="nothing")
+
+
+def test_dpo_script_trains_only_the_final_norm_when_asked(tiny_model, tmp_path):
+    """--trainable_params reaches both stages of the pipeline: the SFT model and the final one
+    differ from the start model in the matching weights only."""
+    from safetensors.torch import load_file
+
+    out = tmp_path / "run"
+    result = run_script(
+        tiny_model,
+        out,
+        "--critic_outcome",
+        "false",
+        "--sft_first",
+        "true",
+        "--sft_steps",
+        "1",
+        "--learning_rate",
+        "0.1",
+        "--sft_learning_rate",
+        "0.1",
+        "--trainable_params",
+        r"^model\.norm\.",
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    start = load_file(Path(tiny_model) / "model.safetensors")
+    for stage in ("sft", "final"):
+        weights = load_file(out / stage / "model.safetensors")
+        changed = {k for k in start if not torch.equal(start[k], weights[k])}
+        assert changed == {"model.norm.weight"}, (stage, changed)
 
 
 def test_dpo_script_says_what_to_change_when_no_pair_is_found(tiny_model, tmp_path):
