@@ -19,7 +19,8 @@ import json
 import random
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -482,32 +483,62 @@ def add_train_parser(subparsers: Any) -> None:
     parser.set_defaults(func=run_train)
 
 
+@contextmanager
+def _timed_generate() -> Iterator[list[float]]:
+    """Times every `model.generate` call made inside the block (both trainers generate with it)."""
+    from transformers import GenerationMixin
+
+    original = GenerationMixin.generate
+    seconds: list[float] = []
+
+    def timed(self: Any, *args: Any, **kwargs: Any) -> Any:
+        began = time.perf_counter()
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            seconds.append(time.perf_counter() - began)
+
+    GenerationMixin.generate = timed
+    try:
+        yield seconds
+    finally:
+        GenerationMixin.generate = original
+
+
 def _timed_train(trainer: Any) -> dict[str, Any]:
-    """Train, timing each optimizer step; the first (warm-up) step is left out."""
+    """Train, timing each optimizer step and the `generate` calls inside it; the first (warm-up)
+    step is left out."""
     from transformers import TrainerCallback
 
     class Clock(TrainerCallback):
         def __init__(self) -> None:
             self.began = 0.0
             self.seconds: list[float] = []
+            self.generating: list[float] = []
+            self.generated_before = 0.0
 
         def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             self.began = time.perf_counter()
+            self.generated_before = sum(generate_seconds)
 
         def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             self.seconds.append(time.perf_counter() - self.began)
+            self.generating.append(sum(generate_seconds) - self.generated_before)
 
     clock = Clock()
     trainer.add_callback(clock)
-    trainer.train()
+    with _timed_generate() as generate_seconds:
+        trainer.train()
     totals = [row["num_tokens"] for row in trainer.state.log_history if "num_tokens" in row]
     tokens = [b - a for a, b in zip([0.0, *totals[:-1]], totals, strict=True)]
-    seconds, tokens = clock.seconds[1:], tokens[1:]
+    seconds, generating, tokens = clock.seconds[1:], clock.generating[1:], tokens[1:]
     return {
         "steps": len(seconds),
         "seconds_per_step": sum(seconds) / len(seconds),
         "tokens_per_step": sum(tokens) / len(tokens),
         "ms_per_1k_tokens": 1e6 * sum(seconds) / sum(tokens),
+        "generate_ms_per_1k_tokens": 1e6 * sum(generating) / sum(tokens),
+        "other_ms_per_1k_tokens": 1e6 * (sum(seconds) - sum(generating)) / sum(tokens),
     }
 
 
@@ -605,7 +636,9 @@ def run_train(args: argparse.Namespace) -> dict[str, Any]:
         row = figures[name]
         print(
             f"{name:12} {row['seconds_per_step']:7.2f} s/step {row['tokens_per_step']:9.0f} "
-            f"tokens/step {row['ms_per_1k_tokens']:8.1f} ms per 1k tokens"
+            f"tokens/step {row['ms_per_1k_tokens']:8.1f} ms per 1k tokens "
+            f"(model.generate {row['generate_ms_per_1k_tokens']:.1f}, "
+            f"the rest {row['other_ms_per_1k_tokens']:.1f})"
         )
     print(
         f"ratio (multi-agent / plain TRL, time per token): {figures['ratio']:.2f} (target <= 1.10)"

@@ -255,7 +255,12 @@ def test_bench_train_times_both_trainers(tiny_model, tmp_path):
     figures = json.loads(out.read_text())
     assert figures["rows_per_step"] == 3 * 4  # reflection rounds=1: 3 turn slots x G=4
     for name in ("multi_agent", "plain_trl"):
-        assert figures[name]["steps"] == 1 and figures[name]["tokens_per_step"] > 0
+        row = figures[name]
+        assert row["steps"] == 1 and row["tokens_per_step"] > 0
+        # generation is part of the step, and the split adds up to the step's time per token
+        assert 0 < row["generate_ms_per_1k_tokens"] < row["ms_per_1k_tokens"]
+        split = row["generate_ms_per_1k_tokens"] + row["other_ms_per_1k_tokens"]
+        assert split == pytest.approx(row["ms_per_1k_tokens"])
     assert figures["ratio"] > 0
 
 
