@@ -14,7 +14,7 @@ Properties:
   is the documented ``TypeError`` naming the agent for a non-string action (after which the
   episode goes on); rewards are finite floats, infos carry the documented keys and no reference,
   observations lie in their spaces, the episode ends within ``max_turns``, and each step stays
-  within `STEP_BOUND_S` plus the verifier's symbolic budget for each symbolic timeout it hit;
+  within `STEP_BOUND_S` plus the verifier's symbolic budget for each answer math-verify checked;
 - verifiers (every name in ``rewards.list_verifiers()``): ``verify(response, reference)``
   returns a `Verdict` with a finite score in [0, 1] and a str reason, raises nothing for
   adversarial responses, only ``ValueError`` for adversarial references, and returns within
@@ -59,7 +59,7 @@ from rewards import extract as rx
 CALL_BOUND_S = 2.0
 """Seconds any verifier call or extraction may take, before symbolic (math-verify) timeouts."""
 STEP_BOUND_S = 2.0
-"""Seconds any env step may take, before the symbolic timeouts of the answers it scored."""
+"""Seconds any env step may take, before the math-verify time of the answers it scored."""
 ODD_TASK = "fuzz_odd_answers"
 TASKS = ("arithmetic", ODD_TASK)
 # fmt: off
@@ -335,6 +335,11 @@ def size_allowance(text: Any) -> float:
 
 def _timed_out(reason: Any) -> bool:
     return "timeout" in str(reason)
+
+
+def _symbolic(reason: Any) -> bool:
+    """Whether a verdict's reason says math-verify ran (up to its timeout, not only past it)."""
+    return "math-verify" in str(reason) or _timed_out(reason)
 
 
 # ---------------------------------------------------------------- records
@@ -868,11 +873,12 @@ def _play_aec(env: Any, raw: Any, data: Any, seed: int, target: str, budget: flo
         action = data.draw(adversarial_text(), label=f"{agent} action")
 
         def bound() -> float:
-            return STEP_BOUND_S + budget * box["timed_out"]
+            return STEP_BOUND_S + budget * box["symbolic"]
 
         with timed(target, bound, where, action, STEP_BOUND_S + budget) as box:
             env.step(action)
-            box["timed_out"] = _timed_out(raw.infos[agent].get("reason"))
+            reason = raw.infos[agent].get("reason")
+            box["timed_out"], box["symbolic"] = _timed_out(reason), _symbolic(reason)
         acted += 1
         assert acted <= max_turns, f"{where}: more than max_turns={max_turns} turns"
         _check_info(raw.infos[agent], ACTED_INFO_KEYS, where)
@@ -900,13 +906,14 @@ def _play_parallel(env: Any, raw: Any, data: Any, seed: int, target: str, budget
         actions = {a: data.draw(adversarial_text(), label=f"{a} action") for a in agents}
 
         def bound() -> float:
-            return STEP_BOUND_S + budget * box.get("timeouts", 0)
+            return STEP_BOUND_S + budget * box["symbolic"]
 
         most = STEP_BOUND_S + budget * len(agents)
         with timed(target, bound, where, actions, most) as box:
             observations, rewards, terminations, truncations, infos = env.step(actions)
-            box["timeouts"] = sum(_timed_out(infos[a].get("reason")) for a in agents)
-            box["timed_out"] = box["timeouts"] > 0
+            reasons = [infos[a].get("reason") for a in agents]
+            box["symbolic"] = sum(map(_symbolic, reasons))
+            box["timed_out"] = any(map(_timed_out, reasons))
         rounds += 1
         assert rounds <= max_turns, f"{where}: more than max_turns={max_turns} rounds"
         for agent in agents:
