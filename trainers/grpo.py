@@ -15,7 +15,7 @@ episodes of one problem; TRL's own GRPO normalisation then compares, e.g., the G
 1 on problem 17 with each other, and nothing else. Grouping is per agent (``debater_0`` and
 ``debater_1`` are separate groups), which keeps every group at exactly G rows as TRL requires.
 
-**How the rows fit TRL's hooks (no subclass).** TRL's `rollout_func` must return exactly one row
+**How the rows fit TRL's hooks.** TRL's `rollout_func` must return exactly one row
 per prompt it receives, while an episode yields several turns. Rather than overriding
 `_generate_and_score_completions` (a 600-line method) we make the dataset rows *turn slots*: one
 row per (problem, slot), slot 0..S-1 where S is the env's most turns per episode (`max_turns`, times
@@ -37,6 +37,12 @@ override of the scoring method; they are what `trainers/ppo.py` uses.
 S turns, and a scripted agent's turn has no tokens. Such a slot becomes a padding row: one pad
 prompt token, one eos completion token, ``env_mask`` 0 (no loss, not counted in TRL's lengths) and
 reward `None`, which TRL treats as unscorable: excluded from the group baseline, advantage 0.
+
+**Micro-batches.** A generation batch mixes short turns (a solver's prompt is the problem) and
+long ones (a refiner's holds an answer and a review). `MultiAgentGRPOTrainer` (the default) sorts
+the rows TRL buffered by length and cuts each micro-batch to its own rows' width
+(`trainers.microbatch`), instead of running every micro-batch at the batch's widest row; the
+optimizer step is unchanged.
 
 **Logging.** The reward function `turn_reward` returns the weighted turn rewards and, through
 TRL's `log_metric` hook, logs per agent ``agents/<agent>/reward`` (unweighted), ``/accuracy`` (the
@@ -72,6 +78,7 @@ from trl import GRPOConfig, GRPOTrainer
 import envs as envs_pkg
 from agents.base import GenerationArguments
 from agents.hf import HFPolicy
+from trainers.microbatch import LengthGroupedMixin
 from trainers.rollout import Episode, RolloutEngine, Turn
 
 logger = logging.getLogger(__name__)
@@ -318,6 +325,12 @@ class TurnRollout:
         return rows
 
 
+class MultiAgentGRPOTrainer(LengthGroupedMixin, GRPOTrainer):
+    """TRL's `GRPOTrainer` training on length-grouped micro-batches cut to their own rows'
+    widths (`trainers.microbatch`): a multi-turn batch mixes short and long turns, and TRL would
+    otherwise run every micro-batch at the widest row's width. The update is unchanged."""
+
+
 def resolve_problems(env: Any, train_problems: int | Sequence[str] | None) -> list[str]:
     """Problem ids: all of the env's task (`None`), the first `n` (int), or the given ids."""
     source = env.unwrapped.task.source
@@ -335,7 +348,7 @@ def build_grpo_trainer(
     role_weights: Mapping[str, float] | None = None,
     train_problems: int | Sequence[str] | None = None,
     num_envs: int = 64,
-    trainer_cls: type[GRPOTrainer] = GRPOTrainer,
+    trainer_cls: type[GRPOTrainer] = MultiAgentGRPOTrainer,
     rollout_cls: type[TurnRollout] = TurnRollout,
     role_adapters: bool = False,
     lora_r: int = 8,

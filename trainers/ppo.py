@@ -53,6 +53,7 @@ from trl import GRPOTrainer
 
 from trainers.args import CPUGRPOConfig
 from trainers.grpo import (
+    MultiAgentGRPOTrainer,
     TurnRollout,
     build_grpo_trainer,
     parse_slot_prompt,
@@ -151,7 +152,7 @@ class PPORollout(TurnRollout):
         return rows
 
 
-class MultiAgentPPOTrainer(GRPOTrainer):
+class MultiAgentPPOTrainer(MultiAgentGRPOTrainer):
     """`GRPOTrainer` whose advantages come from a value head and GAE over each agent's turns."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:

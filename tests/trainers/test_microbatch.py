@@ -1,0 +1,127 @@
+"""Length-grouped micro-batches: the same rows and the same update, less padding."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tests.trainers.test_grpo import config, shaped
+from trainers.grpo import build_grpo_trainer
+from trainers.microbatch import groupable, regroup_by_length, trim_padding
+
+PAD = 0
+
+
+def micro_batch(rows):
+    """TRL-shaped micro-batch from (prompt tokens, completion tokens, advantage, tag) rows, padded
+    to a prompt width of 6 (left) and a completion width of 5 (right)."""
+    prompt_ids = torch.full((len(rows), 6), PAD)
+    completion_ids = torch.full((len(rows), 5), PAD)
+    for i, (prompt, completion, _, _) in enumerate(rows):
+        prompt_ids[i, 6 - len(prompt) :] = torch.tensor(prompt)
+        completion_ids[i, : len(completion)] = torch.tensor(completion)
+    completion_mask = (completion_ids != PAD).int()
+    return {
+        "prompt_ids": prompt_ids,
+        "prompt_mask": (prompt_ids != PAD).int(),
+        "completion_ids": completion_ids,
+        "completion_mask": completion_mask,
+        "old_per_token_logps": completion_ids.float() / -10,
+        "advantages": torch.tensor([r[2] for r in rows]),
+        "tags": [r[3] for r in rows],
+        "num_items_in_batch": completion_mask.sum(),
+        "ref_per_token_logps": None,
+    }
+
+
+def unpadded_rows(batch):
+    """Each row as (prompt tokens, completion tokens, logps, advantage, tag), padding dropped."""
+    out = []
+    for i in range(len(batch["tags"])):
+        prompt = batch["prompt_ids"][i][batch["prompt_mask"][i].bool()].tolist()
+        keep = batch["completion_mask"][i].bool()
+        completion = batch["completion_ids"][i][keep].tolist()
+        logps = batch["old_per_token_logps"][i][keep].tolist()
+        out.append((prompt, completion, logps, float(batch["advantages"][i]), batch["tags"][i]))
+    return out
+
+
+def test_regrouping_keeps_every_row_and_cuts_each_micro_batch_to_its_own_rows():
+    rows = [
+        ([1, 2, 3, 4, 5, 6], [7, 8, 9, 9, 9], 0.5, "long"),
+        ([3], [4], -1.0, "short"),
+        ([5, 6, 7, 8], [9, 9, 9], 0.25, "mid"),
+        ([2, 2], [3, 3], 1.0, "short2"),
+    ]
+    batches = [micro_batch(rows[:2]), micro_batch(rows[2:])]
+    grouped = regroup_by_length(batches)
+    assert len(grouped) == 2
+    before = sorted(r for b in batches for r in unpadded_rows(b))
+    after = sorted(r for b in grouped for r in unpadded_rows(b))
+    assert after == before  # the same rows, each still aligned with its logps and advantage
+    assert [b["tags"] for b in grouped] == [["long", "mid"], ["short2", "short"]]
+    long, short = grouped
+    assert long["prompt_ids"].shape[1] == 6 and long["completion_ids"].shape[1] == 5
+    assert short["prompt_ids"].shape[1] == 2 and short["completion_ids"].shape[1] == 2
+    assert short["old_per_token_logps"].shape == short["completion_mask"].shape
+    assert short["prompt_mask"].shape == short["prompt_ids"].shape
+    total = batches[0]["num_items_in_batch"]
+    assert all(torch.equal(b["num_items_in_batch"], total) for b in grouped)
+    assert all(b["ref_per_token_logps"] is None for b in grouped)
+
+
+def test_trim_padding_leaves_a_full_batch_and_an_empty_one_well_formed():
+    full = micro_batch([([1, 2, 3, 4, 5, 6], [1, 2, 3, 4, 5], 0.0, "a")])
+    assert all(torch.equal(v, full[k]) for k, v in trim_padding(full).items() if torch.is_tensor(v))
+    empty = micro_batch([([], [], 0.0, "pad row")])
+    trimmed = trim_padding(empty)
+    assert trimmed["prompt_ids"].shape == (1, 1) and trimmed["completion_ids"].shape == (1, 1)
+    with pytest.raises(TypeError, match="expected a tensor, a list or None"):
+        regroup_by_length([{**full, "odd": "text"}])
+    with pytest.raises(ValueError, match="not one per row"):
+        regroup_by_length([{**full, "pixel_values": torch.zeros(4, 3)}])
+
+
+def test_only_configurations_whose_update_cannot_change_are_regrouped(tmp_path):
+    args = config(tmp_path, gradient_accumulation_steps=2)
+    assert groupable(args, num_iterations=1)
+    assert not groupable(args, num_iterations=2)
+    assert not groupable(config(tmp_path, gradient_accumulation_steps=2, loss_type="bnpo"), 1)
+    assert not groupable(config(tmp_path, gradient_accumulation_steps=1, steps_per_generation=2), 1)
+
+
+def test_grouped_training_gives_the_same_update_on_narrower_micro_batches(tiny_model, tmp_path):
+    """One SGD step (lr 1: the update is minus the gradient) with and without regrouping."""
+    deltas, widths = {}, {}
+    for grouped in (False, True):
+        trainer = build_grpo_trainer(
+            tiny_model,
+            "math/reflection-v0",
+            {"rounds": 1},
+            config(
+                tmp_path / str(grouped),
+                gradient_accumulation_steps=3,
+                optim="sgd",
+                learning_rate=1.0,
+                max_grad_norm=0.0,
+            ),
+            train_problems=3,
+            num_envs=8,
+            length_grouped=grouped,
+        )
+        assert trainer.length_grouped is grouped
+        trainer.reward_funcs[0] = shaped
+        start = {k: v.detach().clone() for k, v in trainer.model.named_parameters()}
+        trainer.train()
+        deltas[grouped] = {k: v.detach() - start[k] for k, v in trainer.model.named_parameters()}
+        widths[grouped] = [
+            b["prompt_ids"].shape[1] + b["completion_ids"].shape[1]
+            for b in trainer._buffered_inputs
+        ]
+    assert sum(widths[True]) < sum(widths[False])
+    assert len(set(widths[False])) == 1  # TRL pads the whole generation batch to one width
+    moved = 0
+    for name, delta in deltas[False].items():
+        torch.testing.assert_close(deltas[True][name], delta, rtol=1e-4, atol=1e-6)
+        moved += bool(delta.abs().max() > 1e-6)
+    assert moved  # the step did something to compare

@@ -1,0 +1,144 @@
+"""Length-grouped micro-batches: multi-turn GRPO and PPO without training on padding.
+
+A multi-agent generation batch mixes rows of very different lengths: a solver's prompt is the
+problem, a refiner's holds the problem, an answer and a review. TRL pads the whole generation
+batch to its longest prompt and its longest completion, shuffles the rows and splits them into
+``steps_per_generation`` micro-batches, so every micro-batch's forward and backward pass runs at
+the width of the widest row of the whole batch. `LengthGroupedMixin` re-splits the buffered
+generation batch once TRL has built it: rows sorted by length, so each micro-batch holds rows of
+similar length, and each micro-batch cut to the columns its own rows use (the left-padding columns
+of its prompts and the right-padding columns of its completions that no row of it needs).
+
+The accumulated gradient is the same (up to float rounding) whenever one optimizer step consumes
+the whole generation batch and the loss does not depend on which rows share a micro-batch:
+``steps_per_generation == gradient_accumulation_steps``, ``num_iterations == 1``, ``loss_type`` one
+of `GROUPABLE_LOSSES` (per-sequence means over equal-sized micro-batches, or one normaliser over
+the generation batch), no per-micro-batch entropy quantile and no Liger loss. Dropping padding
+columns at the left of left-padded prompts shifts every position of a row by the same amount,
+which rotary position embeddings do not see. In any other configuration TRL's shuffled split is
+kept unchanged.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from trl.trainer.utils import split_tensor_dict
+
+logger = logging.getLogger(__name__)
+
+GROUPABLE_LOSSES = ("grpo", "dr_grpo", "dapo", "cispo")
+"""Loss types whose accumulated gradient does not depend on how rows are split into
+micro-batches (``bnpo`` normalises by each micro-batch's own token count)."""
+
+
+def groupable(args: Any, num_iterations: int) -> bool:
+    """Whether re-splitting the generation batch leaves the optimizer step unchanged."""
+    return (
+        args.steps_per_generation == args.gradient_accumulation_steps
+        and num_iterations == 1
+        and args.loss_type in GROUPABLE_LOSSES
+        and getattr(args, "top_entropy_quantile", 1.0) == 1.0
+        and not getattr(args, "use_liger_kernel", False)
+    )
+
+
+def _concat(values: Sequence[Any]) -> Any:
+    first = values[0]
+    if first is None:
+        return None
+    if isinstance(first, torch.Tensor):
+        return first if first.ndim == 0 else torch.cat(list(values))
+    if isinstance(first, list):
+        return [item for value in values for item in value]
+    raise TypeError(
+        f"cannot regroup a micro-batch value of type {type(first).__name__}; expected a tensor, "
+        "a list or None"
+    )
+
+
+def _take(value: Any, order: torch.Tensor) -> Any:
+    if value is None or (isinstance(value, torch.Tensor) and value.ndim == 0):
+        return value
+    if isinstance(value, torch.Tensor):
+        return value[order.to(value.device)]
+    return [value[i] for i in order.tolist()]
+
+
+def trim_padding(batch: dict[str, Any]) -> dict[str, Any]:
+    """`batch` without the prompt columns (at the left) and completion columns (at the right)
+    that none of its rows uses, for every prompt- or completion-aligned 2-D tensor."""
+    prompt_mask, completion_mask = batch["prompt_mask"], batch["completion_mask"]
+    prompt_width, completion_width = prompt_mask.shape[1], completion_mask.shape[1]
+    used = prompt_mask.bool().any(0).nonzero()
+    start = int(used[0]) if len(used) else prompt_width - 1
+    used = completion_mask.bool().any(0).nonzero()
+    end = int(used[-1]) + 1 if len(used) else 1
+    out = {}
+    for key, value in batch.items():
+        if isinstance(value, torch.Tensor) and value.ndim >= 2:
+            if key.startswith("prompt_") and value.shape[1] == prompt_width:
+                value = value[:, start:]
+            elif not key.startswith("prompt_") and value.shape[1] == completion_width:
+                value = value[:, :end]
+        out[key] = value
+    return out
+
+
+def row_aligned(batch: dict[str, Any]) -> bool:
+    """Whether every tensor (but scalars) and list of `batch` has one entry per row, so rows can
+    move between micro-batches (image tensors of vision models, for one, do not)."""
+    rows = len(batch["prompt_ids"])
+    return all(
+        value is None
+        or (isinstance(value, torch.Tensor) and (value.ndim == 0 or len(value) == rows))
+        or (isinstance(value, list) and len(value) == rows)
+        for value in batch.values()
+    )
+
+
+def regroup_by_length(batches: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows of `batches` (TRL's micro-batches of one generation batch, equal widths) re-split
+    into as many micro-batches of as many rows, longest rows first, each trimmed of padding."""
+    merged = {key: _concat([batch[key] for batch in batches]) for key in batches[0]}
+    if not row_aligned(merged):
+        raise ValueError(
+            f"cannot regroup micro-batches whose values are not one per row: {sorted(merged)}; "
+            "pass length_grouped=False"
+        )
+    lengths = merged["prompt_mask"].sum(1) + merged["completion_mask"].sum(1)
+    order = torch.argsort(lengths.cpu(), descending=True, stable=True)
+    merged = {key: _take(value, order) for key, value in merged.items()}
+    return [trim_padding(batch) for batch in split_tensor_dict(merged, len(batches))]
+
+
+class LengthGroupedMixin:
+    """Mixed into a `GRPOTrainer` subclass: length-grouped, trimmed micro-batches (see the module
+    docstring). ``length_grouped=False`` keeps TRL's shuffled split."""
+
+    def __init__(self, *args: Any, length_grouped: bool = True, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.length_grouped = length_grouped and groupable(self.args, self.num_iterations)
+        if length_grouped and not self.length_grouped:
+            logger.info(
+                "micro-batches keep TRL's shuffled split: regrouping them by length would change "
+                "the update (it needs steps_per_generation == gradient_accumulation_steps, "
+                "num_iterations 1 and loss_type in %s)",
+                GROUPABLE_LOSSES,
+            )
+
+    def _prepare_inputs(self, generation_batch: Any) -> Any:
+        every = self.args.steps_per_generation * self.num_iterations
+        fresh = self.model.training and (self._step % every == 0 or self._buffered_inputs is None)
+        inputs = super()._prepare_inputs(generation_batch)
+        if not (fresh and self.length_grouped):
+            return inputs
+        if not all(row_aligned(batch) for batch in self._buffered_inputs):
+            logger.warning("micro-batches hold values that are not one per row: not regrouped")
+            self.length_grouped = False
+            return inputs
+        self._buffered_inputs = regroup_by_length(self._buffered_inputs)
+        return self._buffered_inputs[self._step % self.args.steps_per_generation]
