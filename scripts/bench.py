@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import statistics
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -479,6 +480,17 @@ def add_train_parser(subparsers: Any) -> None:
     parser.add_argument("--rounds", type=int, default=1, help="reflection rounds")
     parser.add_argument("--max-new-tokens", type=int, default=48)
     parser.add_argument("--steps", type=int, default=3, help="timed steps (after one warm-up)")
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=3,
+        help="alternating multi-agent/plain runs; the ratio is the median of theirs",
+    )
+    parser.add_argument(
+        "--no-length-grouping",
+        action="store_true",
+        help="multi-agent micro-batches as TRL splits them (shuffled, padded to the widest row)",
+    )
     parser.add_argument("--json", type=Path, default=None, help="write the figures to this file")
     parser.set_defaults(func=run_train)
 
@@ -532,13 +544,26 @@ def _timed_train(trainer: Any) -> dict[str, Any]:
     totals = [row["num_tokens"] for row in trainer.state.log_history if "num_tokens" in row]
     tokens = [b - a for a, b in zip([0.0, *totals[:-1]], totals, strict=True)]
     seconds, generating, tokens = clock.seconds[1:], clock.generating[1:], tokens[1:]
+    timed = {"steps": len(seconds), "seconds": sum(seconds), "tokens": sum(tokens)}
+    return _pooled([{**timed, "generate_seconds": sum(generating)}])
+
+
+def _pooled(timed: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Per-step and per-token figures of timed runs taken together."""
+    steps = sum(t.get("steps", 0) for t in timed)
+    seconds = sum(t.get("seconds", 0.0) for t in timed)
+    generating = sum(t.get("generate_seconds", 0.0) for t in timed)
+    tokens = sum(t.get("tokens", 0.0) for t in timed)
     return {
-        "steps": len(seconds),
-        "seconds_per_step": sum(seconds) / len(seconds),
-        "tokens_per_step": sum(tokens) / len(tokens),
-        "ms_per_1k_tokens": 1e6 * sum(seconds) / sum(tokens),
-        "generate_ms_per_1k_tokens": 1e6 * sum(generating) / sum(tokens),
-        "other_ms_per_1k_tokens": 1e6 * (sum(seconds) - sum(generating)) / sum(tokens),
+        "steps": steps,
+        "seconds": seconds,
+        "generate_seconds": generating,
+        "tokens": tokens,
+        "seconds_per_step": seconds / steps,
+        "tokens_per_step": tokens / steps,
+        "ms_per_1k_tokens": 1e6 * seconds / tokens,
+        "generate_ms_per_1k_tokens": 1e6 * generating / tokens,
+        "other_ms_per_1k_tokens": 1e6 * (seconds - generating) / tokens,
     }
 
 
@@ -591,49 +616,62 @@ def run_train(args: argparse.Namespace) -> dict[str, Any]:
         "env": env_id,
         "rows_per_step": slots * args.generations * args.problems,
         "max_new_tokens": args.max_new_tokens,
+        "length_grouped": not args.no_length_grouping,
     }
-    with tempfile.TemporaryDirectory() as tmp:
-        multi = build_grpo_trainer(
-            model, env_id, env_kwargs, config(f"{tmp}/multi"), train_problems=problems
+    # The plain run answers as many single-turn prompts: first-turn prompts of more problems.
+    source = env.unwrapped.task.source
+    rows = []
+    for index in range(problems * slots):
+        first = env.reset(options={"problem_id": source[index % len(source)]["id"]})
+        # AEC: the first acting agent's observation; Parallel: (observations, infos), the first's
+        obs = env.observe(env.agent_selection) if first is None else next(iter(first[0].values()))
+        rows.append(
+            {"prompt": build_messages(obs), "reference": source[index % len(source)]["answer"]}
         )
-        figures["multi_agent"] = _timed_train(multi)
-        del multi
-        # The plain run answers as many single-turn prompts: first-turn prompts of more problems.
-        source = env.unwrapped.task.source
-        rows = []
-        for index in range(problems * slots):
-            first = env.reset(options={"problem_id": source[index % len(source)]["id"]})
-            if first is None:  # AEC: the first acting agent's observation
-                obs = env.observe(env.agent_selection)
-            else:  # Parallel: (observations, infos); the first agent's
-                obs = next(iter(first[0].values()))
-            rows.append(
-                {
-                    "prompt": build_messages(obs),
-                    "reference": source[index % len(source)]["answer"],
-                }
-            )
-        verifier = get_verifier("math")
+    verifier = get_verifier("math")
 
-        def correct(completions: list[Any], reference: list[str], **_: Any) -> list[float]:
-            texts = [c[-1]["content"] if isinstance(c, list) else c for c in completions]
-            return [verifier.verify(t, r).score for t, r in zip(texts, reference, strict=True)]
+    def correct(completions: list[Any], reference: list[str], **_: Any) -> list[float]:
+        texts = [c[-1]["content"] if isinstance(c, list) else c for c in completions]
+        return [verifier.verify(t, r).score for t, r in zip(texts, reference, strict=True)]
 
-        plain_args = config(f"{tmp}/plain")
+    def multi_trainer(out: str) -> Any:
+        return build_grpo_trainer(
+            model,
+            env_id,
+            env_kwargs,
+            config(out),
+            train_problems=problems,
+            length_grouped=not args.no_length_grouping,
+        )
+
+    def plain_trainer(out: str) -> Any:
+        plain_args = config(out)
         plain_args.shuffle_dataset = False
-        plain = GRPOTrainer(
+        return GRPOTrainer(
             model=model,
             reward_funcs=[correct],
             args=plain_args,
             train_dataset=Dataset.from_list(rows),
         )
-        figures["plain_trl"] = _timed_train(plain)
-    figures["ratio"] = (
-        figures["multi_agent"]["ms_per_1k_tokens"] / figures["plain_trl"]["ms_per_1k_tokens"]
-    )
+
+    # Alternating repeats: this machine's speed drifts over minutes, so each ratio compares
+    # runs made back to back, and the figure is their median.
+    runs: dict[str, list[dict[str, Any]]] = {"multi_agent": [], "plain_trl": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        for repeat in range(args.repeats):
+            for name, make in (("multi_agent", multi_trainer), ("plain_trl", plain_trainer)):
+                trainer = make(f"{tmp}/{name}{repeat}")
+                runs[name].append(_timed_train(trainer))
+                del trainer
+    ratios = [
+        m["ms_per_1k_tokens"] / p["ms_per_1k_tokens"]
+        for m, p in zip(runs["multi_agent"], runs["plain_trl"], strict=True)
+    ]
+    figures["ratios"] = ratios
+    figures["ratio"] = statistics.median(ratios)
     print(f"{env_id}, {figures['rows_per_step']} rows per step, model {model}")
-    for name in ("multi_agent", "plain_trl"):
-        row = figures[name]
+    for name, timed in runs.items():
+        row = figures[name] = _pooled(timed)
         print(
             f"{name:12} {row['seconds_per_step']:7.2f} s/step {row['tokens_per_step']:9.0f} "
             f"tokens/step {row['ms_per_1k_tokens']:8.1f} ms per 1k tokens "
@@ -641,7 +679,9 @@ def run_train(args: argparse.Namespace) -> dict[str, Any]:
             f"the rest {row['other_ms_per_1k_tokens']:.1f})"
         )
     print(
-        f"ratio (multi-agent / plain TRL, time per token): {figures['ratio']:.2f} (target <= 1.10)"
+        "ratio (multi-agent / plain TRL, time per token): "
+        f"{figures['ratio']:.2f} (target <= 1.10; per repeat: "
+        f"{', '.join(f'{r:.2f}' for r in ratios)})"
     )
     return figures
 
