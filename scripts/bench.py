@@ -550,10 +550,10 @@ def _timed_train(trainer: Any) -> dict[str, Any]:
 
 def _pooled(timed: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Per-step and per-token figures of timed runs taken together."""
-    steps = sum(t.get("steps", 0) for t in timed)
-    seconds = sum(t.get("seconds", 0.0) for t in timed)
-    generating = sum(t.get("generate_seconds", 0.0) for t in timed)
-    tokens = sum(t.get("tokens", 0.0) for t in timed)
+    steps = sum(t["steps"] for t in timed)
+    seconds = sum(t["seconds"] for t in timed)
+    generating = sum(t["generate_seconds"] for t in timed)
+    tokens = sum(t["tokens"] for t in timed)
     return {
         "steps": steps,
         "seconds": seconds,

@@ -131,10 +131,10 @@ class LengthGroupedMixin:
             )
 
     def _prepare_inputs(self, generation_batch: Any) -> Any:
-        every = self.args.steps_per_generation * self.num_iterations
-        fresh = self.model.training and (self._step % every == 0 or self._buffered_inputs is None)
+        buffered = self._buffered_inputs
         inputs = super()._prepare_inputs(generation_batch)
-        if not (fresh and self.length_grouped):
+        # TRL replaces its buffer only when it generated a new training batch (never in eval).
+        if not self.length_grouped or self._buffered_inputs is buffered:
             return inputs
         if not all(row_aligned(batch) for batch in self._buffered_inputs):
             logger.warning("micro-batches hold values that are not one per row: not regrouped")
