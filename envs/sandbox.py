@@ -486,23 +486,54 @@ def _has_exited(pid: int) -> bool:
 def sandbox_pids(*needles: bytes, live_only: bool = True) -> list[int]:
     """Pids of processes whose environment holds every one of `needles` (e.g. the token
     variable ``MATHTEAMS_SANDBOX=``, or ``HOME=<tmp_root>/`` for the runs under one root);
-    zombies are left out unless `live_only` is False. Processes we may not read are skipped."""
-    found = []
+    zombies are left out unless `live_only` is False. Processes we may not read are skipped.
+
+    A process caught inside ``exec`` shows an empty environment for a moment (the kernel
+    switches to the new memory map before it lays out the new environment), so live
+    user processes that read empty are read again, briefly, before they are judged."""
+    found, unsettled = [], []
     for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/environ", "rb") as handle:
-                environ = handle.read()
-            if live_only:
-                with open(f"/proc/{entry}/stat", "rb") as handle:
-                    if handle.read().rsplit(b")", 1)[1].split()[0] == b"Z":
-                        continue
-        except OSError:
-            continue  # exited meanwhile, or not ours to read (then not ours to kill either)
-        if all(needle in environ for needle in needles):
-            found.append(int(entry))
-    return found
+        if entry.isdigit():
+            verdict = _environ_verdict(entry, needles, live_only)
+            if verdict is True:
+                found.append(int(entry))
+            elif verdict is None:
+                unsettled.append(entry)
+    for _ in range(20):
+        if not unsettled:
+            break
+        time.sleep(0.001)
+        retry, unsettled = unsettled, []
+        for entry in retry:
+            verdict = _environ_verdict(entry, needles, live_only)
+            if verdict is True:
+                found.append(int(entry))
+            elif verdict is None:
+                unsettled.append(entry)
+    return sorted(found)
+
+
+_PF_KTHREAD = 0x00200000
+
+
+def _environ_verdict(pid: str, needles: tuple[bytes, ...], live_only: bool) -> bool | None:
+    """True if the process's environment holds every needle; False if not, or if it is
+    unreadable, gone, a kernel thread, or a zombie left out by `live_only`; None if it reads
+    empty while the process is a live user process: it is inside ``exec``, read it again."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as handle:
+            environ = handle.read()
+        if environ and not live_only:
+            return all(needle in environ for needle in needles)
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            fields = handle.read().rsplit(b")", 1)[1].split()
+    except OSError:
+        return False  # exited meanwhile, or not ours to read (then not ours to kill either)
+    if fields[0] == b"Z" or int(fields[6]) & _PF_KTHREAD:
+        return False  # a zombie's environment is gone with its memory; threads have none
+    if not environ:
+        return None
+    return all(needle in environ for needle in needles)
 
 
 def _sweep(token: bytes) -> int:

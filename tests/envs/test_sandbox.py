@@ -4,6 +4,7 @@ process outlives its run and the temp dir is gone afterwards."""
 from __future__ import annotations
 
 import ast
+import io
 import os
 import signal
 import socket
@@ -257,6 +258,37 @@ def test_escaped_processes_are_swept():
     stray = subprocess.Popen(["sleep", "30"], env=env, start_new_session=True)
     try:
         assert _sweep(token) == 1
+        assert stray.wait(timeout=5) == -signal.SIGKILL
+    finally:
+        if stray.poll() is None:
+            stray.kill()
+            stray.wait()
+
+
+def test_sweep_finds_a_process_caught_inside_exec(monkeypatch):
+    """Popen returns once exec has closed its error pipe, which the kernel does before it
+    lays out the new environment: for a moment /proc/<pid>/environ reads empty (seen on a
+    loaded CI machine). The scan must read such a process again, not pass it over."""
+    import builtins
+
+    from envs import sandbox
+
+    token = b"fedcba9876543210"
+    env = {**os.environ, TOKEN_VAR: token.decode()}
+    stray = subprocess.Popen(["sleep", "30"], env=env, start_new_session=True)
+    environ_path = f"/proc/{stray.pid}/environ"
+    empty_reads = []
+
+    def open_mid_exec(path, *args, **kwargs):
+        if path == environ_path and len(empty_reads) < 3:
+            empty_reads.append(path)
+            return io.BytesIO(b"")
+        return builtins.open(path, *args, **kwargs)
+
+    monkeypatch.setattr(sandbox, "open", open_mid_exec, raising=False)
+    try:
+        assert sandbox._sweep(token) == 1
+        assert len(empty_reads) == 3
         assert stray.wait(timeout=5) == -signal.SIGKILL
     finally:
         if stray.poll() is None:
