@@ -8,7 +8,7 @@
 Steps: answers to arithmetic problems (`--scripted`: worked solutions, with more slips on harder
 problems; otherwise rollouts of `--env` played by `--model`, labelled by the env's rule
 verifier), balanced so that right and wrong answers are equally frequent at every difficulty
-(`trainers.verifier_model.balance_rows`), a classifier trained on them (a tiny one from scratch,
+(`trainers.verifier_data.balance_rows`), a classifier trained on them (a tiny one from scratch,
 or `--base-model`), and an evaluation on held-out problems (the test split) against the labels
 and the rule verifier. The model folder goes to OUTPUT_DIR/model; serve it with
 
@@ -29,14 +29,8 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from trainers.verifier_model import (
-    LearnedVerifier,
-    balance_rows,
-    evaluate_verifier,
-    rows_from_episodes,
-    scripted_rows,
-    train_verifier,
-)
+from trainers.verifier_data import balance_rows, rows_from_episodes, scripted_rows
+from trainers.verifier_model import LearnedVerifier, evaluate_verifier, train_verifier
 
 
 def make_parser() -> argparse.ArgumentParser:

@@ -251,7 +251,7 @@ def test_extra_read_paths_are_readable_and_importable(config, tmp_path):
 
 
 def test_escaped_processes_are_swept():
-    from envs.sandbox import _sweep
+    from envs.sandbox.process import _sweep
 
     token = b"0123456789abcdef"
     env = {**os.environ, TOKEN_VAR: token.decode()}
@@ -271,7 +271,7 @@ def test_sweep_finds_a_process_caught_inside_exec(monkeypatch):
     loaded CI machine). The scan must read such a process again, not pass it over."""
     import builtins
 
-    from envs import sandbox
+    from envs.sandbox import process
 
     token = b"fedcba9876543210"
     env = {**os.environ, TOKEN_VAR: token.decode()}
@@ -285,9 +285,9 @@ def test_sweep_finds_a_process_caught_inside_exec(monkeypatch):
             return io.BytesIO(b"")
         return builtins.open(path, *args, **kwargs)
 
-    monkeypatch.setattr(sandbox, "open", open_mid_exec, raising=False)
+    monkeypatch.setattr(process, "open", open_mid_exec, raising=False)
     try:
-        assert sandbox._sweep(token) == 1
+        assert process._sweep(token) == 1
         assert len(empty_reads) == 3
         assert stray.wait(timeout=5) == -signal.SIGKILL
     finally:

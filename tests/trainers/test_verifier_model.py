@@ -17,15 +17,17 @@ import envs
 from agents import ScriptedPolicy
 from rewards import Verdict, Verifier
 from trainers.rollout import RolloutEngine
-from trainers.verifier_model import (
-    LearnedVerifier,
-    auc_score,
+from trainers.verifier_data import (
     balance_rows,
     correlation,
-    evaluate_verifier,
     problem_difficulty,
     rows_from_episodes,
     scripted_rows,
+)
+from trainers.verifier_model import (
+    LearnedVerifier,
+    auc_score,
+    evaluate_verifier,
     train_verifier,
 )
 
