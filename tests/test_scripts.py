@@ -114,15 +114,15 @@ def test_evaluate_rejects_malformed_role_model(capsys):
         ("train_reflection.py", []),
         ("train_debate.py", []),
         ("train_reflection.py", ["--role_adapters", "true", "--lora_r", "4"]),
-        ("train_reflection.py", ["--role_models", "all"]),
+        ("train_reflection.py", ["--role_models", "all", "--beta", "0.1"]),
     ],
 )
 def test_train_script_end_to_end(tiny_model, tmp_path, script, extra):
     """One GRPO step of a training script on the tiny model: eval, train, eval, outputs.
 
     With ``--role_adapters true`` the final folder holds one adapter per role, which the "after"
-    evaluation plays on top of the start model; with ``--role_models all`` it holds one complete
-    model per role, which the "after" evaluation plays."""
+    evaluation plays on top of the start model; with ``--role_models all`` (and ``--beta``, a
+    reference per role) it holds one complete model per role, which the "after" evaluation plays."""
     out = tmp_path / "run"
     result = subprocess.run(
         [
@@ -165,6 +165,7 @@ def test_train_script_end_to_end(tiny_model, tmp_path, script, extra):
     assert any(k.startswith("agents/") for row in metrics["log_history"] for k in row)
     assert (out / "curves.png").stat().st_size > 0
     if "--role_models" in extra:
+        assert any("kl" in row for row in metrics["log_history"])  # each role's KL to its start
         roles = ["critic", "refiner", "solver"]
         assert sorted(metrics["after"]["config"]["role_models"]) == roles
         for role in roles:

@@ -418,7 +418,7 @@ def build_grpo_trainer(
         check_shared_tokenizer(paths)
         model = load_role_models(paths, args.model_init_kwargs)
         trainer_cls = with_role_models(trainer_cls)
-        trainer_kwargs["role_models"] = list(paths)
+        trainer_kwargs["role_models"] = paths
     elif role_adapters:
         from transformers import AutoModelForCausalLM
 

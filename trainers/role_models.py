@@ -20,7 +20,12 @@ Checkpoints and the final folder hold one complete model (weights, config, token
 
 Limits: the roles must share one tokenizer (TRL tokenizes every completion with the trainer's);
 one process only (the attached models are not run through the distributed wrapper); no vLLM
-generation (one set of weights per server) and no reference model (``beta`` must be 0).
+generation (one set of weights per server); no ``sync_ref_model``.
+
+With ``beta > 0`` each role has a frozen reference: its own start model. TRL loads the first
+role's start as ``ref_model``; a role that starts from the same path shares it, a role with
+another start path gets that model loaded once more, frozen. The reference pass runs each role's
+rows through its role's reference, so every role's KL is to its own start.
 """
 
 from __future__ import annotations
@@ -154,12 +159,10 @@ class RoleModelMixin(PerRoleMixin):
 
     what = "a model per role"
 
-    def __init__(self, *args: Any, role_models: Sequence[str], **kwargs: Any) -> None:
+    def __init__(
+        self, *args: Any, role_models: Sequence[str] | Mapping[str, str], **kwargs: Any
+    ) -> None:
         super().__init__(*args, **kwargs)
-        if self.beta != 0.0:
-            raise ValueError(
-                f"beta={self.beta}: a model per role has no reference model; use beta=0"
-            )
         if self.accelerator.num_processes > 1:
             raise ValueError(
                 "a model per role trains in one process only; use role adapters or one shared "
@@ -167,10 +170,10 @@ class RoleModelMixin(PerRoleMixin):
             )
         main = self.accelerator.unwrap_model(self.model)
         attached = getattr(main, ROLE_MODULES, {})
-        missing = [r for r in role_models[1:] if r not in attached]
+        self.roles = list(role_models)
+        missing = [r for r in self.roles[1:] if r not in attached]
         if missing:
             raise ValueError(f"the model has no attached model for role(s) {missing}")
-        self.roles = list(role_models)
         from trl.trainer.utils import add_fused_lm_head
 
         for role in self.roles[1:]:  # TRL patched the trainer's own model this way
@@ -180,6 +183,7 @@ class RoleModelMixin(PerRoleMixin):
                 cast_lm_head_to_fp32=self.args.cast_lm_head_to_fp32,
                 outputs=("log_probs", "entropy"),
             )
+        self.ref_role_models = self._reference_models(role_models)
         if hasattr(self, "value_head"):  # PPO: a value head per trained model
             hidden = {
                 r: self.role_module(r).config.get_text_config().hidden_size for r in self.roles
@@ -190,12 +194,52 @@ class RoleModelMixin(PerRoleMixin):
                 self.value_head.parameters(), lr=self.args.value_learning_rate
             )
 
+    def _reference_models(self, role_models: Sequence[str] | Mapping[str, str]) -> dict[str, Any]:
+        """Each role's frozen start model for the KL term (empty with ``beta == 0``)."""
+        if self.beta == 0.0:
+            return {}
+        if self.args.sync_ref_model:
+            raise ValueError(
+                "sync_ref_model with a model per role: TRL's callback would sync the first "
+                "role's reference only; use sync_ref_model=False"
+            )
+        if not isinstance(role_models, Mapping) or self.ref_model is None:
+            raise ValueError(
+                f"beta={self.beta} with a model per role needs each role's start path "
+                "(role_models as {role: path}, as build_grpo_trainer passes it)"
+            )
+        from transformers import AutoModelForCausalLM
+        from trl.trainer.utils import add_fused_lm_head, disable_dropout_in_model
+
+        first = role_models[self.roles[0]]
+        loaded = {first: self.ref_model}
+        refs = {}
+        for role in self.roles:
+            path = role_models[role]
+            if path not in loaded:
+                ref = AutoModelForCausalLM.from_pretrained(path, dtype=self.ref_model.dtype)
+                ref.requires_grad_(False).eval()
+                if self.args.disable_dropout:
+                    disable_dropout_in_model(ref)
+                add_fused_lm_head(
+                    ref,
+                    temperature=self.temperature,
+                    cast_lm_head_to_fp32=self.args.cast_lm_head_to_fp32,
+                    outputs=("log_probs", "entropy"),
+                )
+                loaded[path] = ref.to(self.accelerator.device)
+            refs[role] = loaded[path]
+        return refs
+
     @property
     def role_models(self) -> list[str]:
         return self.roles
 
     def role_module(self, role: str, model: Any = None) -> Any:
-        """`role`'s model (the first role's is the trainer's own, `model` when given)."""
+        """`role`'s model (the first role's is the trainer's own, `model` when given); for TRL's
+        ``ref_model``, `role`'s reference."""
+        if model is not None and model is self.ref_model:
+            return self.ref_role_models[role]
         main = self.accelerator.unwrap_model(self.model)
         if role == self.roles[0]:
             return model if model is not None else main

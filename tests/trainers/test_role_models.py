@@ -92,8 +92,67 @@ def test_bad_role_model_arguments_are_refused(tiny_model, tmp_path):
             role_models=True,
             role_adapters=True,
         )
-    with pytest.raises(ValueError, match="reference model"):
-        trainer_for(tiny_model, tmp_path, beta=0.1)
+    with pytest.raises(ValueError, match="sync_ref_model"):
+        trainer_for(tiny_model, tmp_path, beta=0.1, sync_ref_model=True)
+
+
+def test_beta_gives_each_role_its_own_start_model_as_reference(tiny_model, tmp_path):
+    """With beta > 0 the reference pass runs each role's rows through that role's start model,
+    however far the trained role models have moved."""
+    from transformers import AutoTokenizer
+
+    critic_start = tmp_path / "critic_start"
+    other = AutoModelForCausalLM.from_pretrained(tiny_model)
+    gen = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for param in other.parameters():
+            param.add_(torch.randn(param.shape, generator=gen) * 0.05)
+    other.save_pretrained(critic_start)
+    AutoTokenizer.from_pretrained(tiny_model).save_pretrained(critic_start)
+    trainer = trainer_for(
+        tiny_model, tmp_path, role_models={"critic": str(critic_start)}, beta=0.1, max_steps=1
+    )
+    refs = trainer.ref_role_models
+    assert refs["solver"] is trainer.ref_model is refs["refiner"]
+    assert refs["critic"] is not trainer.ref_model
+    trained = {id(p) for p in trainer.model.parameters()}  # what the optimizer holds
+    assert not any(id(p) in trained for ref in refs.values() for p in ref.parameters())
+
+    # Untrained, every role's model is its start: the reference equals the sampled logprobs.
+    inputs = [dict(row) for row in trainer.train_dataset.select(range(3)) for _ in range(2)]
+    out = trainer._generate_and_score_completions(inputs)
+    assert out["role_index"].tolist() == [0, 0, 1, 1, 2, 2]
+    mask = (out["completion_mask"] * out["tool_mask"]).bool()
+    sampled = out["sampling_per_token_logps"]
+    assert torch.allclose(out["ref_per_token_logps"][mask], sampled[mask], atol=1e-4)
+
+    # The trained models move; the reference pass still gives the start models' logprobs.
+    perturb(trainer)
+    with torch.no_grad():
+        for param in trainer.model.parameters():
+            if not any(param is q for r in ROLES[1:] for q in role_model(trainer, r).parameters()):
+                param.add_(0.05)
+    ids = torch.cat([out["prompt_ids"], out["completion_ids"]], dim=1)
+    attention = torch.cat([out["prompt_mask"], out["completion_mask"]], dim=1)
+    keep = out["completion_ids"].size(1)
+    trainer._row_roles = out["role_index"]
+    ref, _, _ = trainer._get_per_token_logps_and_entropies(trainer.ref_model, ids, attention, keep)
+    now, _, _ = trainer._get_per_token_logps_and_entropies(trainer.model, ids, attention, keep)
+    assert torch.allclose(ref[mask], sampled[mask], atol=1e-4)
+    for r in range(3):
+        rows = mask & (out["role_index"] == r).unsqueeze(1)
+        assert not torch.allclose(now[rows], sampled[rows], atol=1e-3)  # every role moved
+    critic_rows = mask & (out["role_index"] == 1).unsqueeze(1)
+    trainer._row_roles = torch.zeros_like(out["role_index"])  # every row as the solver
+    as_solver, _, _ = trainer._get_per_token_logps_and_entropies(
+        trainer.ref_model, ids, attention, keep
+    )
+    assert not torch.allclose(as_solver[critic_rows], ref[critic_rows], atol=1e-3)
+    trainer._row_roles = None
+
+    trainer.train()  # a step with the KL term runs, and logs it
+    kls = [log["kl"] for log in trainer.state.log_history if "kl" in log]
+    assert kls and all(torch.isfinite(torch.tensor(kls)))
 
 
 def test_rollout_and_loss_run_each_row_through_its_role_model(tiny_model, tmp_path):
