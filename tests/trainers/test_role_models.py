@@ -222,12 +222,14 @@ def test_role_models_save_reload_and_resume(tiny_model, tmp_path):
 
 
 def test_ppo_with_a_model_per_role_trains_every_role(tiny_model, tmp_path):
-    """Value features and the policy loss run through each row's role model; every model moves."""
-    trainer = build_ppo(tiny_model, tmp_path, role_models=True, learning_rate=5e-2)
+    """Value features and the policy loss run through each row's role model; every model moves
+    (with a KL term to each role's start)."""
+    trainer = build_ppo(tiny_model, tmp_path, role_models=True, learning_rate=5e-2, beta=0.1)
     perturb(trainer)
     before = weights(trainer)
     trainer.train()
     assert moved(trainer, before) == dict.fromkeys(ROLES, True)
+    assert any(log.get("kl", 0) > 0 for log in trainer.state.log_history)  # perturbed: KL > 0
     assert any(p.abs().sum() > 0 for p in trainer.value_head.parameters())
 
 
