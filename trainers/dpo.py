@@ -47,6 +47,7 @@ from trl import DPOConfig, DPOTrainer
 from agents.prompts import build_messages
 from trainers.rollout import Episode, Turn
 from trainers.sft import good_turn, parse_roles, role_of, rollout_episodes, run_sft_stage
+from trainers.trainable import freeze_except
 
 
 def _reply(text: str) -> list[dict[str, str]]:
@@ -215,8 +216,6 @@ def build_dpo_trainer(
     if not rows:
         raise ValueError("no preference pairs: nothing to train on")
     from transformers import AutoTokenizer
-
-    from trainers.grpo import freeze_except
 
     dataset = Dataset.from_list([{k: r[k] for k in ("prompt", "chosen", "rejected")} for r in rows])
     trainer = DPOTrainer(

@@ -66,7 +66,6 @@ from __future__ import annotations
 
 import logging
 import random
-import re
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -80,6 +79,7 @@ from agents.base import GenerationArguments
 from agents.hf import HFPolicy
 from trainers.microbatch import LengthGroupedMixin
 from trainers.rollout import Episode, RolloutEngine, Turn
+from trainers.trainable import freeze_except
 
 logger = logging.getLogger(__name__)
 
@@ -444,22 +444,3 @@ def build_grpo_trainer(
     if trainable:  # before train() builds the optimizer from the parameters that require grad
         freeze_except(trainer.model, trainable)
     return trainer
-
-
-def freeze_except(model: Any, pattern: str) -> list[str]:
-    """Freeze every parameter of `model` whose name does not match the regex `pattern`.
-
-    Returns the names left trainable; raises if none match (naming a few parameters).
-    """
-    regex = re.compile(pattern)
-    params = dict(model.named_parameters())
-    kept = {name: param for name, param in params.items() if regex.search(name)}
-    if not kept:
-        raise ValueError(
-            f"trainable={pattern!r} matches no parameter; names look like {list(params)[:4]}"
-        )
-    for name, param in params.items():
-        param.requires_grad_(name in kept)
-    count = sum(param.numel() for param in kept.values())
-    logger.info("training %d parameter tensors (%d values) matching %r", len(kept), count, pattern)
-    return list(kept)

@@ -34,6 +34,7 @@ from trl import SFTConfig, SFTTrainer
 from agents.prompts import build_messages
 from trainers.checkpoint import resume_checkpoint
 from trainers.rollout import Episode, Turn
+from trainers.trainable import freeze_except
 
 ANSWER_ROLES = ("solver", "refiner", "debater", "variant")
 
@@ -165,8 +166,6 @@ def build_sft_trainer(
     if not rows:
         raise ValueError("no SFT rows: nothing to train on")
     from transformers import AutoTokenizer
-
-    from trainers.grpo import freeze_except
 
     dataset = Dataset.from_list([{"messages": r["messages"]} for r in rows])
     trainer = SFTTrainer(
