@@ -126,6 +126,18 @@ class PerRoleMixin:
                 f"{self.what}: not on TRL's vLLM generation (one set of weights per server); "
                 "use the transformers rollout (use_vllm=False)"
             )
+        engine = self.accelerator.distributed_type.name
+        if self.accelerator.num_processes > 1 and engine in (
+            "DEEPSPEED",
+            "FSDP",
+            "MEGATRON_LM",
+            "XLA",
+        ):
+            raise ValueError(
+                f"{self.what}: data-parallel processes only (accelerate's multi-GPU / multi-CPU "
+                f"config), not {engine}: its forward passes run "
+                "outside the distributed wrapper and the trainer averages the gradients itself"
+            )
 
     def role_context(self, role: str, model: Any) -> contextlib.AbstractContextManager[Any]:
         raise NotImplementedError
@@ -194,12 +206,26 @@ class PerRoleMixin:
                 merged.append(stacked[inverse.to(stacked.device)])
         return merged
 
+    # ------------------------------------------------------------------ several processes
+    # One backward pass follows a forward pass per role. Through DDP's wrapper that marks the
+    # shared parameters ready more than once, which DDP refuses; so under several processes every
+    # forward pass runs on the unwrapped model (DDP's reducer then stays idle) and
+    # `training_step` averages the gradients across processes itself, on the micro-batch that
+    # ends an accumulation, as DDP would.
+    def training_step(self, model: Any, inputs: Any, num_items_in_batch: Any = None) -> Any:
+        loss = super().training_step(model, inputs, num_items_in_batch)
+        if self.accelerator.num_processes > 1 and self.accelerator.sync_gradients:
+            average_gradients(self.accelerator.unwrap_model(self.model))
+        return loss
+
     # ------------------------------------------------------------------ TRL hooks
     def _get_per_token_logps_and_entropies(
         self, model, input_ids, attention_mask, logits_to_keep, batch_size=None, **kwargs
     ):
         if self._row_roles is None:
             raise RuntimeError("a forward pass without row roles; see PerRoleMixin")
+        if self.accelerator.num_processes > 1:
+            model = self.accelerator.unwrap_model(model)  # see training_step
         extra = {k: v for k, v in kwargs.items() if isinstance(v, torch.Tensor)}
         if extra:
             raise NotImplementedError(f"per-role training is text-only; got inputs {sorted(extra)}")
@@ -241,7 +267,7 @@ class PerRoleMixin:
     ) -> torch.Tensor:
         """PPO's value features, each row's from its role's module."""
         parent = super().turn_features
-        model = model if model is not None else self.accelerator.unwrap_model(self.model)
+        model = self.accelerator.unwrap_model(model if model is not None else self.model)
         return self.per_role(
             len(prompt_ids),
             lambda i, module: (parent(prompt_ids[i], prompt_mask[i], model=module),),
@@ -302,6 +328,26 @@ class RoleAdapterMixin(PerRoleMixin):
 
 
 _CLASSES: dict[tuple[type, type], type] = {}
+
+
+def average_gradients(model: Any) -> None:
+    """All-reduce the gradients of `model`'s trainable parameters to their mean over processes.
+
+    A parameter that got no gradient on this process (e.g. a role with no rows here) counts as
+    zero, so every process reduces the same tensors in the same order. One flat buffer, one call.
+    """
+    params = [p for p in model.parameters() if p.requires_grad]
+    if not params:
+        return
+    flat = torch.cat(
+        [(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in params]
+    )
+    torch.distributed.all_reduce(flat)
+    flat /= torch.distributed.get_world_size()
+    offset = 0
+    for param in params:
+        param.grad = flat[offset : offset + param.numel()].view_as(param)
+        offset += param.numel()
 
 
 def with_mixin(mixin: type, trainer_cls: type, prefix: str) -> type:

@@ -18,9 +18,11 @@ Checkpoints and the final folder hold one complete model (weights, config, token
 ``<folder>/<role>/``, which `scripts/evaluate.py --role-model ROLE=<folder>/<role>` plays and
 ``resume_from_checkpoint`` reloads.
 
-Limits: the roles must share one tokenizer (TRL tokenizes every completion with the trainer's);
-one process only (the attached models are not run through the distributed wrapper); no vLLM
-generation (one set of weights per server); no ``sync_ref_model``.
+Under several processes (``accelerate launch``, data parallel) the forward passes bypass DDP's
+wrapper and `PerRoleMixin` averages every role's gradients itself. Limits: the roles must share
+one tokenizer (TRL tokenizes every completion with the trainer's); no DeepSpeed or FSDP sharding
+(the attached models are not sharded); no vLLM generation (one set of weights per server); no
+``sync_ref_model``.
 
 With ``beta > 0`` each role has a frozen reference: its own start model. TRL loads the first
 role's start as ``ref_model``; a role that starts from the same path shares it, a role with
@@ -163,11 +165,6 @@ class RoleModelMixin(PerRoleMixin):
         self, *args: Any, role_models: Sequence[str] | Mapping[str, str], **kwargs: Any
     ) -> None:
         super().__init__(*args, **kwargs)
-        if self.accelerator.num_processes > 1:
-            raise ValueError(
-                "a model per role trains in one process only; use role adapters or one shared "
-                "model under accelerate launch"
-            )
         main = self.accelerator.unwrap_model(self.model)
         attached = getattr(main, ROLE_MODULES, {})
         self.roles = list(role_models)
