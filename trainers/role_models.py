@@ -171,15 +171,8 @@ class RoleModelMixin(PerRoleMixin):
         missing = [r for r in self.roles[1:] if r not in attached]
         if missing:
             raise ValueError(f"the model has no attached model for role(s) {missing}")
-        from trl.trainer.utils import add_fused_lm_head
-
-        for role in self.roles[1:]:  # TRL patched the trainer's own model this way
-            add_fused_lm_head(
-                attached[role],
-                temperature=self.temperature,
-                cast_lm_head_to_fp32=self.args.cast_lm_head_to_fp32,
-                outputs=("log_probs", "entropy"),
-            )
+        for role in self.roles[1:]:
+            self._add_log_prob_head(attached[role])
         self.ref_role_models = self._reference_models(role_models)
         if hasattr(self, "value_head"):  # PPO: a value head per trained model
             hidden = {
@@ -190,6 +183,17 @@ class RoleModelMixin(PerRoleMixin):
             self.value_optimizer = torch.optim.Adam(
                 self.value_head.parameters(), lr=self.args.value_learning_rate
             )
+
+    def _add_log_prob_head(self, module: Any) -> None:
+        """TRL's fused log-prob head on `module`, as TRL patches its own model and reference."""
+        from trl.trainer.utils import add_fused_lm_head
+
+        add_fused_lm_head(
+            module,
+            temperature=self.temperature,
+            cast_lm_head_to_fp32=self.args.cast_lm_head_to_fp32,
+            outputs=("log_probs", "entropy"),
+        )
 
     def _reference_models(self, role_models: Sequence[str] | Mapping[str, str]) -> dict[str, Any]:
         """Each role's frozen start model for the KL term (empty with ``beta == 0``)."""
@@ -206,7 +210,7 @@ class RoleModelMixin(PerRoleMixin):
                 "(role_models as {role: path}, as build_grpo_trainer passes it)"
             )
         from transformers import AutoModelForCausalLM
-        from trl.trainer.utils import add_fused_lm_head, disable_dropout_in_model
+        from trl.trainer.utils import disable_dropout_in_model
 
         first = role_models[self.roles[0]]
         loaded = {first: self.ref_model}
@@ -218,12 +222,7 @@ class RoleModelMixin(PerRoleMixin):
                 ref.requires_grad_(False).eval()
                 if self.args.disable_dropout:
                     disable_dropout_in_model(ref)
-                add_fused_lm_head(
-                    ref,
-                    temperature=self.temperature,
-                    cast_lm_head_to_fp32=self.args.cast_lm_head_to_fp32,
-                    outputs=("log_probs", "entropy"),
-                )
+                self._add_log_prob_head(ref)
                 loaded[path] = ref.to(self.accelerator.device)
             refs[role] = loaded[path]
         return refs
