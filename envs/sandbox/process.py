@@ -100,25 +100,21 @@ def sandbox_pids(*needles: bytes, live_only: bool = True) -> list[int]:
     A process caught inside ``exec`` shows an empty environment for a moment (the kernel
     switches to the new memory map before it lays out the new environment), so live
     user processes that read empty are read again, briefly, before they are judged."""
-    found, unsettled = [], []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
+    found: list[int] = []
+    pending = [entry for entry in os.listdir("/proc") if entry.isdigit()]
+    for attempt in range(21):  # one scan, then up to 20 re-reads 1 ms apart
+        if attempt:
+            time.sleep(0.001)
+        unsettled = []
+        for entry in pending:
             verdict = _environ_verdict(entry, needles, live_only)
-            if verdict is True:
-                found.append(int(entry))
-            elif verdict is None:
+            if verdict is None:
                 unsettled.append(entry)
-    for _ in range(20):
-        if not unsettled:
+            elif verdict:
+                found.append(int(entry))
+        pending = unsettled
+        if not pending:
             break
-        time.sleep(0.001)
-        retry, unsettled = unsettled, []
-        for entry in retry:
-            verdict = _environ_verdict(entry, needles, live_only)
-            if verdict is True:
-                found.append(int(entry))
-            elif verdict is None:
-                unsettled.append(entry)
     return sorted(found)
 
 
