@@ -10,6 +10,16 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+# `accelerate launch` with 2 gloo processes on this CPU (run from REPO), then the script and its args
+ACCELERATE_2PROC = [
+    sys.executable,
+    "-m",
+    "accelerate.commands.launch",
+    "--config_file",
+    "scripts/configs/accelerate/cpu_2proc.yaml",
+    "--main_process_port",
+    "0",
+]
 SCRIPTS = sorted(p.name for p in (REPO / "scripts").glob("*.py"))
 
 
@@ -273,13 +283,7 @@ def test_train_script_under_accelerate_launch_two_processes(tiny_model, tmp_path
     out = tmp_path / "run"
     result = subprocess.run(
         [
-            sys.executable,
-            "-m",
-            "accelerate.commands.launch",
-            "--config_file",
-            "scripts/configs/accelerate/cpu_2proc.yaml",
-            "--main_process_port",
-            "0",
+            *ACCELERATE_2PROC,
             "scripts/train_reflection.py",
             "grpo",
             "--model_name_or_path",

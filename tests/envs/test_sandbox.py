@@ -4,6 +4,7 @@ process outlives its run and the temp dir is gone afterwards."""
 from __future__ import annotations
 
 import ast
+import contextlib
 import io
 import os
 import signal
@@ -250,19 +251,26 @@ def test_extra_read_paths_are_readable_and_importable(config, tmp_path):
     assert "ModuleNotFoundError" in run(code, config).stderr
 
 
-def test_escaped_processes_are_swept():
-    from envs.sandbox.process import _sweep
-
-    token = b"0123456789abcdef"
+@contextlib.contextmanager
+def stray_process(token: bytes):
+    """A process outside any sandbox run's group that carries the run token `token`."""
     env = {**os.environ, TOKEN_VAR: token.decode()}
     stray = subprocess.Popen(["sleep", "30"], env=env, start_new_session=True)
     try:
-        assert _sweep(token) == 1
-        assert stray.wait(timeout=5) == -signal.SIGKILL
+        yield stray
     finally:
         if stray.poll() is None:
             stray.kill()
             stray.wait()
+
+
+def test_escaped_processes_are_swept():
+    from envs.sandbox.process import _sweep
+
+    token = b"0123456789abcdef"
+    with stray_process(token) as stray:
+        assert _sweep(token) == 1
+        assert stray.wait(timeout=5) == -signal.SIGKILL
 
 
 def test_sweep_finds_a_process_caught_inside_exec(monkeypatch):
@@ -274,26 +282,20 @@ def test_sweep_finds_a_process_caught_inside_exec(monkeypatch):
     from envs.sandbox import process
 
     token = b"fedcba9876543210"
-    env = {**os.environ, TOKEN_VAR: token.decode()}
-    stray = subprocess.Popen(["sleep", "30"], env=env, start_new_session=True)
-    environ_path = f"/proc/{stray.pid}/environ"
-    empty_reads = []
+    with stray_process(token) as stray:
+        environ_path = f"/proc/{stray.pid}/environ"
+        empty_reads = []
 
-    def open_mid_exec(path, *args, **kwargs):
-        if path == environ_path and len(empty_reads) < 3:
-            empty_reads.append(path)
-            return io.BytesIO(b"")
-        return builtins.open(path, *args, **kwargs)
+        def open_mid_exec(path, *args, **kwargs):
+            if path == environ_path and len(empty_reads) < 3:
+                empty_reads.append(path)
+                return io.BytesIO(b"")
+            return builtins.open(path, *args, **kwargs)
 
-    monkeypatch.setattr(process, "open", open_mid_exec, raising=False)
-    try:
+        monkeypatch.setattr(process, "open", open_mid_exec, raising=False)
         assert process._sweep(token) == 1
         assert len(empty_reads) == 3
         assert stray.wait(timeout=5) == -signal.SIGKILL
-    finally:
-        if stray.poll() is None:
-            stray.kill()
-            stray.wait()
 
 
 def test_run_many_runs_in_parallel_within_max_workers(config):

@@ -6,7 +6,7 @@ process holds the same trained weights and that they moved: the gradients were a
 processes. Prints ``PER-ROLE DDP OK <max difference>`` on the main process.
 
     python -m accelerate.commands.launch --config_file scripts/configs/accelerate/cpu_2proc.yaml \
-        tests/trainers/per_role_ddp_check.py MODEL OUT {adapters,models}
+        tests/trainers/per_role_ddp_check.py MODEL TMP_DIR {adapters,models}
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 import torch
-from trl import GRPOConfig
 
+from tests.trainers.test_grpo import config
 from trainers.grpo import build_grpo_trainer
 
 
@@ -35,21 +35,13 @@ def trained(trainer) -> list[torch.Tensor]:
     return [p.detach().clone().double() for p in model.parameters() if p.requires_grad]
 
 
-def main(model_path: str, out: str, layout: str) -> None:
-    args = GRPOConfig(
-        output_dir=out,
-        use_cpu=True,
-        bf16=False,
-        report_to="none",
-        num_generations=2,
-        per_device_train_batch_size=6,
+def main(model_path: str, tmp: str, layout: str) -> None:
+    args = config(
+        Path(tmp),
         gradient_accumulation_steps=2,
         max_completion_length=6,
         max_steps=2,
-        logging_steps=1,
-        save_strategy="no",
         learning_rate=5e-2,
-        seed=0,
     )
     trainer = build_grpo_trainer(
         model_path,

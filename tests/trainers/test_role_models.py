@@ -41,13 +41,18 @@ def moved(trainer, before):
     }
 
 
+def jitter(module, gen, scale=0.05):
+    """Add seeded noise to every weight of `module`."""
+    with torch.no_grad():
+        for param in module.parameters():
+            param.add_(torch.randn(param.shape, generator=gen) * scale)
+
+
 def perturb(trainer, scale=0.05):
     """Distinct models per role (every role starts as a copy of the same start model)."""
     gen = torch.Generator().manual_seed(0)
-    with torch.no_grad():
-        for role in ROLES[1:]:
-            for param in role_model(trainer, role).parameters():
-                param.add_(torch.randn(param.shape, generator=gen) * scale)
+    for role in ROLES[1:]:
+        jitter(role_model(trainer, role), gen, scale)
 
 
 def trainer_for(tiny_model, tmp_path, role_weights=None, role_models=True, **kwargs):
@@ -103,10 +108,7 @@ def test_beta_gives_each_role_its_own_start_model_as_reference(tiny_model, tmp_p
 
     critic_start = tmp_path / "critic_start"
     other = AutoModelForCausalLM.from_pretrained(tiny_model)
-    gen = torch.Generator().manual_seed(1)
-    with torch.no_grad():
-        for param in other.parameters():
-            param.add_(torch.randn(param.shape, generator=gen) * 0.05)
+    jitter(other, torch.Generator().manual_seed(1))
     other.save_pretrained(critic_start)
     AutoTokenizer.from_pretrained(tiny_model).save_pretrained(critic_start)
     trainer = trainer_for(
@@ -128,10 +130,8 @@ def test_beta_gives_each_role_its_own_start_model_as_reference(tiny_model, tmp_p
 
     # The trained models move; the reference pass still gives the start models' logprobs.
     perturb(trainer)
-    with torch.no_grad():
-        for param in trainer.model.parameters():
-            if not any(param is q for r in ROLES[1:] for q in role_model(trainer, r).parameters()):
-                param.add_(0.05)
+    with detached(trainer.model):  # the solver's own weights
+        jitter(trainer.model, torch.Generator().manual_seed(2))
     ids = torch.cat([out["prompt_ids"], out["completion_ids"]], dim=1)
     attention = torch.cat([out["prompt_mask"], out["completion_mask"]], dim=1)
     keep = out["completion_ids"].size(1)
@@ -264,25 +264,18 @@ def test_per_role_training_under_two_processes(tiny_model, tmp_path, layout):
     role runs outside DDP's wrapper (which refuses them), so the trainer averages the gradients
     itself; without that the processes drift apart (checked: weights differ by 0.15)."""
     import subprocess
-    import sys
-    from pathlib import Path
 
-    repo = Path(__file__).resolve().parents[2]
+    from tests.test_scripts import ACCELERATE_2PROC, REPO
+
     result = subprocess.run(
         [
-            sys.executable,
-            "-m",
-            "accelerate.commands.launch",
-            "--config_file",
-            "scripts/configs/accelerate/cpu_2proc.yaml",
-            "--main_process_port",
-            "0",
+            *ACCELERATE_2PROC,
             "tests/trainers/per_role_ddp_check.py",
             tiny_model,
-            str(tmp_path / "out"),
+            str(tmp_path),
             layout,
         ],
-        cwd=repo,
+        cwd=REPO,
         capture_output=True,
         text=True,
         timeout=300,
