@@ -11,7 +11,7 @@ worked solutions can be written (`trainers.embedded` does, for the warm-start tr
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from envs.sources import Problem, ProblemSource
 
@@ -73,6 +73,12 @@ def _div(rng: random.Random, value: int, level: int, name: str, item: str) -> tu
 
 
 OPS = (_add, _sub, _mul, _div)
+APPLY = {
+    "+": lambda a, b: a + b,
+    "-": lambda a, b: a - b,
+    "*": lambda a, b: a * b,
+    "/": lambda a, b: a // b,
+}
 
 
 def generate_problem(
@@ -110,37 +116,62 @@ def generate_problem(
     )
 
 
-class ArithmeticSource(ProblemSource):
-    """`size` generated problems; items are built on access, so size costs nothing.
+def worked_solution(problem: Problem, slip_at: int | None = None, slip: int = 0) -> tuple[str, int]:
+    """A step-by-step solution of an arithmetic problem and its final value.
+
+    With `slip_at`, step number `slip_at` comes out `slip` too high, and the error propagates.
+    """
+    meta = problem["metadata"]
+    value = meta["start"]
+    lines = [f"Start with {value}."]
+    for i, (op, k) in enumerate(meta["steps"]):
+        new = APPLY[op](value, k) + (slip if i == slip_at else 0)
+        lines.append(f"{value} {op} {k} = {new}.")
+        value = new
+    lines.append(f"The answer is \\boxed{{{value}}}.")
+    return " ".join(lines), value
+
+
+class GeneratedSource(ProblemSource):
+    """`size` problems of a procedural family; items are built on access, so size costs nothing.
 
     Args:
+        generate (`Callable`): ``generate(index, difficulty=, split=, seed=) -> Problem``, a pure
+            function of its arguments.
+        name (`str`): the family, the first part of its problem ids
+            (``<name>/<split>/d<level>/s<seed>/<index>``).
         size (`int`, defaults to 1000): number of problems.
-        difficulty (`int` or `Sequence[int]`, defaults to 1): level 1..5, or several levels
-            cycled over the indices (a curriculum mix).
+        difficulty (`int` or `Sequence[int]`, defaults to 1): level 1..`max_difficulty`, or
+            several levels cycled over the indices (a curriculum mix).
         split (`str`, defaults to "train"): "train", "validation" or "test"; splits use disjoint
             random streams, so held-out problems are generated, not stored.
         seed (`int`, defaults to 0): changes every problem.
+        max_difficulty (`int`, defaults to 5): the highest level.
     """
 
     def __init__(
         self,
+        generate: Callable[..., Problem],
+        name: str,
         size: int = 1000,
         difficulty: int | Sequence[int] = 1,
         split: str = "train",
         seed: int = 0,
+        max_difficulty: int = MAX_DIFFICULTY,
     ) -> None:
         levels = [difficulty] if isinstance(difficulty, int) else list(difficulty)
         if not levels or any(
-            not isinstance(d, int) or not 1 <= d <= MAX_DIFFICULTY for d in levels
+            not isinstance(d, int) or not 1 <= d <= max_difficulty for d in levels
         ):
             raise ValueError(
-                f"arithmetic difficulty must be an int in 1..{MAX_DIFFICULTY} or a list of them, "
+                f"{name} difficulty must be an int in 1..{max_difficulty} or a list of them, "
                 f"got {difficulty!r}"
             )
         if not isinstance(size, int) or size < 1:
-            raise ValueError(f"arithmetic size must be a positive int, got {size!r}")
+            raise ValueError(f"{name} size must be a positive int, got {size!r}")
+        self.generate = generate
         self.size, self.levels, self.split, self.seed = size, levels, split, seed
-        self.name = "arithmetic"
+        self.name = name
 
     def __len__(self) -> int:
         return self.size
@@ -150,7 +181,7 @@ class ArithmeticSource(ProblemSource):
             raise IndexError(f"problem index {index} out of range for {self.size} problems")
         index %= self.size
         level = self.levels[index % len(self.levels)]
-        return generate_problem(index, difficulty=level, split=self.split, seed=self.seed)
+        return self.generate(index, difficulty=level, split=self.split, seed=self.seed)
 
     def __iter__(self) -> Iterator[Problem]:
         return (self[i] for i in range(self.size))
@@ -158,14 +189,27 @@ class ArithmeticSource(ProblemSource):
     def get(self, problem_id: str) -> Problem:
         try:
             _, split, level, seed, index = problem_id.split("/")
-            problem = generate_problem(
+            problem = self.generate(
                 int(index), difficulty=int(level[1:]), split=split, seed=int(seed[1:])
             )
         except ValueError as err:
             raise KeyError(
-                f"{problem_id!r} is not an arithmetic problem id "
-                "('arithmetic/<split>/d<level>/s<seed>/<index>')"
+                f"{problem_id!r} is not a problem id of the {self.name} family "
+                f"('{self.name}/<split>/d<level>/s<seed>/<index>')"
             ) from err
         if problem["id"] != problem_id:
-            raise KeyError(f"{problem_id!r} is not a valid arithmetic problem id")
+            raise KeyError(f"{problem_id!r} is not a valid {self.name} problem id")
         return problem
+
+
+class ArithmeticSource(GeneratedSource):
+    """`size` generated arithmetic problems (see `GeneratedSource` for the arguments)."""
+
+    def __init__(
+        self,
+        size: int = 1000,
+        difficulty: int | Sequence[int] = 1,
+        split: str = "train",
+        seed: int = 0,
+    ) -> None:
+        super().__init__(generate_problem, "arithmetic", size, difficulty, split, seed)

@@ -1,6 +1,7 @@
 """Tasks: a problem source, a verifier and prompt settings, registered by name.
 
-Built-in: ``arithmetic`` (procedural, offline; the default everywhere), ``gsm8k``, ``math`` and
+Built-in: ``arithmetic`` (procedural, offline; the envs' default), ``unknown`` (procedural,
+offline: find the start, checked by substitution; the training scripts' default), ``gsm8k``, ``math`` and
 ``anli`` (hub id through `datasets`, or ``data_path=`` a local JSONL file).
 
 Register your own::
@@ -18,14 +19,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from envs import prompts
-from envs.arithmetic import ArithmeticSource
+from envs import prompts, unknown
+from envs.arithmetic import ArithmeticSource, GeneratedSource
 from envs.errors import DuplicateTaskError, UnknownTaskError
 from envs.sources import Problem, ProblemSource, load_hub, load_jsonl, require
 from rewards import Verifier, get_verifier
 from rewards.extract import last_boxed
 
 BOXED = "give the final answer as \\boxed{...} at the end."
+# Generated tasks: they take `difficulty`, `size` and `seed`, and their "test" split is held out.
+PROCEDURAL_TASKS = ("arithmetic", "unknown")
 
 
 @dataclass
@@ -123,6 +126,39 @@ def arithmetic_task(
     verifier: str | Verifier = "math",
 ) -> Task:
     return Task("arithmetic", ArithmeticSource(size, difficulty, split, seed), verifier)
+
+
+UNKNOWN_FORMAT = "end with \\boxed{N}."
+UNKNOWN_INSTRUCTIONS = {
+    "solver": "Find the start; {answer_format}",
+    "critic": (
+        "Check the answer: replay the steps from it and compare the end. End with "
+        "'Verdict: correct' or 'Verdict: incorrect'."
+    ),
+    "refiner": "Keep an accepted answer; repair a rejected one by the check's miss; {answer_format}",
+}
+
+
+def unknown_task(
+    split: str = "train",
+    size: int = 1000,
+    difficulty: int | list[int] = 1,
+    seed: int = 0,
+    verifier: str | Verifier = "math",
+) -> Task:
+    """Find the start of a chain of additions and subtractions (`envs.unknown`)."""
+    source = GeneratedSource(
+        unknown.generate_problem,
+        "unknown",
+        size,
+        difficulty,
+        split,
+        seed,
+        max_difficulty=unknown.MAX_DIFFICULTY,
+    )
+    return Task(
+        "unknown", source, verifier, answer_format=UNKNOWN_FORMAT, instructions=UNKNOWN_INSTRUCTIONS
+    )
 
 
 def _source(
@@ -225,6 +261,7 @@ def anli_task(
 
 
 register_task("arithmetic", arithmetic_task)
+register_task("unknown", unknown_task)
 register_task("gsm8k", gsm8k_task)
 register_task("math", math_task)
 register_task("anli", anli_task)

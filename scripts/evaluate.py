@@ -23,6 +23,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 import envs
+from trainers.embedded import EMBEDDED_TASK
 from trainers.evaluation import EvalConfig, evaluate, markdown_report
 
 
@@ -31,22 +32,29 @@ def make_parser() -> argparse.ArgumentParser:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--env", default="math/reflection-v0", choices=envs.list_envs())
-    parser.add_argument("--task", default="arithmetic", choices=envs.list_tasks())
+    parser.add_argument(
+        "--task",
+        default=EMBEDDED_TASK,
+        choices=envs.list_tasks(),
+        help="default: the task the embedded model is built on",
+    )
     parser.add_argument("--data-path", default=None, help="local JSONL for gsm8k/math/anli")
-    parser.add_argument("--split", default=None, help="task split (arithmetic: 'test' is held out)")
+    parser.add_argument(
+        "--split", default=None, help="task split (generated tasks: 'test' is held out)"
+    )
     parser.add_argument(
         "--difficulty",
         type=int,
         nargs="+",
         default=None,
-        help="arithmetic levels (default: the embedded model's training levels)",
+        help="levels of a generated task (default: the embedded model's training levels)",
     )
     parser.add_argument("--num-problems", type=int, default=200)
     parser.add_argument("--offset", type=int, default=0, help="first problem index")
     parser.add_argument(
         "--model",
         default=None,
-        help="hub id or local folder; default: the embedded model (built on first use)",
+        help="hub id or local folder; default: the shipped embedded model",
     )
     parser.add_argument(
         "--role-model",

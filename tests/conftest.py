@@ -9,13 +9,13 @@ import pytest
 from tests.utils import write_jsonl
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def tiny_model(tmp_path_factory) -> str:
-    """The tiny embedded-recipe model (random-ish weights, local tokenizer), built per module."""
+    """The tiny embedded-recipe model (random-ish weights, local tokenizer), built once."""
     from tests.trainers.test_embedded import TINY
     from trainers.embedded import build_embedded
 
-    return str(build_embedded(TINY, cache_dir=tmp_path_factory.mktemp("embedded")))
+    return str(build_embedded(TINY, tmp_path_factory.mktemp("embedded") / "model"))
 
 
 @pytest.fixture

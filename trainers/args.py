@@ -7,6 +7,9 @@ from dataclasses import dataclass, field
 
 from trl import GRPOConfig
 
+from envs.tasks import PROCEDURAL_TASKS
+from trainers.embedded import EMBEDDED_TASK, EmbeddedRecipe
+
 
 @dataclass
 class EnvArguments:
@@ -14,17 +17,20 @@ class EnvArguments:
 
     Args:
         env_id (`str`, set by the script): the registered env.
-        task (`str`, "arithmetic"), data_path (`str | None`), split (`str | None`): the task.
-        difficulty (`list[int]`, [1, 2]): arithmetic levels (those of the embedded model).
+        task (`str`, "unknown"), data_path (`str | None`), split (`str | None`): the task
+            (default: the one the embedded model is built on).
+        difficulty (`list[int]`, [1, 2, 3]): levels of a generated task (default: those of the
+            embedded model).
         rounds (`int | None`): reflection/debate rounds; None keeps the env's default.
         num_agents (`int | None`): debate/ensemble agents; None keeps the env's default.
         train_problems (`int`, 2000): training problems (the task's train split).
-        eval_problems (`int`, 100): held-out problems evaluated before and after training.
+        eval_problems (`int`, 200): held-out problems evaluated before and after training.
         eval_samples (`int`, 2): episodes per held-out problem.
         model_name_or_path (`str | None`): hub id or folder; None trains the embedded model.
         role_weights (`str`, ""): reward weight per role, e.g. "solver=1,critic=0.5".
         critic_reward (`str | None`): reflection's critic reward, "verdict" or "outcome".
-        max_train_minutes (`float | None`): wall-clock budget of the training loop (GRPO, PPO).
+        max_train_minutes (`float | None`, 15): wall-clock budget of the training loop (GRPO,
+            PPO); the scripts' defaults are time-bounded by it.
         num_envs (`int`, 64): env copies the rollout engine runs at once.
         role_adapters (`bool`, False): GRPO/PPO train one LoRA adapter per role (rank `lora_r`,
             alpha `lora_alpha`) on the frozen start model instead of the whole shared model.
@@ -36,18 +42,19 @@ class EnvArguments:
     """
 
     env_id: str = field(default="math/reflection-v0", metadata={"help": "Registered env id."})
-    task: str = field(default="arithmetic", metadata={"help": "Task name."})
+    task: str = field(default=EMBEDDED_TASK, metadata={"help": "Task name."})
     data_path: str | None = field(default=None, metadata={"help": "Local JSONL for the task."})
     split: str | None = field(default=None, metadata={"help": "Training split of the task."})
     difficulty: list[int] = field(
-        default_factory=lambda: [1, 2], metadata={"help": "Arithmetic difficulty levels."}
+        default_factory=lambda: list(EmbeddedRecipe().difficulty),
+        metadata={"help": "Levels of a generated task (unknown, arithmetic)."},
     )
     rounds: int | None = field(
         default=None, metadata={"help": "Env rounds (reflection, debate, tool)."}
     )
     num_agents: int | None = field(default=None, metadata={"help": "Debate/ensemble agents."})
     train_problems: int = field(default=2000, metadata={"help": "Number of training problems."})
-    eval_problems: int = field(default=100, metadata={"help": "Held-out problems for evaluation."})
+    eval_problems: int = field(default=200, metadata={"help": "Held-out problems for evaluation."})
     eval_samples: int = field(default=2, metadata={"help": "Episodes per held-out problem."})
     model_name_or_path: str | None = field(
         default=None, metadata={"help": "Hub id or folder; default: the embedded model."}
@@ -66,7 +73,7 @@ class EnvArguments:
         default=None, metadata={"help": "Reflection: one shared team reward at the end."}
     )
     max_train_minutes: float | None = field(
-        default=None,
+        default=15.0,
         metadata={"help": "Stop training (and save) after this many minutes (GRPO, PPO)."},
     )
     critic_reward: str | None = field(
@@ -166,7 +173,7 @@ class EnvArguments:
             kwargs["data_path"] = self.data_path
         if split or self.split:
             kwargs["split"] = split or self.split
-        if self.task == "arithmetic":
+        if self.task in PROCEDURAL_TASKS:
             kwargs["task_kwargs"] = {"difficulty": list(self.difficulty), "size": 10_000}
         if self.rounds is not None:
             kwargs["rounds"] = self.rounds
@@ -204,7 +211,9 @@ class CPUGRPOConfig(GRPOConfig):
         default=8, metadata={"help": "Micro-batches per optimizer step (problems per step)."}
     )
     max_completion_length: int = field(default=64, metadata={"help": "Tokens per turn."})
-    max_steps: int = field(default=60, metadata={"help": "Optimizer steps."})
+    max_steps: int = field(
+        default=1000, metadata={"help": "Optimizer steps (the time budget usually ends first)."}
+    )
     logging_steps: int = field(default=1, metadata={"help": "Log every N steps."})
     save_steps: int = field(default=20, metadata={"help": "Checkpoint every N steps."})
     report_to: list[str] = field(default_factory=lambda: ["none"], metadata={"help": "Loggers."})

@@ -10,8 +10,9 @@ from typing import Any
 
 from agents.base import GenerationArguments
 from agents.roles import RoleMap
-from trainers.embedded import EmbeddedRecipe
-from trainers.metrics import compute_metrics
+from envs.tasks import PROCEDURAL_TASKS
+from trainers.embedded import EMBEDDED_TASK, EmbeddedRecipe
+from trainers.metrics import bootstrap_intervals, compute_metrics
 from trainers.rollout import RolloutEngine, save_episodes
 
 logger = logging.getLogger(__name__)
@@ -23,7 +24,7 @@ class EvalConfig:
     """What to evaluate; see ``scripts/evaluate.py --help`` for each field."""
 
     env_id: str = "math/reflection-v0"
-    task: str = "arithmetic"
+    task: str = EMBEDDED_TASK
     data_path: str | None = None
     split: str | None = None
     difficulty: Sequence[int] | None = None
@@ -44,6 +45,7 @@ class EvalConfig:
     num_envs: int = 64
     seed: int = 0
     compare: bool = True
+    intervals: bool = True
     save_episodes: Path | None = None
     progress: bool = False
     device: str | None = None
@@ -52,7 +54,7 @@ class EvalConfig:
         kwargs: dict[str, Any] = {"task": self.task}
         if self.data_path:
             kwargs["data_path"] = self.data_path
-        if self.task == "arithmetic":
+        if self.task in PROCEDURAL_TASKS:
             # Held out by default: the embedded model was warm-started on the train split.
             kwargs["split"] = self.split or "test"
             levels = list(self.difficulty or EmbeddedRecipe().difficulty)
@@ -87,6 +89,8 @@ def run_env(config: EvalConfig, env_id: str, policies: RoleMap) -> tuple[dict[st
     metrics = compute_metrics(episodes, ks=config.ks)
     tokens = sum(len(t.completion_ids) for e in episodes for t in e.turns)
     metrics["generated_tokens"] = tokens
+    if config.intervals:  # 95% percentile bootstrap over problems
+        metrics["ci95"] = bootstrap_intervals(episodes, seed=config.seed)
     return metrics, episodes
 
 
@@ -125,7 +129,7 @@ def markdown_report(results: dict[str, Any]) -> str:
     """Headline metrics, flips, per-agent table and the single- vs multi-agent comparison."""
     m = results["metrics"]
     lines = [f"## {results['env']}: {m['problems']} problems, {m['episodes']} episodes", ""]
-    keys = [k for k in m if k in HEADLINE or k.startswith(("pass@", "flip/"))]
+    keys = [k for k in m if k in HEADLINE or k.startswith(("pass@", "flip/", "review/"))]
     lines += ["| metric | value |", "|---|---|"] + [f"| {k} | {m[k]:.3f} |" for k in keys]
     lines += [
         "",

@@ -12,6 +12,8 @@ An episode's *answer turns* are the turns that state an answer: solver and refin
 - ``pass1@turnK``: any of the K answer turns is correct.
 - ``flip/wrong->right@r``, ``flip/right->wrong@r``: among episodes wrong (right) at answer turn r,
   the fraction right (wrong) at turn r + 1.
+- ``review/...``: verdict balanced accuracy, and what the revision after a review does
+  (`review_metrics`).
 - per agent: mean reward, accuracy (the fraction of its turns with ``info["correct"]``), parse
   errors and completion length in tokens.
 """
@@ -90,8 +92,50 @@ def compute_metrics(episodes: Sequence[Episode], ks: Sequence[int] = (1,)) -> di
             out[f"pass@{k}"] = sum(pass_at_k(len(g), sum(g), k) for g in groups.values()) / len(
                 groups
             )
+    out.update(review_metrics(episodes))
     out["agents"] = agent_metrics(episodes)
     return out
+
+
+def review_metrics(episodes: Sequence[Episode]) -> dict[str, float]:
+    """How reviews (critic, program verifier) judge and what the revision after them does.
+
+    - ``review/balanced_accuracy``: the mean of the verdict's hit rate on right answers (says
+      correct) and on wrong ones (says incorrect); a missing verdict is a miss.
+    - ``review/fixed_when_flagged``: among wrong answers the review rejected, the share the
+      next answer turn makes right.
+    - ``review/broke_right``: among right answers under review, the share the next answer turn
+      makes wrong.
+
+    Empty when no episode has a review turn.
+    """
+    hits: dict[bool, list[bool]] = {True: [], False: []}
+    fixed, broke = [], []
+    for episode in episodes:
+        turns = episode.turns
+        for i, turn in enumerate(turns):
+            if "reviewed_correct" not in turn.info:
+                continue
+            truth, verdict = bool(turn.info["reviewed_correct"]), turn.info.get("verdict")
+            hits[truth].append(verdict is truth)
+            nxt = next((t for t in turns[i + 1 :] if t.info.get("role") in ANSWER_ROLES), None)
+            if nxt is None:
+                continue
+            if truth:
+                broke.append(not nxt.info.get("correct"))
+            elif verdict is False:
+                fixed.append(bool(nxt.info.get("correct")))
+    if not hits[True] and not hits[False]:
+        return {}
+
+    def mean(xs: list[bool]) -> float:
+        return sum(xs) / len(xs) if xs else 0.0
+
+    return {
+        "review/balanced_accuracy": (mean(hits[True]) + mean(hits[False])) / 2,
+        "review/fixed_when_flagged": mean(fixed),
+        "review/broke_right": mean(broke),
+    }
 
 
 def agent_metrics(episodes: Sequence[Episode]) -> dict[str, dict[str, float]]:
@@ -110,3 +154,49 @@ def agent_metrics(episodes: Sequence[Episode]) -> dict[str, dict[str, float]]:
         }
         for agent, turns in sorted(rows.items())
     }
+
+
+INTERVAL_KEYS = (
+    "pass1@turn1",
+    "maj1@turnK",
+    "pass1@turnK",
+    "accuracy",
+    "flip/wrong->right@1",
+    "flip/right->wrong@1",
+    "review/balanced_accuracy",
+)
+
+
+def bootstrap_intervals(
+    episodes: Sequence[Episode],
+    keys: Sequence[str] = INTERVAL_KEYS,
+    resamples: int = 1000,
+    level: float = 0.95,
+    seed: int = 0,
+) -> dict[str, list[float]]:
+    """Percentile bootstrap intervals of `keys`, resampling problems (all samples of a problem
+    move together, since they are not independent). Keys the episodes lack are left out."""
+    import random
+
+    groups: dict[int, list[Episode]] = defaultdict(list)
+    for episode in episodes:
+        groups[episode.group].append(episode)
+    ids = sorted(groups)
+    if not ids:
+        raise ValueError("bootstrap_intervals needs at least one episode")
+    rng = random.Random(seed)
+    draws: dict[str, list[float]] = defaultdict(list)
+    for _ in range(resamples):
+        sample = [e for g in rng.choices(ids, k=len(ids)) for e in groups[g]]
+        metrics = compute_metrics(sample)
+        for key in keys:
+            if key in metrics:
+                draws[key].append(metrics[key])
+    tail = (1 - level) / 2
+    out = {}
+    for key, values in draws.items():
+        values.sort()
+        lo = values[int(tail * (len(values) - 1))]
+        hi = values[int(round((1 - tail) * (len(values) - 1)))]
+        out[key] = [lo, hi]
+    return out

@@ -122,7 +122,9 @@ def finish_run(
         print(summary_table(results["summary"]))
     write_json_atomic(out / "metrics.json", results)
     with atomic_path(out / "curves.png") as tmp:
-        plot_curves(log_history, tmp, f"{env_args.env_id} {results['algo']}")
+        plot_curves(
+            log_history, tmp, f"{env_args.env_id} {results['algo']}", results.get("summary")
+        )
     print(f"wrote {final}, {out / 'metrics.json'}, {out / 'curves.png'}")
     return results
 
@@ -188,31 +190,78 @@ def train_grpo(env_args: EnvArguments, config: CPUGRPOConfig) -> dict[str, Any]:
     return finish_run(env_args, config, results, final, trainer.state.log_history)
 
 
-KEYS = ("accuracy", "pass1@turn1", "maj1@turnK", "pass1@turnK")
+KEYS = (
+    "pass1@turn1",
+    "maj1@turnK",
+    "pass1@turnK",
+    "accuracy",
+    "flip/wrong->right@1",
+    "flip/right->wrong@1",
+    "review/balanced_accuracy",
+)
+SINGLE = "single_agent_pass1@turn1"
 
 
-def summary(results: dict[str, Any]) -> dict[str, dict[str, float]]:
-    """Before/after headline metrics, multi-agent and single-agent."""
-    rows = {}
+def summary(results: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Before/after headline metrics, the team's and the same model alone, with ``ci95``:
+    95% bootstrap intervals over problems (``{"before": {key: [lo, hi]}, "after": ...}``)."""
+    rows: dict[str, dict[str, Any]] = {"ci95": {}}
     for when in ("before", "after"):
-        res = results[when]
-        rows[when] = {k: res["metrics"][k] for k in KEYS}
-        if "single_agent" in res:
-            rows[when]["single_agent_pass1@turn1"] = res["single_agent"]["pass1@turn1"]
+        metrics = results[when]["metrics"]
+        rows[when] = {k: metrics[k] for k in KEYS if k in metrics}
+        intervals = {k: v for k, v in metrics.get("ci95", {}).items() if k in rows[when]}
+        single = results[when].get("single_agent")
+        if single:
+            rows[when][SINGLE] = single["pass1@turn1"]
+            if "pass1@turn1" in single.get("ci95", {}):
+                intervals[SINGLE] = single["ci95"]["pass1@turn1"]
+        rows["ci95"][when] = intervals
     return rows
 
 
-def summary_table(rows: dict[str, dict[str, float]]) -> str:
-    keys = list(rows["before"])
-    lines = ["| metric | before | after | change |", "|---|---|---|---|"]
+def summary_table(rows: dict[str, dict[str, Any]]) -> str:
+    """The before/after table, each figure with its 95% interval when there is one."""
+
+    def cell(when: str, key: str) -> str:
+        value = rows[when][key]
+        ci = rows.get("ci95", {}).get(when, {}).get(key)
+        return f"{value:.3f} [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else f"{value:.3f}"
+
+    keys = [k for k in rows["before"] if k in rows["after"]]
+    lines = [
+        "| metric (95% CI, bootstrap over problems) | before | after | change |",
+        "|---|---|---|---|",
+    ]
     for key in keys:
         b, a = rows["before"][key], rows["after"][key]
-        lines.append(f"| {key} | {b:.3f} | {a:.3f} | {a - b:+.3f} |")
+        name = "same model alone: pass1@turn1" if key == SINGLE else f"team: {key}"
+        lines.append(f"| {name} | {cell('before', key)} | {cell('after', key)} | {a - b:+.3f} |")
+    if SINGLE in rows["after"] and "maj1@turnK" in rows["after"]:
+        gap = rows["after"]["maj1@turnK"] - rows["after"][SINGLE]
+        lines.append(f"| team maj1@turnK - same model alone, after | | | {gap:+.3f} |")
     return "\n".join(lines)
 
 
-def plot_curves(history: list[dict[str, Any]], path: Path, title: str) -> None:
-    """Reward and accuracy per agent over training steps, one panel each."""
+def smooth(values: list[float], window: int) -> list[float]:
+    """Trailing moving average over up to `window` points."""
+    out, total = [], 0.0
+    for i, value in enumerate(values):
+        total += value
+        if i >= window:
+            total -= values[i - window]
+        out.append(total / min(i + 1, window))
+    return out
+
+
+def plot_curves(
+    history: list[dict[str, Any]],
+    path: Path,
+    title: str,
+    evals: dict[str, dict[str, float]] | None = None,
+) -> None:
+    """Reward and accuracy per agent over training steps (raw, faint, and smoothed), one panel
+    each; `evals` (``summary``'s before/after rows) marks the held-out evaluations on the
+    accuracy panel at the first and the last step."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -224,16 +273,28 @@ def plot_curves(history: list[dict[str, Any]], path: Path, title: str) -> None:
             parts = key.split("/")
             if len(parts) == 3 and parts[0] == "agents" and parts[2] in series:
                 series[parts[2]].setdefault(parts[1], []).append((row.get("step", 0), value))
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    last = max((row.get("step", 0) for row in history), default=0)
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.5))
     for ax, (metric, agents) in zip(axes, series.items(), strict=True):
         for agent, points in sorted(agents.items()):
             steps, values = zip(*points, strict=True) if points else ((), ())
-            ax.plot(steps, values, label=agent)
+            (line,) = ax.plot(steps, values, alpha=0.25)
+            window = max(1, len(values) // 10)
+            ax.plot(steps, smooth(list(values), window), color=line.get_color(), label=agent)
+        if metric == "accuracy" and evals and "before" in evals and "after" in evals:
+            marks = (
+                ("maj1@turnK", "team maj1@turnK (held out)", "k"),
+                ("single_agent_pass1@turn1", "same model alone (held out)", "gray"),
+            )
+            for key, label, color in marks:
+                if key in evals["before"] and key in evals["after"]:
+                    ys = (evals["before"][key], evals["after"][key])
+                    ax.plot((0, last), ys, "o--", color=color, label=label)
         ax.set_xlabel("step")
         ax.set_ylabel(metric)
         ax.set_title(f"{title}: {metric} per agent")
         if agents:
-            ax.legend()
+            ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)

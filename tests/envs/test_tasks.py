@@ -39,7 +39,7 @@ def test_arithmetic_problem_ids_round_trip():
     source = ArithmeticSource(20, [1, 3])
     for problem in source:
         assert source.get(problem["id"]) == problem
-    with pytest.raises(KeyError, match="not an arithmetic problem id"):
+    with pytest.raises(KeyError, match="not a problem id of the arithmetic family"):
         source.get("gsm8k/3")
     assert generate_problem(3, difficulty=2) == generate_problem(3, difficulty=2)
 

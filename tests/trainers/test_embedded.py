@@ -1,19 +1,30 @@
+"""The embedded default: its transcripts, its recipe, its build and the shipped files."""
+
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 
 import envs
 from envs.reflection import parse_verdict
 from trainers.embedded import (
+    MODEL_FILES,
+    SHIPPED,
+    EmbeddedModelError,
     EmbeddedRecipe,
     build_embedded,
-    critique,
-    embedded_path,
+    check_model_dir,
     resolve_model,
+)
+from trainers.embedded.transcripts import (
+    check_reply,
+    claimed_answer,
+    repair_reply,
     sft_rows,
-    worked_solution,
+    slip,
+    solve_reply,
 )
 
 TINY = EmbeddedRecipe(
@@ -21,69 +32,132 @@ TINY = EmbeddedRecipe(
     max_steps=2,
     batch_size=4,
     hidden_size=32,
+    intermediate_size=64,
     num_layers=1,
     num_heads=2,
     vocab_size=300,
+    threads=1,
 )
 
 
-@pytest.mark.parametrize("difficulty", [1, 2, 3, 4, 5])
-def test_worked_solutions_reach_the_reference(difficulty):
-    verifier = envs.make_task("arithmetic").verifier
-    for problem in envs.make_task("arithmetic", difficulty=difficulty, size=50).source:
-        text, value = worked_solution(problem)
-        assert str(value) == problem["answer"]
-        assert verifier.verify(text, problem["answer"]).score == 1.0
-        last = len(problem["metadata"]["steps"]) - 1
-        slipped, wrong = worked_solution(problem, slip_at=last, slip=1)
-        assert wrong != value and verifier.verify(slipped, problem["answer"]).score == 0.0
-        assert parse_verdict(critique(problem, value)) is True
-        assert parse_verdict(critique(problem, wrong)) is False
+@pytest.mark.parametrize("difficulty", [1, 2, 3, 4])
+def test_transcripts_check_by_substitution_and_repair_by_the_miss(difficulty):
+    import random
+
+    rng = random.Random(difficulty)
+    verifier = envs.make_task("unknown").verifier
+    for problem in envs.make_task("unknown", difficulty=difficulty, size=60).source:
+        start, answer = problem["metadata"]["start"], problem["answer"]
+        assert verifier.verify(solve_reply(problem), answer).score == 1.0
+        right = check_reply(problem, start)
+        assert parse_verdict(right) is True and f"Check {start}:" in right
+        assert "That gives" in right and right.count("=") == difficulty
+        assert claimed_answer(repair_reply(problem, start)) == start
+        assert repair_reply(problem, start).startswith("The check passed.")
+        wrong = slip(problem, rng)
+        assert wrong != start and wrong >= 0
+        flagged = check_reply(problem, wrong)
+        assert parse_verdict(flagged) is False
+        miss = abs(wrong - start)
+        assert f": {miss} too {'few' if wrong < start else 'many'}." in flagged
+        fixed = repair_reply(problem, wrong)
+        assert verifier.verify(fixed, answer).score == 1.0
+        assert f"{wrong} {'+' if wrong < start else '-'} {miss} = {start}." in fixed
+    assert parse_verdict(check_reply(problem, None)) is False
+    assert claimed_answer("no box") is None and claimed_answer("\\boxed{x}") is None
 
 
-def test_sft_rows_use_the_envs_own_prompts():
-    rows = sft_rows(TINY)
-    roles = {r["role"] for r in rows}
-    assert {"solver", "critic", "refiner"} <= roles
-    first = envs.make_task("arithmetic", size=12, difficulty=[1, 2]).source[0]
-    env = envs.make("math/reflection-v0", rounds=1)
-    env.reset(options={"problem": first})
+def test_sft_rows_use_the_envs_own_prompts_and_are_seeded():
+    problems = list(envs.make_task("unknown", size=40, difficulty=[1, 2, 3]).source)
+    rows = sft_rows(problems, seed=0, review_fraction=1.0, second_round=1.0, team_fraction=1.0)
+    assert {r["role"] for r in rows} == {"solver", "critic", "refiner", "variant", "debater"}
+    env = envs.make("math/reflection-v0", task="unknown", rounds=2)
+    env.reset(options={"problem": problems[0]})
     solver = next(r for r in rows if r["role"] == "solver")
     obs = env.observe("solver_0")
     assert solver["messages"][0] == {"role": "system", "content": obs["instruction"]}
     assert solver["messages"][1] == {"role": "user", "content": obs["prompt"]}
-    assert sft_rows(TINY) == rows  # seeded
+    for row in rows:  # every target reply is right for its problem
+        problem = next(p for p in problems if p["question"] in row["messages"][1]["content"])
+        reply = row["messages"][-1]["content"]
+        if row["role"] == "critic":
+            shown = row["messages"][1]["content"].split("Proposed solution:\n")[1]
+            claimed = claimed_answer(shown.split("\n\nReview")[0])
+            assert parse_verdict(reply) is (claimed == problem["metadata"]["start"])
+        else:
+            assert claimed_answer(reply) == problem["metadata"]["start"]
+    critic_truths = [
+        parse_verdict(r["messages"][-1]["content"]) for r in rows if r["role"] == "critic"
+    ]
+    assert 0.3 < sum(critic_truths) / len(critic_truths) < 0.7  # balanced verdicts
+    assert sft_rows(problems, 0, 1.0, 1.0, 1.0) == rows
+    assert sft_rows(problems, 1, 1.0, 1.0, 1.0) != rows
 
 
-def test_recipe_key_changes_with_the_recipe(tmp_path):
+def test_recipe_key_changes_with_the_recipe():
     assert TINY.key() == EmbeddedRecipe(**vars(TINY)).key()
     assert TINY.key() != EmbeddedRecipe(**{**vars(TINY), "seed": 1}).key()
-    assert embedded_path(TINY, tmp_path).name == f"embedded-{TINY.key()}"
     assert resolve_model("some/hub-id") == "some/hub-id"
 
 
-def test_build_is_cached_and_loadable(tmp_path):
+def test_the_shipped_model_is_complete_and_built_from_the_current_recipe():
+    assert check_model_dir(SHIPPED, EmbeddedRecipe()) == SHIPPED
+    assert resolve_model(None) == str(SHIPPED)
+    size = sum(p.stat().st_size for p in SHIPPED.iterdir())
+    assert size <= 10 * 2**20
+
+
+def test_a_missing_or_damaged_file_names_itself_and_the_rebuild(tmp_path):
+    copy = tmp_path / "model"
+    shutil.copytree(SHIPPED, copy)
+    assert check_model_dir(copy) == copy
+    weights = copy / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 1
+    weights.write_bytes(bytes(data))
+    with pytest.raises(EmbeddedModelError, match=r"model\.safetensors is damaged.*build_embedded"):
+        check_model_dir(copy)
+    (copy / "tokenizer.json").unlink()
+    with pytest.raises(EmbeddedModelError, match=r"tokenizer\.json is missing.*build_embedded"):
+        check_model_dir(copy)
+    (copy / "recipe.json").write_text("{")
+    with pytest.raises(EmbeddedModelError, match=r"recipe\.json is unreadable"):
+        check_model_dir(copy)
+    with pytest.raises(EmbeddedModelError, match="not the current"):
+        check_model_dir(SHIPPED, TINY)
+
+
+def test_build_writes_a_checked_loadable_model(tmp_path):
     from agents import GenerationArguments, HFPolicy
 
-    path = build_embedded(TINY, cache_dir=tmp_path)
+    path = build_embedded(TINY, tmp_path / "model")
     info = json.loads((path / "recipe.json").read_text())
     assert info["key"] == TINY.key() and info["sft"]["rows"] > 12
-    stamp = (path / "recipe.json").stat().st_mtime_ns
-    assert build_embedded(TINY, cache_dir=tmp_path) == path
-    assert (path / "recipe.json").stat().st_mtime_ns == stamp  # not rebuilt
+    assert check_model_dir(path, TINY) == path
+    files = {p.name for p in path.iterdir()}
+    assert set(MODEL_FILES) | {"recipe.json"} <= files
+    assert set(info["files"]) == files - {"recipe.json"}
     policy = HFPolicy.from_pretrained(str(path), GenerationArguments(max_new_tokens=4, seed=0))
     (gen,) = policy.generate([{"instruction": "Solve.", "prompt": "1 + 1?"}])
     assert 1 <= gen.num_tokens <= 4
 
 
-def test_same_recipe_gives_the_same_model(tmp_path):
-    import torch
-    from transformers import AutoModelForCausalLM
+def test_same_recipe_gives_the_same_bytes(tmp_path):
+    first = build_embedded(TINY, tmp_path / "a")
+    second = build_embedded(TINY, tmp_path / "b")
+    names = sorted(p.name for p in first.iterdir())
+    assert names == sorted(p.name for p in second.iterdir())
+    for name in names:
+        assert (first / name).read_bytes() == (second / name).read_bytes(), name
 
-    first = build_embedded(TINY, cache_dir=tmp_path / "a")
-    second = build_embedded(TINY, cache_dir=tmp_path / "b")
-    a = AutoModelForCausalLM.from_pretrained(first).state_dict()
-    b = AutoModelForCausalLM.from_pretrained(second).state_dict()
-    assert a.keys() == b.keys()
-    assert all(torch.equal(a[k], b[k]) for k in a)
-    assert (first / "tokenizer.json").read_text() == (second / "tokenizer.json").read_text()
+
+@pytest.mark.slow
+def test_rebuilding_the_shipped_model_gives_the_shipped_bytes():
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "scripts/build_embedded.py", "--check"], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "identical" in done.stdout

@@ -1,0 +1,84 @@
+"""Procedural "find the start" problems: an unknown start, checked by substitution.
+
+A quantity starts at an unknown value, goes through ``d`` additions and subtractions told in
+order, and ends at a stated value; the question asks for the start::
+
+    Ava has some shells. Ava finds 17 shells. Ava gives away 9 shells. Now Ava has 61 shells.
+    How many shells did Ava have at the start?
+
+Solving means undoing the steps backwards (61 + 9 - 17 = 53); checking a proposed start means
+replaying the steps forwards, in the order the problem tells them, and comparing with the stated
+end (53 + 17 = 70, 70 - 9 = 61: it matches). A wrong start misses the end by exactly its own
+error, so the check also tells how to repair it. This is the family where checking an answer is
+easier than producing one, as in real math; the embedded default model is built on it.
+
+Level ``d`` has ``d`` steps. Every quantity stays an integer in 1..99. Problem ``index`` of a
+(split, difficulty, seed) triple comes from its own seeded ``random.Random`` (as ``arithmetic``),
+so any problem can be rebuilt alone. The metadata holds the start, the steps (``[operator,
+operand]`` pairs) and the end, from which checks are written (`replay`).
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from envs.arithmetic import ITEMS, NAMES, SPLIT_SALT
+from envs.sources import Problem
+
+MAX_DIFFICULTY = 4
+LIMIT = 99  # every quantity stays in 1..LIMIT
+GAINS = (
+    "{name} finds {k} {item}.",
+    "{name} gets {k} more {item}.",
+    "A friend gives {name} {k} {item}.",
+)
+LOSSES = ("{name} gives away {k} {item}.", "{name} loses {k} {item}.", "{name} uses {k} {item}.")
+
+
+def generate_problem(
+    index: int, *, difficulty: int = 1, split: str = "train", seed: int = 0
+) -> Problem:
+    """Build problem `index` of the given split, difficulty and seed (pure function of them)."""
+    rng = random.Random(f"unknown|{seed}|{SPLIT_SALT.get(split, split)}|{difficulty}|{index}")
+    name, item = rng.choice(NAMES), rng.choice(ITEMS)
+    start = value = rng.randint(2, 50)
+    sentences = [f"{name} has some {item}."]
+    steps = []
+    for _ in range(difficulty):
+        k = rng.randint(2, 30)
+        add = rng.random() < 0.5
+        if value + k > LIMIT:
+            add = False
+        if value - k < 1:
+            add = True
+        value = value + k if add else value - k
+        steps.append(["+" if add else "-", k])
+        sentences.append(rng.choice(GAINS if add else LOSSES).format(name=name, k=k, item=item))
+    sentences.append(f"Now {name} has {value} {item}.")
+    sentences.append(f"How many {item} did {name} have at the start?")
+    return Problem(
+        id=f"unknown/{split}/d{difficulty}/s{seed}/{index}",
+        question=" ".join(sentences),
+        answer=str(start),
+        metadata={
+            "source": "unknown",
+            "index": index,
+            "split": split,
+            "difficulty": difficulty,
+            "seed": seed,
+            "start": start,
+            "steps": steps,
+            "end": value,
+        },
+    )
+
+
+def replay(metadata: dict[str, Any], start: int) -> tuple[list[str], int]:
+    """Replay the problem's steps forwards from `start`: the step equations and the end value."""
+    value, lines = start, []
+    for op, k in metadata["steps"]:
+        new = value + k if op == "+" else value - k
+        lines.append(f"{value} {op} {k} = {new}.")
+        value = new
+    return lines, value

@@ -1,0 +1,70 @@
+"""The ``unknown`` family: find the start of a chain of additions and subtractions."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+import envs
+from envs.unknown import LIMIT, MAX_DIFFICULTY, generate_problem, replay
+
+
+@pytest.mark.parametrize("difficulty", range(1, MAX_DIFFICULTY + 1))
+def test_replaying_the_start_reaches_the_stated_end(difficulty):
+    source = envs.make_task("unknown", size=300, difficulty=difficulty).source
+    for problem in source:
+        meta = problem["metadata"]
+        assert problem["answer"] == str(meta["start"])
+        assert len(meta["steps"]) == difficulty
+        lines, end = replay(meta, meta["start"])
+        assert end == meta["end"] and len(lines) == difficulty
+        assert f"Now {problem['question'].split()[0]} has {end} " in problem["question"]
+        value = meta["start"]
+        for op, k in meta["steps"]:
+            value = value + k if op == "+" else value - k
+            assert 1 <= value <= LIMIT
+            assert str(k) in problem["question"]
+
+
+def test_a_wrong_start_misses_the_end_by_its_own_error():
+    problem = generate_problem(7, difficulty=3)
+    meta = problem["metadata"]
+    for error in (-5, -1, 2, 13):
+        _, end = replay(meta, meta["start"] + error)
+        assert end - meta["end"] == error
+
+
+def test_the_question_asks_for_the_start_and_hides_it():
+    for problem in envs.make_task("unknown", size=200, difficulty=[1, 2, 3]).source:
+        question = problem["question"]
+        assert question.endswith("have at the start?")
+        assert re.match(r"\w+ has some \w+\.", question)  # the start is never stated
+
+
+def test_unknown_is_seeded_ids_round_trip_and_splits_differ():
+    train = envs.make_task("unknown", size=50, difficulty=[1, 2]).source
+    again = envs.make_task("unknown", size=50, difficulty=[1, 2]).source
+    assert list(train) == list(again)
+    for problem in train:
+        assert train.get(problem["id"]) == problem
+    test = envs.make_task("unknown", split="test", size=50, difficulty=[1, 2]).source
+    assert len({p["question"] for p in test} & {p["question"] for p in train}) < 3
+    with pytest.raises(KeyError, match="not a problem id of the unknown family"):
+        train.get("arithmetic/3")
+    with pytest.raises(ValueError, match="unknown difficulty must be an int in 1..4"):
+        envs.make_task("unknown", difficulty=5)
+
+
+def test_unknown_plays_in_every_team_env():
+    problem = generate_problem(0, difficulty=2)
+    answer = f"The answer is \\boxed{{{problem['answer']}}}."
+    env = envs.make("math/reflection-v0", task="unknown", rounds=1)
+    env.reset(options={"problem_id": problem["id"]})
+    assert "replay the steps" in env.observe("critic_0")["instruction"]
+    env.step(answer)
+    _, reward, *_ = env.last()
+    assert env.infos["solver_0"]["correct"] and env.rewards["solver_0"] == 1.0
+    par = envs.make("math/debate-v0", task="unknown")
+    obs, _ = par.reset(options={"problem_id": problem["id"]})
+    assert problem["question"] in next(iter(obs.values()))["prompt"]

@@ -1,0 +1,234 @@
+"""The embedded default model: a small LM warm-started on ``unknown`` transcripts, shipped.
+
+Every script uses it when no model is given, so the whole pipeline runs offline on a CPU. The
+built files (config, tokenizer, safetensors, ``recipe.json`` with each file's sha256) are
+committed under ``trainers/embedded/model/`` and installed as package data: a fresh clone trains
+at once. ``python scripts/build_embedded.py`` rebuilds them from `EmbeddedRecipe` (seeded; on a
+CPU with the recipe's thread count the rebuild is bit-identical), in a few minutes on 2 cores:
+
+1. transcripts (`trainers.embedded.transcripts`): ``unknown`` train problems played through the
+   real environments with scripted replies. The solver answers at a glance; the critic checks by
+   substitution (replays the steps from the answer and says by how much the end misses); the
+   refiner keeps an accepted answer and repairs a rejected one by the miss;
+2. a byte-level BPE tokenizer trained on those transcripts and a Qwen2-style model built from a
+   config with random weights (`agents.tiny`);
+3. SFT with TRL's `SFTTrainer`, loss on the assistant reply only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import shutil
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+EMBEDDED_TASK = "unknown"  # the task the embedded model is built on: the scripts' default
+RECIPE_VERSION = 3  # bump whenever the transcripts or the training change
+SHIPPED = Path(__file__).resolve().parent / "model"
+REBUILD = "python scripts/build_embedded.py"
+MODEL_FILES = (  # at least these; recipe.json lists every file with its sha256
+    "config.json",
+    "generation_config.json",
+    "model.safetensors",
+    "tokenizer.json",
+    "tokenizer_config.json",
+)
+
+
+class EmbeddedModelError(RuntimeError):
+    """The shipped embedded model is missing, damaged or stale; the message says how to fix it."""
+
+
+@dataclass(frozen=True)
+class EmbeddedRecipe:
+    """How the embedded model is built; its hash is recorded with the shipped files.
+
+    Args:
+        seed (`int`, 0): seeds the transcripts, the weights and the SFT data order.
+        num_problems (`int`): ``unknown`` train problems turned into transcripts.
+        difficulty (`tuple[int, ...]`): ``unknown`` levels (steps to undo) of the transcripts.
+        vocab_size, hidden_size, num_layers, num_heads, intermediate_size: the model.
+        review_fraction, second_round, team_fraction: transcript mix (`transcripts.sft_rows`).
+        max_steps, batch_size, learning_rate: SFT.
+        threads (`int`, 2): torch threads of the build; the same count gives the same bits.
+    """
+
+    seed: int = 0
+    num_problems: int = 12000
+    difficulty: tuple[int, ...] = (1, 2, 3)
+    vocab_size: int = 512
+    hidden_size: int = 192
+    num_layers: int = 4
+    num_heads: int = 4
+    intermediate_size: int = 512
+    review_fraction: float = 0.7
+    second_round: float = 0.5
+    team_fraction: float = 0.15
+    max_steps: int = 1000
+    batch_size: int = 32
+    learning_rate: float = 2e-3
+    threads: int = 2
+
+    def key(self) -> str:
+        blob = json.dumps({"version": RECIPE_VERSION, **asdict(self)}, sort_keys=True)
+        return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
+def file_digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+# ---------------------------------------------------------------- shipped files
+
+
+def check_model_dir(path: str | Path = SHIPPED, recipe: EmbeddedRecipe | None = None) -> Path:
+    """Raise `EmbeddedModelError` unless `path` holds every file of a built embedded model,
+    each with the sha256 its ``recipe.json`` records (and, given `recipe`, built from it)."""
+    path = Path(path)
+    manifest_path = path / "recipe.json"
+    hint = f"rebuild it with `{REBUILD}`"
+    if not manifest_path.is_file():
+        raise EmbeddedModelError(f"the embedded model's {manifest_path} is missing; {hint}")
+    try:
+        manifest = json.loads(manifest_path.read_text())
+        digests = manifest["files"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise EmbeddedModelError(
+            f"the embedded model's {manifest_path} is unreadable ({exc}); {hint}"
+        ) from exc
+    for name in sorted({*MODEL_FILES, *digests}):
+        file = path / name
+        if not file.is_file():
+            raise EmbeddedModelError(f"the embedded model's {file} is missing; {hint}")
+        if file_digest(file) != digests.get(name):
+            raise EmbeddedModelError(
+                f"the embedded model's {file} is damaged (its sha256 differs from the one in "
+                f"{manifest_path}); restore it (`git checkout -- {file}`) or {hint}"
+            )
+    if recipe is not None and manifest.get("key") != recipe.key():
+        raise EmbeddedModelError(
+            f"the embedded model in {path} was built from recipe {manifest.get('key')}, not the "
+            f"current {recipe.key()}; {hint}"
+        )
+    return path
+
+
+def resolve_model(name_or_path: str | None) -> str:
+    """`name_or_path` as given, or the shipped embedded model's folder (checked) when None."""
+    if name_or_path:
+        return name_or_path
+    return str(check_model_dir(SHIPPED))
+
+
+# ---------------------------------------------------------------- build
+
+
+def build_embedded(
+    recipe: EmbeddedRecipe | None = None,
+    out_dir: str | Path = SHIPPED,
+    progress: bool = False,
+    device: str = "cpu",
+) -> Path:
+    """Build the model of `recipe` into `out_dir` (replacing what is there); return `out_dir`.
+
+    `device` ("cpu" or "cuda") is where the SFT runs; only a CPU build with the recipe's
+    thread count is bit-reproducible.
+    """
+    recipe = recipe or EmbeddedRecipe()
+    out_dir = Path(out_dir)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=out_dir.parent, prefix=".build-") as tmp:
+        model_dir = Path(tmp) / "model"
+        metrics = _train(recipe, Path(tmp), model_dir, progress, device)
+        files = {p.name: file_digest(p) for p in sorted(model_dir.iterdir())}
+        manifest = {"key": recipe.key(), "recipe": asdict(recipe), "sft": metrics, "files": files}
+        (model_dir / "recipe.json").write_text(json.dumps(manifest, indent=2) + "\n")
+        if out_dir.exists():
+            shutil.rmtree(out_dir)
+        model_dir.rename(out_dir)
+    logger.info("built the embedded model in %s", out_dir)
+    return out_dir
+
+
+def _train(
+    recipe: EmbeddedRecipe, workdir: Path, out: Path, progress: bool, device: str = "cpu"
+) -> dict[str, Any]:
+    import datasets
+    import torch
+    import trl
+
+    import envs
+    from agents.tiny import build_tiny_model, build_tokenizer
+    from trainers.embedded.transcripts import sft_rows
+
+    torch.set_num_threads(recipe.threads)
+    source = envs.make_task(
+        EMBEDDED_TASK,
+        split="train",
+        size=recipe.num_problems,
+        difficulty=list(recipe.difficulty),
+        seed=recipe.seed,
+    ).source
+    rows = sft_rows(
+        list(source),
+        recipe.seed,
+        recipe.review_fraction,
+        recipe.second_round,
+        recipe.team_fraction,
+    )
+    corpus = [m["content"] for r in rows[:2000] for m in r["messages"]]
+    tokenizer = build_tokenizer(corpus, vocab_size=recipe.vocab_size)
+    model = build_tiny_model(
+        tokenizer,
+        arch="qwen2",
+        hidden_size=recipe.hidden_size,
+        num_layers=recipe.num_layers,
+        num_heads=recipe.num_heads,
+        num_kv_heads=recipe.num_heads,
+        intermediate_size=recipe.intermediate_size,
+        max_position_embeddings=512,
+        seed=recipe.seed,
+        initializer_range=0.02,
+    )
+    config = trl.SFTConfig(
+        output_dir=str(workdir / "sft"),
+        max_steps=recipe.max_steps,
+        per_device_train_batch_size=recipe.batch_size,
+        learning_rate=recipe.learning_rate,
+        lr_scheduler_type="cosine",
+        warmup_steps=max(1, recipe.max_steps // 20),
+        weight_decay=0.0,
+        assistant_only_loss=True,
+        use_cpu=device == "cpu",
+        bf16=False,
+        report_to=[],
+        save_strategy="no",
+        logging_steps=max(1, recipe.max_steps // 10),
+        seed=recipe.seed,
+        data_seed=recipe.seed,
+        max_length=512,
+        disable_tqdm=not progress,
+    )
+    dataset = datasets.Dataset.from_list([{"messages": r["messages"]} for r in rows])
+    trainer = trl.SFTTrainer(
+        model=model, args=config, processing_class=tokenizer, train_dataset=dataset
+    )
+    result = trainer.train()
+    trainer.model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    losses = [round(h["loss"], 4) for h in trainer.state.log_history if "loss" in h]
+    roles: dict[str, int] = {}
+    for row in rows:
+        roles[row["role"]] = roles.get(row["role"], 0) + 1
+    return {
+        "rows": len(rows),
+        "rows_per_role": roles,
+        "train_loss": result.training_loss,
+        "loss_curve": losses,
+    }

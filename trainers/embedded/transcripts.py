@@ -1,0 +1,160 @@
+"""The embedded model's warm-start transcripts, on the ``unknown`` task (find the start).
+
+Each role does what it does in the real setting, scaled down:
+
+- the solver (and the ensemble variants and debaters) answers at a glance, with no written
+  steps: undoing several steps at once is the hard part, so a small model gets it wrong often;
+- the critic checks the answer under review by substitution: it replays the problem's steps
+  forwards from that answer, one short equation each, compares the end with the problem's, and
+  says by how much it misses. Replaying is easier than undoing, so a critic beats the solver;
+- the refiner keeps an accepted answer and repairs a rejected one with the critic's measured
+  miss (a start that ends 3 short was 3 too small).
+
+The rows are played through the real environments, so the prompts are exactly those the agents
+see later. Every target reply is right; the answers under review are right or carry the slips a
+solver makes (off by a little, a step undone with the wrong sign, off by a lot).
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import envs
+from agents.prompts import build_messages
+from envs.unknown import replay
+from rewards.extract import last_boxed
+
+
+def solve_reply(problem: dict[str, Any]) -> str:
+    return f"The answer is \\boxed{{{problem['metadata']['start']}}}."
+
+
+def check_reply(problem: dict[str, Any], claimed: int | None) -> str:
+    """A critic reply: replay the steps from `claimed`, compare the end, give the verdict."""
+    meta = problem["metadata"]
+    if claimed is None:
+        return "There is no answer to check.\nVerdict: incorrect"
+    lines, end = replay(meta, claimed)
+    target = meta["end"]
+    head = f"Check {claimed}: {' '.join(lines)} That gives {end}"
+    if end == target:
+        return f"{head}, as the problem says.\nVerdict: correct"
+    miss = f"{target - end} too few" if end < target else f"{end - target} too many"
+    return f"{head}, but the problem says {target}: {miss}.\nVerdict: incorrect"
+
+
+def revision(claimed: int, start: int) -> str:
+    """A refiner's reply that moves `claimed` to `start` (or keeps it when they are equal)."""
+    if claimed == start:
+        return f"The check passed. The answer is \\boxed{{{start}}}."
+    gap = start - claimed
+    if gap > 0:
+        fix = f"It ends {gap} too few, so the start is {gap} more: {claimed} + {gap} = {start}."
+    else:
+        fix = f"It ends {-gap} too many, so the start is {-gap} less: {claimed} - {-gap} = {start}."
+    return f"{fix} The answer is \\boxed{{{start}}}."
+
+
+def repair_reply(problem: dict[str, Any], claimed: int | None) -> str:
+    """A refiner reply after a correct check of `claimed`: keep it, or repair it by the miss."""
+    if claimed is None:
+        return solve_reply(problem)
+    return revision(claimed, problem["metadata"]["start"])
+
+
+def claimed_answer(text: str) -> int | None:
+    """The integer in the last ``\\boxed{}`` of a reply, or None."""
+    boxed = last_boxed(text)
+    try:
+        return int(boxed) if boxed is not None else None
+    except ValueError:
+        return None
+
+
+def slip(problem: dict[str, Any], rng: random.Random) -> int:
+    """A wrong start of the kind a solver gives: off by a little, a sign error, or off by a lot."""
+    meta = problem["metadata"]
+    start = meta["start"]
+    kind = rng.random()
+    if kind < 0.5:
+        wrong = start + rng.choice([-1, 1]) * rng.randint(1, 5)
+    elif kind < 0.8:
+        _, k = rng.choice(meta["steps"])
+        wrong = start + rng.choice([-2, 2]) * k
+    else:
+        wrong = start + rng.choice([-1, 1]) * rng.randint(6, 30)
+    if wrong == start or wrong < 0:
+        wrong = start + rng.randint(1, 5)
+    return wrong
+
+
+def _answer_text(value: int, rng: random.Random) -> str:
+    """An answer under review: a solver's reply or a refiner's revision ending at `value`."""
+    if rng.random() < 0.5:
+        return f"The answer is \\boxed{{{value}}}."
+    return revision(max(value + rng.choice([-4, -2, -1, 0, 1, 3, 5]), 0), value)
+
+
+def sft_rows(
+    problems: list[dict[str, Any]],
+    seed: int,
+    review_fraction: float = 1.0,
+    second_round: float = 0.5,
+    team_fraction: float = 0.2,
+) -> list[dict[str, Any]]:
+    """Chat rows (``messages`` and ``role``) for every role, played through the real envs.
+
+    Args:
+        problems: ``unknown`` problems.
+        seed: seeds the answers under review.
+        review_fraction: share of problems that give a first-round critic and refiner row.
+        second_round: share of those that also give a second-round critic and refiner row.
+        team_fraction: share of problems that give an ensemble-variant or debater row.
+    """
+    rng = random.Random(seed)
+    kwargs = {"task": "unknown", "wrapped": False}
+    reflection = envs.make("math/reflection-v0", rounds=2, **kwargs)
+    ensemble = envs.make("math/ensemble-v0", num_agents=4, task="unknown")
+    debate = envs.make("math/debate-v0", num_agents=2, rounds=2, task="unknown")
+    rows: list[dict[str, Any]] = []
+
+    def add(obs: dict[str, str], reply: str, role: str) -> None:
+        rows.append(
+            {
+                "messages": [*build_messages(obs), {"role": "assistant", "content": reply}],
+                "role": role,
+            }
+        )
+
+    for problem in problems:
+        start = problem["metadata"]["start"]
+        reflection.reset(options={"problem": problem})
+        add(reflection.observe("solver_0"), solve_reply(problem), "solver")
+        if rng.random() < review_fraction:
+            claimed = start if rng.random() < 0.5 else slip(problem, rng)
+            reflection.step(f"The answer is \\boxed{{{claimed}}}.")
+            check = check_reply(problem, claimed)
+            add(reflection.observe("critic_0"), check, "critic")
+            reflection.step(check)
+            add(reflection.observe("refiner_0"), repair_reply(problem, claimed), "refiner")
+            if rng.random() < second_round:
+                again = start if rng.random() < 0.5 else slip(problem, rng)
+                reflection.step(_answer_text(again, rng))
+                check = check_reply(problem, again)
+                add(reflection.observe("critic_0"), check, "critic")
+                reflection.step(check)
+                add(reflection.observe("refiner_0"), repair_reply(problem, again), "refiner")
+        if rng.random() < team_fraction:
+            shown = (
+                f"The answer is \\boxed{{{start if rng.random() < 0.5 else slip(problem, rng)}}}."
+            )
+            if rng.random() < 0.5:
+                obs, _ = ensemble.reset(options={"problem": problem})
+                add(obs[rng.choice(ensemble.agents)], solve_reply(problem), "variant")
+            else:
+                debate.reset(options={"problem": problem})
+                other = f"The answer is \\boxed{{{slip(problem, rng)}}}."
+                obs, *_ = debate.step({"debater_0": shown, "debater_1": other})
+                add(obs["debater_0"], solve_reply(problem), "debater")
+    return rows
