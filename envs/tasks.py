@@ -130,9 +130,9 @@ def arithmetic_task(
 
 UNKNOWN_FORMAT = "end with \\boxed{N}."
 UNKNOWN_INSTRUCTIONS = {
-    "solver": "Find the start; {answer_format}",
+    "solver": "Find x; {answer_format}",
     "critic": (
-        "Check the answer: replay the steps from it and compare the end. End with "
+        "Check the answer: replay the steps from it and compare the result. End with "
         "'Verdict: correct' or 'Verdict: incorrect'."
     ),
     "refiner": "Keep an accepted answer; repair a rejected one by the check's miss; {answer_format}",

@@ -1,18 +1,18 @@
 """Procedural "find the start" problems: an unknown start, checked by substitution.
 
-A quantity starts at an unknown value, goes through ``d`` additions and subtractions told in
-order, and ends at a stated value; the question asks for the start::
+An unknown start goes through ``d`` additions and subtractions, in order, and ends at a stated
+value; the question asks for the start::
 
-    Ava has some shells. Ava finds 17 shells. Ava gives away 9 shells. Now Ava has 61 shells.
-    How many shells did Ava have at the start?
+    Find x: x + 7 - 4 = 21.
 
-Solving means undoing the steps backwards (61 + 9 - 17 = 53); checking a proposed start means
+Solving means undoing the steps backwards (21 + 4 - 7 = 18); checking a proposed start means
 replaying the steps forwards, in the order the problem tells them, and comparing with the stated
-end (53 + 17 = 70, 70 - 9 = 61: it matches). A wrong start misses the end by exactly its own
+end (18 + 7 = 25, 25 - 4 = 21: it matches). A wrong start misses the end by exactly its own
 error, so the check also tells how to repair it. This is the family where checking an answer is
 easier than producing one, as in real math; the embedded default model is built on it.
 
-Level ``d`` has ``d`` steps. Every quantity stays an integer in 1..99. Problem ``index`` of a
+Level ``d`` has ``d`` steps of 2..9 each; the start is 2..30 and every quantity stays an integer in
+1..60, so each step is a small fact while undoing several at once is not. Problem ``index`` of a
 (split, difficulty, seed) triple comes from its own seeded ``random.Random`` (as ``arithmetic``),
 so any problem can be rebuilt alone. The metadata holds the start, the steps (``[operator,
 operand]`` pairs) and the end, from which checks are written (`replay`).
@@ -23,11 +23,11 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from envs.arithmetic import ITEMS, NAMES, SPLIT_SALT
+from envs.arithmetic import SPLIT_SALT
 from envs.sources import Problem
 
 MAX_DIFFICULTY = 4
-LIMIT = 99  # every quantity stays in 1..LIMIT
+LIMIT = 60  # every quantity stays in 1..LIMIT
 GAINS = (
     "{name} finds {k} {item}.",
     "{name} gets {k} more {item}.",
@@ -41,12 +41,10 @@ def generate_problem(
 ) -> Problem:
     """Build problem `index` of the given split, difficulty and seed (pure function of them)."""
     rng = random.Random(f"unknown|{seed}|{SPLIT_SALT.get(split, split)}|{difficulty}|{index}")
-    name, item = rng.choice(NAMES), rng.choice(ITEMS)
-    start = value = rng.randint(2, 50)
-    sentences = [f"{name} has some {item}."]
+    start = value = rng.randint(2, 30)
     steps = []
     for _ in range(difficulty):
-        k = rng.randint(2, 30)
+        k = rng.randint(2, 9)
         add = rng.random() < 0.5
         if value + k > LIMIT:
             add = False
@@ -54,12 +52,10 @@ def generate_problem(
             add = True
         value = value + k if add else value - k
         steps.append(["+" if add else "-", k])
-        sentences.append(rng.choice(GAINS if add else LOSSES).format(name=name, k=k, item=item))
-    sentences.append(f"Now {name} has {value} {item}.")
-    sentences.append(f"How many {item} did {name} have at the start?")
+    chain = " ".join(f"{op} {k}" for op, k in steps)
     return Problem(
         id=f"unknown/{split}/d{difficulty}/s{seed}/{index}",
-        question=" ".join(sentences),
+        question=f"Find x: x {chain} = {value}.",
         answer=str(start),
         metadata={
             "source": "unknown",

@@ -131,8 +131,9 @@ def review_metrics(episodes: Sequence[Episode]) -> dict[str, float]:
     def mean(xs: list[bool]) -> float:
         return sum(xs) / len(xs) if xs else 0.0
 
+    classes = [mean(h) for h in hits.values() if h]  # a class with no answers is left out
     return {
-        "review/balanced_accuracy": (mean(hits[True]) + mean(hits[False])) / 2,
+        "review/balanced_accuracy": sum(classes) / len(classes),
         "review/fixed_when_flagged": mean(fixed),
         "review/broke_right": mean(broke),
     }
@@ -197,6 +198,6 @@ def bootstrap_intervals(
     for key, values in draws.items():
         values.sort()
         lo = values[int(tail * (len(values) - 1))]
-        hi = values[int(round((1 - tail) * (len(values) - 1)))]
+        hi = values[round((1 - tail) * (len(values) - 1))]
         out[key] = [lo, hi]
     return out

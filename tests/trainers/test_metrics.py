@@ -75,3 +75,50 @@ def test_majority_correct_and_empty():
     assert not majority_correct([(None, False)])
     with pytest.raises(ValueError):
         compute_metrics([])
+
+
+def reviewed(group, solver_ok, verdict, refiner_ok):
+    """One round: the solver's answer, the critic's verdict on it, the refiner's revision."""
+    turns = [
+        turn("solver_0", "1" if solver_ok else "2", solver_ok, 0),
+        turn("critic_0", None, verdict is solver_ok, 1, verdict=verdict, reviewed_correct=solver_ok),
+        turn("refiner_0", "1" if refiner_ok else "3", refiner_ok, 2),
+    ]
+    return Episode("math/reflection-v0", f"p{group}", group, 0, turns)
+
+
+def test_review_metrics_balance_the_verdicts_and_follow_the_revision():
+    from trainers.metrics import review_metrics
+
+    episodes = [
+        reviewed(0, True, True, True),  # right, accepted, kept
+        reviewed(1, True, False, False),  # right, rejected, broken
+        reviewed(2, True, True, True),
+        reviewed(3, True, True, True),
+        reviewed(4, False, False, True),  # wrong, flagged, fixed
+        reviewed(5, False, False, False),  # wrong, flagged, not fixed
+        reviewed(6, False, True, False),  # wrong, missed
+        reviewed(7, False, None, False),  # wrong, no verdict: a miss
+    ]
+    m = compute_metrics(episodes)
+    # right answers: 3/4 accepted; wrong ones: 2/4 flagged -> (0.75 + 0.5) / 2
+    assert m["review/balanced_accuracy"] == pytest.approx(0.625)
+    assert m["review/fixed_when_flagged"] == pytest.approx(0.5)
+    assert m["review/broke_right"] == pytest.approx(0.25)
+    only_right = review_metrics([reviewed(0, True, True, True), reviewed(1, True, False, True)])
+    assert only_right["review/balanced_accuracy"] == 0.5  # the empty class is left out
+    assert review_metrics([reflection(0, [("5", True)])]) == {}
+
+
+def test_bootstrap_intervals_resample_problems():
+    from trainers.metrics import bootstrap_intervals
+
+    episodes = [reflection(g, [("5", g % 2 == 0)]) for g in range(40)]
+    ci = bootstrap_intervals(episodes, resamples=300, seed=0)
+    lo, hi = ci["pass1@turn1"]
+    assert lo < 0.5 < hi and 0.2 < hi - lo < 0.45  # about +-1.96 * sqrt(0.25 / 40)
+    assert bootstrap_intervals(episodes, resamples=300, seed=0) == ci
+    same = [reflection(0, [("5", True)])] * 5
+    assert bootstrap_intervals(same, resamples=50)["pass1@turn1"] == [1.0, 1.0]
+    with pytest.raises(ValueError, match="at least one episode"):
+        bootstrap_intervals([])

@@ -25,10 +25,57 @@ def test_time_budget_stops_and_saves_once_the_minutes_have_passed(monkeypatch):
 
 
 def test_time_budget_comes_from_the_env_arguments_and_is_checked():
-    assert run.callbacks(EnvArguments()) == []
-    (budget,) = run.callbacks(EnvArguments(max_train_minutes=15))
+    assert run.callbacks(EnvArguments(max_train_minutes=None)) == []
+    (budget,) = run.callbacks(EnvArguments())  # the scripts' default: 15 minutes
     assert isinstance(budget, run.TimeBudget) and budget.seconds == 900
     with pytest.raises(ValueError, match="max_train_minutes"):
         EnvArguments(max_train_minutes=0)
     with pytest.raises(ValueError, match="minutes"):
         run.TimeBudget(-1)
+
+
+def _results(before_team, after_team, before_alone, after_alone):
+    def evaluation(team, alone):
+        return {
+            "metrics": {
+                "pass1@turn1": team - 0.1,
+                "maj1@turnK": team,
+                "ci95": {"maj1@turnK": [team - 0.05, team + 0.05]},
+            },
+            "single_agent": {"pass1@turn1": alone, "ci95": {"pass1@turn1": [alone - 0.04, alone]}},
+        }
+
+    return {
+        "before": evaluation(before_team, before_alone),
+        "after": evaluation(after_team, after_alone),
+    }
+
+
+def test_summary_keeps_before_after_and_adds_intervals():
+    rows = run.summary(_results(0.5, 0.7, 0.45, 0.55))
+    assert rows["before"] == {
+        "pass1@turn1": pytest.approx(0.4),
+        "maj1@turnK": 0.5,
+        "single_agent_pass1@turn1": 0.45,
+    }
+    assert rows["after"]["maj1@turnK"] == 0.7
+    assert rows["ci95"]["after"] == {
+        "maj1@turnK": [pytest.approx(0.65), pytest.approx(0.75)],
+        "single_agent_pass1@turn1": [pytest.approx(0.51), 0.55],
+    }
+    table = run.summary_table(rows)
+    assert "| team: maj1@turnK | 0.500 [0.450, 0.550] | 0.700 [0.650, 0.750] | +0.200 |" in table
+    assert "| same model alone: pass1@turn1 | 0.450 [0.410, 0.450] |" in table
+    assert "| team: pass1@turn1 | 0.400 | 0.600 | +0.200 |" in table  # no interval: none shown
+    assert "| team maj1@turnK - same model alone, after | | | +0.150 |" in table
+
+
+def test_curves_are_smoothed_and_mark_the_evaluations(tmp_path):
+    assert run.smooth([0.0, 1.0, 1.0, 1.0], 2) == [0.0, 0.5, 1.0, 1.0]
+    history = [
+        {"step": s, "agents/solver_0/accuracy": s % 2, "agents/solver_0/reward": 0.5}
+        for s in range(1, 21)
+    ]
+    rows = run.summary(_results(0.5, 0.7, 0.45, 0.55))
+    run.plot_curves(history, tmp_path / "curves.png", "test", rows)
+    assert (tmp_path / "curves.png").read_bytes()[:4] == b"\x89PNG"

@@ -83,7 +83,7 @@ def slip(problem: dict[str, Any], rng: random.Random) -> int:
         _, k = rng.choice(meta["steps"])
         wrong = start + rng.choice([-2, 2]) * k
     else:
-        wrong = start + rng.choice([-1, 1]) * rng.randint(6, 30)
+        wrong = start + rng.choice([-1, 1]) * rng.randint(6, 15)
     if wrong == start or wrong < 0:
         wrong = start + rng.randint(1, 5)
     return wrong
