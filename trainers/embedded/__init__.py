@@ -60,18 +60,18 @@ class EmbeddedRecipe:
     """
 
     seed: int = 0
-    num_problems: int = 12000
+    num_problems: int = 13000
     difficulty: tuple[int, ...] = (1, 2, 3)
     vocab_size: int = 512
-    hidden_size: int = 192
+    hidden_size: int = 128
     num_layers: int = 4
     num_heads: int = 4
-    intermediate_size: int = 512
+    intermediate_size: int = 384
     review_fraction: float = 0.7
     second_round: float = 0.5
     team_fraction: float = 0.15
-    max_steps: int = 1000
-    batch_size: int = 32
+    max_steps: int = 2500
+    batch_size: int = 16
     learning_rate: float = 2e-3
     threads: int = 2
 
