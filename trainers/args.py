@@ -202,7 +202,7 @@ class CPUGRPOConfig(GRPOConfig):
     output_dir: str = field(default="outputs/train", metadata={"help": "Where to write."})
     use_cpu: bool = field(default=True, metadata={"help": "Train on the CPU."})
     bf16: bool = field(default=False, metadata={"help": "bf16 mixed precision."})
-    learning_rate: float = field(default=2e-4, metadata={"help": "Adam learning rate."})
+    learning_rate: float = field(default=5e-5, metadata={"help": "Adam learning rate."})
     num_generations: int = field(default=4, metadata={"help": "G samples per problem."})
     per_device_train_batch_size: int = field(
         default=20, metadata={"help": "Rows per micro-batch (turn slots x num_generations)."}
@@ -210,7 +210,9 @@ class CPUGRPOConfig(GRPOConfig):
     gradient_accumulation_steps: int = field(
         default=8, metadata={"help": "Micro-batches per optimizer step (problems per step)."}
     )
-    max_completion_length: int = field(default=64, metadata={"help": "Tokens per turn."})
+    max_completion_length: int = field(
+        default=96, metadata={"help": "Tokens per turn (the embedded critic's checks need ~70)."}
+    )
     max_steps: int = field(
         default=1000, metadata={"help": "Optimizer steps (the time budget usually ends first)."}
     )

@@ -183,6 +183,12 @@ def run_script(tiny_model, out, *extra):
             "8",
             "--rounds",
             "1",
+            # level-1 arithmetic: the tiny model's replies sometimes land on its small answers,
+            # so the rollouts hold good turns to train on
+            "--task",
+            "arithmetic",
+            "--difficulty",
+            "1",
             "--output_dir",
             str(out),
             *extra,

@@ -55,7 +55,9 @@ def test_transcripts_check_by_substitution_and_repair_by_the_miss(difficulty):
         assert verifier.verify(solve_reply(problem), answer).score == 1.0
         right = check_reply(problem, start)
         assert parse_verdict(right) is True and f"Check {start}:" in right
-        assert right.count("=") == difficulty and f"the problem says {answer_end(problem)}" in right
+        end = answer_end(problem)
+        assert right.count("=") == difficulty + 1 and f"= {end}? " in right
+        assert f". {end} is {end}." in right
         assert claimed_answer(repair_reply(problem, start)) == start
         assert repair_reply(problem, start).startswith("The check passed.")
         wrong = slip(problem, rng)

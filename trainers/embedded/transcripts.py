@@ -4,10 +4,10 @@ Each role does what it does in the real setting, scaled down:
 
 - the solver (and the ensemble variants and debaters) answers at a glance, with no written
   steps: undoing several steps at once is the hard part, so a small model gets it wrong often;
-- the critic checks the answer under review by substitution: it puts the answer in for x and
-  works the chain one step at a time (each step works out the first term and copies the rest:
-  ``17 + 2 + 6 = 19 + 6 = 25``), compares the result with the problem's, and says by how much it
-  misses. Replaying is easier than undoing, so a critic beats the solver;
+- the critic checks the answer under review by substitution: it puts the answer in for x
+  (``17 + 2 + 6 = 21?``), works the chain one step at a time (each step works out the first term
+  and copies the rest: ``17 + 2 + 6 = 19 + 6 = 25``), compares the result with the stated one
+  and says by how much it misses (``25 is not 21: 4 too many``). Replaying is easier than undoing, so a critic beats the solver;
 - the refiner keeps an accepted answer and repairs a rejected one with the critic's measured
   miss (a start that ends 3 short was 3 too small).
 
@@ -32,10 +32,11 @@ def solve_reply(problem: dict[str, Any]) -> str:
 
 
 def check_reply(problem: dict[str, Any], claimed: int | None) -> str:
-    """A critic reply: substitute `claimed` for x, work the chain one step at a time (each step
-    adds or subtracts the first term and copies the rest), compare with the stated result.
+    """A critic reply: put `claimed` in for x (copying the problem's equation), work the chain one
+    step at a time (each step works out the first term and copies the rest), then compare the
+    result with the one the equation states, written a few tokens before.
 
-    ``Check 17: 17 + 2 + 6 = 19 + 6 = 25, and the problem says 21: 4 too many.``
+    ``Check 17: 17 + 2 + 6 = 21? 17 + 2 + 6 = 19 + 6 = 25. 25 is not 21: 4 too many.``
     """
     meta = problem["metadata"]
     if claimed is None:
@@ -48,11 +49,11 @@ def check_reply(problem: dict[str, Any], claimed: int | None) -> str:
         value = value + k if op == "+" else value - k
         chain.append(" ".join([str(value), *(f"{op} {k}" for op, k in steps)]))
     target = meta["end"]
-    head = f"Check {claimed}: {' = '.join(chain)}, and the problem says {target}"
+    head = f"Check {claimed}: {chain[0]} = {target}? {' = '.join(chain)}."
     if end == target:
-        return f"{head}.\nVerdict: correct"
+        return f"{head} {end} is {target}.\nVerdict: correct"
     miss = f"{target - end} too few" if end < target else f"{end - target} too many"
-    return f"{head}: {miss}.\nVerdict: incorrect"
+    return f"{head} {end} is not {target}: {miss}.\nVerdict: incorrect"
 
 
 def revision(claimed: int, start: int) -> str:
