@@ -1,6 +1,6 @@
 """Evaluate policies on any registered env x task, with the metrics multi-agent papers report.
 
-    python scripts/evaluate.py                                   # embedded model, reflection, arithmetic
+    python scripts/evaluate.py                                   # embedded model, reflection, unknown task
     python scripts/evaluate.py --env math/debate-v0 --num-problems 100 --json out.json
     python scripts/evaluate.py --task gsm8k --data-path ../shared/data/gsm8k/test.jsonl --model Qwen/Qwen2.5-0.5B-Instruct
 

@@ -1,6 +1,6 @@
 """Train the debaters of `math/debate-v0`.
 
-    python scripts/train_debate.py                      # GRPO, embedded model, arithmetic, CPU
+    python scripts/train_debate.py                      # GRPO, embedded model, unknown task, CPU
     python scripts/train_debate.py grpo --config scripts/configs/debate_grpo.yaml
     python scripts/train_debate.py grpo --help           # every field (env, GRPOConfig)
 

@@ -1,6 +1,6 @@
 """Train the instruction-variant agents of `math/ensemble-v0`.
 
-    python scripts/train_ensemble.py                      # GRPO, embedded model, arithmetic, CPU
+    python scripts/train_ensemble.py                      # GRPO, embedded model, unknown task, CPU
     python scripts/train_ensemble.py grpo --config scripts/configs/ensemble_grpo.yaml
     python scripts/train_ensemble.py grpo --help           # every field (env, GRPOConfig)
 

@@ -1,6 +1,6 @@
 """Train the agents of `math/reflection-v0` (solver -> critic -> refiner).
 
-    python scripts/train_reflection.py                      # GRPO, embedded model, arithmetic, CPU
+    python scripts/train_reflection.py                      # GRPO, embedded model, unknown task, CPU
     python scripts/train_reflection.py grpo --config scripts/configs/reflection_grpo.yaml
     python scripts/train_reflection.py grpo --help           # every field (env, GRPOConfig)
 

@@ -1,6 +1,6 @@
 """Train the single agent of `math/solve-v0` (the baseline).
 
-    python scripts/train_solve.py                      # GRPO, embedded model, arithmetic, CPU
+    python scripts/train_solve.py                      # GRPO, embedded model, unknown task, CPU
     python scripts/train_solve.py grpo --config scripts/configs/solve_grpo.yaml
     python scripts/train_solve.py grpo --help           # every field (env, GRPOConfig)
 

@@ -1,6 +1,6 @@
 """Train the agents of `math/tool-v0` (analyzer -> executor -> verifier, programs run sandboxed).
 
-    python scripts/train_tool.py                      # GRPO, embedded model, arithmetic, CPU
+    python scripts/train_tool.py                      # GRPO, embedded model, unknown task, CPU
     python scripts/train_tool.py grpo --rounds 1 --role_weights "executor=1,verifier=0.5"
     python scripts/train_tool.py grpo --help           # every field (env, GRPOConfig)
 

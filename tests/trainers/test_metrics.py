@@ -81,7 +81,9 @@ def reviewed(group, solver_ok, verdict, refiner_ok):
     """One round: the solver's answer, the critic's verdict on it, the refiner's revision."""
     turns = [
         turn("solver_0", "1" if solver_ok else "2", solver_ok, 0),
-        turn("critic_0", None, verdict is solver_ok, 1, verdict=verdict, reviewed_correct=solver_ok),
+        turn(
+            "critic_0", None, verdict is solver_ok, 1, verdict=verdict, reviewed_correct=solver_ok
+        ),
         turn("refiner_0", "1" if refiner_ok else "3", refiner_ok, 2),
     ]
     return Episode("math/reflection-v0", f"p{group}", group, 0, turns)
