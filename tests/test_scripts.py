@@ -321,7 +321,8 @@ def test_train_script_under_accelerate_launch_two_processes(tiny_model, tmp_path
     steps = [row for row in metrics["log_history"] if "num_tokens" in row]
     # 2 processes x 1 problem x 3 turn slots x 2 generations per step: 12 rows, 2 problems.
     assert steps[0]["epoch"] == pytest.approx(2 / 8)
-    assert result.stdout.count("| metric | before | after | change |") == 1  # main process only
+    header = "| metric (95% CI, bootstrap over problems) | before | after | change |"
+    assert result.stdout.count(header) == 1  # main process only
 
 
 @pytest.mark.parametrize("path", sorted((REPO / "scripts" / "configs").glob("*_grpo*.yaml")))

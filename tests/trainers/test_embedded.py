@@ -118,11 +118,13 @@ def test_a_missing_or_damaged_file_names_itself_and_the_rebuild(tmp_path):
     shutil.copytree(SHIPPED, copy)
     assert check_model_dir(copy) == copy
     weights = copy / "model.safetensors"
-    data = bytearray(weights.read_bytes())
+    good = weights.read_bytes()
+    data = bytearray(good)
     data[-1] ^= 1
     weights.write_bytes(bytes(data))
     with pytest.raises(EmbeddedModelError, match=r"model\.safetensors is damaged.*build_embedded"):
         check_model_dir(copy)
+    weights.write_bytes(good)
     (copy / "tokenizer.json").unlink()
     with pytest.raises(EmbeddedModelError, match=r"tokenizer\.json is missing.*build_embedded"):
         check_model_dir(copy)
