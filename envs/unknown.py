@@ -28,12 +28,6 @@ from envs.sources import Problem
 
 MAX_DIFFICULTY = 4
 LIMIT = 60  # every quantity stays in 1..LIMIT
-GAINS = (
-    "{name} finds {k} {item}.",
-    "{name} gets {k} more {item}.",
-    "A friend gives {name} {k} {item}.",
-)
-LOSSES = ("{name} gives away {k} {item}.", "{name} loses {k} {item}.", "{name} uses {k} {item}.")
 
 
 def generate_problem(

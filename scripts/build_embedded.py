@@ -46,13 +46,14 @@ def main(argv: list[str] | None = None) -> int:
         if not args.check:
             print(out)
             return 0
-        names = sorted({p.name for p in out.iterdir()} | {p.name for p in Path(args.out).glob("*")})
+        shipped = Path(args.out)
+        names = sorted({p.name for p in out.iterdir()} | {p.name for p in shipped.glob("*")})
         differ = [
             name
             for name in names
             if not (out / name).is_file()
-            or not (Path(args.out) / name).is_file()
-            or file_digest(out / name) != file_digest(Path(args.out) / name)
+            or not (shipped / name).is_file()
+            or file_digest(out / name) != file_digest(shipped / name)
         ]
     if differ:
         print(f"the rebuild differs from {args.out} in: {', '.join(differ)}")

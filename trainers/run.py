@@ -25,6 +25,7 @@ from trainers.checkpoint import (
 )
 from trainers.embedded import resolve_model
 from trainers.evaluation import EvalConfig, evaluate, markdown_report
+from trainers.metrics import INTERVAL_KEYS
 
 logger = logging.getLogger(__name__)
 
@@ -190,15 +191,7 @@ def train_grpo(env_args: EnvArguments, config: CPUGRPOConfig) -> dict[str, Any]:
     return finish_run(env_args, config, results, final, trainer.state.log_history)
 
 
-KEYS = (
-    "pass1@turn1",
-    "maj1@turnK",
-    "pass1@turnK",
-    "accuracy",
-    "flip/wrong->right@1",
-    "flip/right->wrong@1",
-    "review/balanced_accuracy",
-)
+KEYS = INTERVAL_KEYS  # the summary reports the figures that carry intervals
 SINGLE = "single_agent_pass1@turn1"
 
 
@@ -284,7 +277,7 @@ def plot_curves(
         if metric == "accuracy" and evals and "before" in evals and "after" in evals:
             marks = (
                 ("maj1@turnK", "team maj1@turnK (held out)", "k"),
-                ("single_agent_pass1@turn1", "same model alone (held out)", "gray"),
+                (SINGLE, "same model alone (held out)", "gray"),
             )
             for key, label, color in marks:
                 if key in evals["before"] and key in evals["after"]:

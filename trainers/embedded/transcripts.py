@@ -23,7 +23,6 @@ from typing import Any
 
 import envs
 from agents.prompts import build_messages
-from envs.unknown import replay
 from rewards.extract import last_boxed
 
 
@@ -41,14 +40,13 @@ def check_reply(problem: dict[str, Any], claimed: int | None) -> str:
     meta = problem["metadata"]
     if claimed is None:
         return "There is no answer to check.\nVerdict: incorrect"
-    _, end = replay(meta, claimed)
     value, steps = claimed, list(meta["steps"])
     chain = [" ".join([str(value), *(f"{op} {k}" for op, k in steps)])]
     while steps:
         op, k = steps.pop(0)
         value = value + k if op == "+" else value - k
         chain.append(" ".join([str(value), *(f"{op} {k}" for op, k in steps)]))
-    target = meta["end"]
+    end, target = value, meta["end"]
     head = f"Check {claimed}: {chain[0]} = {target}? {' = '.join(chain)}."
     if end == target:
         return f"{head} {end} is {target}.\nVerdict: correct"
@@ -125,8 +123,7 @@ def sft_rows(
         team_fraction: share of problems that give an ensemble-variant or debater row.
     """
     rng = random.Random(seed)
-    kwargs = {"task": "unknown", "wrapped": False}
-    reflection = envs.make("math/reflection-v0", rounds=2, **kwargs)
+    reflection = envs.make("math/reflection-v0", rounds=2, task="unknown", wrapped=False)
     ensemble = envs.make("math/ensemble-v0", num_agents=4, task="unknown")
     debate = envs.make("math/debate-v0", num_agents=2, rounds=2, task="unknown")
     rows: list[dict[str, Any]] = []
