@@ -117,7 +117,11 @@ class MathVerifier:
 
     Args:
         timeout: seconds math-verify may spend on each parse and comparison (default 5.0).
-        isolate: run math-verify in a helper process even in the main thread (default False).
+        isolate: run math-verify in a helper process, killed at a hard deadline (default True).
+            ``False`` runs it in the caller's main thread, bounded only by math-verify's own
+            ``signal.alarm``: about 1 ms faster per symbolic check, but a signal that lands in a
+            garbage-collector callback (hypothesis installs one) is swallowed and C-level work
+            cannot be interrupted, so one answer such as ``(1+x)^{100000}`` can take minutes.
         max_answer_chars: longer extracted answers score 0 without a symbolic check (1000).
         max_nesting: answers with deeper brace nesting score 0 without a check (32).
 
@@ -137,7 +141,7 @@ class MathVerifier:
     def __init__(
         self,
         timeout: float = 5.0,
-        isolate: bool = False,
+        isolate: bool = True,
         max_answer_chars: int = 1000,
         max_nesting: int = 32,
     ) -> None:

@@ -86,10 +86,10 @@ def test_non_string_response_scores_zero(name: str, response: object) -> None:
     assert "str" in verdict.reason
 
 
-def test_timeout_in_main_thread() -> None:
+def test_timeout_in_main_thread_without_a_helper() -> None:
     assert threading.current_thread() is threading.main_thread()
     started = time.monotonic()
-    verdict = MathVerifier(timeout=1).verify(TOWER, "5")
+    verdict = MathVerifier(timeout=1, isolate=False).verify(TOWER, "5")
     assert verdict.score == 0.0
     assert verdict.reason.startswith("timeout")
     assert time.monotonic() - started < 5
@@ -117,6 +117,29 @@ def test_isolate_runs_in_a_helper_from_the_main_thread() -> None:
     verifier = MathVerifier(timeout=2, isolate=True)
     assert verifier.verify("\\boxed{(x+1)^2}", "x^2+2x+1").score == 1.0
     assert verifier.verify(TOWER, "5").reason.startswith("timeout")
+
+
+def test_the_default_deadline_survives_a_gc_callback_that_swallows_the_alarm() -> None:
+    """An exception raised inside a gc callback is swallowed; the alarm must not be all there is.
+
+    hypothesis installs such a callback; with math-verify's alarm in this process, ``(1+x)^100000``
+    once ran for 13 minutes in CI. The default runs it in a helper killed at a hard deadline.
+    """
+    import gc
+
+    def busy_callback(phase: str, info: dict) -> None:
+        if phase == "start":
+            time.sleep(0.02)  # the alarm lands in here; with isolate=False this hangs for minutes
+
+    gc.callbacks.append(busy_callback)
+    try:
+        started = time.monotonic()
+        verdict = MathVerifier(timeout=1).verify("\\boxed{(1+x)^{100000}}", "18")
+        elapsed = time.monotonic() - started
+    finally:
+        gc.callbacks.remove(busy_callback)
+    assert (verdict.score, verdict.reason[:7]) == (0.0, "timeout")
+    assert elapsed < 10.0
 
 
 @pytest.mark.skipif(not hasattr(signal, "SIGSTOP"), reason="needs POSIX signals")
