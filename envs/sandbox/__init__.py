@@ -65,6 +65,7 @@ __all__ = [
     "ExecResult",
     "Executor",
     "SandboxConfig",
+    "isolation_error",
     "run_code",
     "run_many",
     "sandbox_pids",
@@ -83,8 +84,9 @@ def run_code(code: str, config: SandboxConfig | None = None) -> ExecResult:
 
     Raises:
         TypeError: if `code` is not a str or `config` not a `SandboxConfig`.
-        RuntimeError: if the sandbox itself cannot start (no interpreter, no `unshare` when
-            required) - a fault of the machine, not of the program.
+        RuntimeError: if the sandbox itself cannot start (no bubblewrap, no user namespaces,
+            no interpreter, no `unshare` when required) - a fault of the machine, never of
+            the program; the message names what to install or change.
     """
     if not isinstance(code, str):
         raise TypeError(f"code must be a str (a Python program), got {type(code).__name__}")
@@ -95,6 +97,21 @@ def run_code(code: str, config: SandboxConfig | None = None) -> ExecResult:
         return SandboxRun(code, config).execute()
     except OSError as err:
         raise RuntimeError(f"the sandbox could not run the program: {err}") from err
+
+
+def isolation_error(config: SandboxConfig | None = None) -> str | None:
+    """Why `run_code` cannot run under `config` (default: `SandboxConfig()`, bwrap) on this
+    machine, e.g. bubblewrap missing or user namespaces disabled; None when it can.
+
+    Runs one trivial program (a fraction of a second); tests use it to skip with the reason.
+    """
+    try:
+        result = run_code("print('ok')", config)
+    except RuntimeError as err:
+        return str(err)
+    if result.stdout != "ok\n":
+        return f"a trivial program did not run: {result.observation(500)}"
+    return None
 
 
 class Executor:

@@ -1,10 +1,18 @@
 """The sandboxed child's bootstrap (see `envs.sandbox`): run as ``python -c <this file's source>``.
 
-It sets the limits, installs the audit hook and runs program.py as __main__. The hook's globals
-are a private dict with a copy of builtins and the C functions it needs bound at install time, so
-the program cannot patch what the hook relies on (os.path, builtins) and cannot reach the hook (gc
-walks denied). It imports nothing of this project: the child has no site-packages.
-Never import this module: the parent reads its source.
+It sets the limits, installs the audit hook (unless told not to) and runs program.py as
+__main__. The hook's globals are a private dict with a copy of builtins and the C functions it
+needs bound at install time, so the program cannot patch what the hook relies on (os.path,
+builtins) and cannot reach the hook (gc walks denied). It imports nothing of this project: the
+child has no site-packages. Never import this module: the parent reads its source.
+
+Arguments: work dir, status fd, setup fd, hook (1 or 0), RLIMIT_AS, RLIMIT_CPU, RLIMIT_FSIZE,
+RLIMIT_NOFILE, RLIMIT_NPROC (-1: unset), extra read paths joined by newlines.
+
+Two channels to the parent: the setup fd gets b"ok" (or "setup failed: ...") and is closed
+before the program runs, so the program can never write to it; only it tells the parent that the
+sandbox itself failed. The status fd carries the hook's "blocked: ..." and stays open: the
+program can write there too, so the parent treats what it reads as a plain observation.
 """
 
 import sys, posix, builtins, resource, _imp
@@ -35,6 +43,9 @@ def _hook(event, args):
         for path_at, fd_at, write in PATH_EVENTS[event]:
             fd = args[fd_at] if fd_at is not None else None
             _check(event, args[path_at], fd, write)
+    elif event == "fcntl.fcntl":
+        if args[1] in DENY_FCNTL:  # SIGIO/SIGURG to another process (F_SETOWN and kin)
+            _deny(event, "command %d" % args[1])
     elif event in DENY_EVENTS or event.startswith(DENY_PREFIXES):
         _deny(event, "")
 
@@ -106,7 +117,7 @@ UNSAFE_OS = ("mknod", "mkfifo", "nice", "setpriority", "sched_setscheduler", "sc
              "setpgid", "setpgrp", "tcsetpgrp")
 
 def _install(argv):
-    tmp, status_fd, mem, cpu, fsize, nofile, nproc, extra = argv
+    tmp, status_fd, _setup_fd, hook, mem, cpu, fsize, nofile, nproc, extra = argv
     R = resource
     limits = [(R.RLIMIT_CORE, 0, 0), (R.RLIMIT_AS, int(mem), int(mem)),
               (R.RLIMIT_CPU, int(cpu), int(cpu) + 1), (R.RLIMIT_FSIZE, int(fsize), int(fsize)),
@@ -115,6 +126,11 @@ def _install(argv):
         limits.append((R.RLIMIT_NPROC, int(nproc), int(nproc)))
     for what, soft, hard in limits:
         R.setrlimit(what, (soft, hard))
+    sys.path.extend(p for p in extra.split("\n") if p)
+    if hook == "1":
+        _install_hook(tmp, status_fd, extra)
+
+def _install_hook(tmp, status_fd, extra):
     # Import every compiled-in module now, then forbid re-importing them and remove the one
     # function that re-creates them outside the import system (which would bring back the
     # functions deleted below).
@@ -143,6 +159,7 @@ def _install(argv):
             r + "/" + sub for r in roots if r for sub in ("site-packages", "dist-packages")
             if r + "/" + sub not in roots),
         DEVICES=("/dev/null", "/dev/urandom", "/dev/zero"), WRITE_FLAGS=0o1103,
+        DENY_FCNTL=frozenset((8, 10, 15)),  # F_SETOWN, F_SETSIG, F_SETOWN_EX
         VIOLATION_EXIT=86, PRELOADED=frozenset(sys.builtin_module_names),
         DENY_IMPORTS=frozenset(("_posixsubprocess", "_ctypes", "ctypes", "_xxsubinterpreters",
                                 "_xxinterpchannels", "_tkinter", "readline", "_ctypes_test")),
@@ -165,16 +182,18 @@ def _install(argv):
             "os.removexattr": ((0, None, True),),
         },
     )
-    sys.path.extend(p for p in extra.split("\n") if p)
     sys.addaudithook(private["_hook"])
 
 def _run():
+    setup_fd = int(sys.argv[3])
     try:
         with open("program.py", "rb") as handle:
             source = handle.read()
         _install(sys.argv[1:])
+        posix.write(setup_fd, b"ok")
+        posix.close(setup_fd)
     except BaseException as exc:  # a fault of the sandbox, reported to the parent as such
-        posix.write(int(sys.argv[2]), ("setup failed: %r" % (exc,)).encode("utf-8", "replace"))
+        posix.write(setup_fd, ("setup failed: %r" % (exc,)).encode("utf-8", "replace"))
         posix._exit(87)
     main = type(sys)("__main__")
     main.__file__, main.__builtins__ = "program.py", builtins

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+import warnings
 from dataclasses import dataclass
 
 _BOXED = re.compile(r"\\boxed\{((?:[^{}]|\{[^{}]*\})*)\}")
@@ -15,6 +16,12 @@ class SandboxConfig:
     """Limits of one sandboxed run.
 
     Args:
+        isolation (`str`, "bwrap"): "bwrap" runs the child under bubblewrap (new user, pid,
+            network, ipc, uts and mount namespaces, a seccomp filter, no capabilities; see
+            `envs.sandbox`), which must be installed; "hook" runs it with only the audit hook
+            and rlimits, which is not a security boundary (a warning says so).
+        audit_hook (`bool`, True): install the in-process audit hook (a second layer under
+            bwrap). False is allowed with bwrap only, e.g. for packages that need ctypes.
         timeout_s (`float`, 5.0): wall-clock limit; the process group is killed past it.
         cpu_s (`int`, 5): CPU-seconds limit (RLIMIT_CPU; SIGXCPU, then SIGKILL one second later).
         memory_mb (`int`, 512): address-space limit (RLIMIT_AS), in MiB; at least 64.
@@ -22,27 +29,38 @@ class SandboxConfig:
             is killed and `output_truncated` set.
         max_file_bytes (`int`, 1048576): largest file the program may write (RLIMIT_FSIZE).
         max_open_files (`int`, 64): RLIMIT_NOFILE.
+        max_disk_bytes (`int`, 16777216): size of the work dir (a tmpfs) under bwrap, so the
+            total the program can store; not enforced in hook mode.
         python (`str`, `sys.executable`): the interpreter that runs the program.
         extra_read_paths (`tuple[str, ...]`, ()): more directories the program may read and
             import from (appended to `sys.path`), e.g. pure-Python packages. (sympy cannot be
             one: it imports ctypes, which stays denied.)
         user (`int | None`, None): run as this uid (and its gid, no supplementary groups), e.g.
-            65534 when the parent is root; the interpreter must be readable by it.
-        network_namespace (`bool | None`, None): run inside `unshare -n` (an empty network
-            namespace); None uses it where it works, True requires it.
+            65534 when the parent is root; the interpreter must be readable by it. Under bwrap
+            it is the uid bwrap runs as on the host (inside, the program is uid 65534 anyway).
+        network_namespace (`bool | None`, None): hook mode only: run inside `unshare -n` (an
+            empty network namespace); None uses it where it works, True requires it. Under
+            bwrap the network is always a fresh namespace.
         hash_seed (`int`, 0): PYTHONHASHSEED of the child, so set order is reproducible.
-        tmp_root (`str | None`, None): where temp dirs are made (the system default if None).
+        tmp_root (`str | None`, None): hook mode only: where temp dirs are made (the system
+            default if None); under bwrap the work dir is a tmpfs with nothing on the host.
 
     Raises:
-        ValueError: if a limit is not positive or of the wrong type.
+        ValueError: if a limit is not positive or of the wrong type, or fields contradict.
+
+    Warns:
+        UserWarning: with ``isolation="hook"``: it is not a security boundary.
     """
 
+    isolation: str = "bwrap"
+    audit_hook: bool = True
     timeout_s: float = 5.0
     cpu_s: int = 5
     memory_mb: int = 512
     max_output_bytes: int = 65536
     max_file_bytes: int = 1 << 20
     max_open_files: int = 64
+    max_disk_bytes: int = 16 << 20
     python: str = sys.executable
     extra_read_paths: tuple[str, ...] = ()
     user: int | None = None
@@ -51,6 +69,7 @@ class SandboxConfig:
     tmp_root: str | None = None
 
     def __post_init__(self) -> None:
+        self._check_isolation()
         if isinstance(self.timeout_s, bool) or not isinstance(self.timeout_s, (int, float)):
             raise ValueError(  # noqa: TRY004 - every bad SandboxConfig field is a ValueError
                 f"timeout_s must be a number of seconds, got {self.timeout_s!r}"
@@ -63,6 +82,7 @@ class SandboxConfig:
             "max_output_bytes": 1,
             "max_file_bytes": 0,
             "max_open_files": 8,
+            "max_disk_bytes": 4096,
             "hash_seed": 0,
         }
         for name, low in minimums.items():
@@ -84,6 +104,30 @@ class SandboxConfig:
         if self.network_namespace not in (None, True, False):
             raise ValueError(
                 f"network_namespace must be None, True or False, got {self.network_namespace!r}"
+            )
+
+    def _check_isolation(self) -> None:
+        if self.isolation not in ("bwrap", "hook"):
+            raise ValueError(f"isolation must be 'bwrap' or 'hook', got {self.isolation!r}")
+        if not isinstance(self.audit_hook, bool):
+            raise ValueError(f"audit_hook must be True or False, got {self.audit_hook!r}")
+        if self.isolation == "bwrap" and self.network_namespace is False:
+            raise ValueError(
+                "network_namespace=False contradicts isolation='bwrap', which always gives the "
+                "program a fresh network namespace; drop it, or use isolation='hook'"
+            )
+        if self.isolation == "hook" and not self.audit_hook:
+            raise ValueError(
+                "audit_hook=False with isolation='hook' would leave the program unconfined; "
+                "use isolation='bwrap'"
+            )
+        if self.isolation == "hook":
+            warnings.warn(
+                "SandboxConfig(isolation='hook'): the audit hook is not a security boundary "
+                "(code that gets around it runs as the caller's user, with the caller's files "
+                "and network); use isolation='bwrap' for untrusted code",
+                UserWarning,
+                stacklevel=4,  # the caller of SandboxConfig(...)
             )
 
 

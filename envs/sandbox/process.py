@@ -1,34 +1,41 @@
 """One sandboxed child process: its command line, starting it, collecting its output under the
-limits, stopping it, and sweeping up whatever escaped its process group."""
+limits, stopping it, and (hook mode) sweeping up whatever escaped its process group and removing
+its temp dir."""
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import logging
 import os
 import secrets
+import select
 import selectors
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from envs.sandbox.bwrap import INSTALL_HINT, WORKDIR, bwrap_argv
 from envs.sandbox.config import ExecResult, SandboxConfig
+from envs.sandbox.seccomp import build_filter
 
 logger = logging.getLogger(__name__)
 
 VIOLATION_EXIT = 86
-SETUP_EXIT = 87  # the bootstrap failed: a fault of the sandbox or machine, not of the program
 TOKEN_VAR = "MATHTEAMS_SANDBOX"
 PROGRAM = "program.py"
 # -P (no cwd on sys.path) exists from Python 3.11; without it the cwd is the temp dir anyway.
 SAFE_PATH = ("-P",) if sys.version_info >= (3, 11) else ()
 # The child's bootstrap, run with `python -c` before the program (see `envs.sandbox.child`).
 _BOOTSTRAP = (Path(__file__).parent / "child.py").read_text(encoding="utf-8")
+CHANNEL_BYTES = 4096  # kept of the status, setup and info channels
+NAMESPACE_GRACE_S = 5.0  # how long the sandbox's pid namespace may take to die after bwrap
 
 
 @functools.lru_cache(maxsize=4)
@@ -47,8 +54,9 @@ def _unshare_net_works(python: str) -> bool:
     return done.returncode == 0
 
 
-def _command(config: SandboxConfig, tmp: str, status_fd: int) -> tuple[list[str], dict]:
-    """The child's command line, and the Popen arguments that switch its user (if any)."""
+def _hook_prefix(config: SandboxConfig) -> tuple[list[str], dict]:
+    """Hook mode: what goes before the interpreter (``unshare -n``), and the Popen arguments
+    that switch the child's user (if any)."""
     prefix: list[str] = []
     ids: dict = {}
     if config.network_namespace is not False and _unshare_net_works(config.python):
@@ -62,7 +70,15 @@ def _command(config: SandboxConfig, tmp: str, status_fd: int) -> tuple[list[str]
         )
     elif config.user is not None:
         ids = {"user": config.user, "group": config.user, "extra_groups": []}
-    nproc = -1 if (config.user is None and os.geteuid() == 0) else 0
+    return [*prefix, config.python], ids
+
+
+def _bootstrap_args(config: SandboxConfig, work: str, status_fd: int, setup_fd: int) -> list[str]:
+    """The interpreter's flags, the bootstrap and its arguments (see `envs.sandbox.child`)."""
+    if config.isolation == "bwrap":
+        nproc = -1  # the seccomp filter allows no new process; threads stay possible
+    else:
+        nproc = -1 if (config.user is None and os.geteuid() == 0) else 0
     limits = (
         config.memory_mb << 20,
         config.cpu_s,
@@ -70,16 +86,15 @@ def _command(config: SandboxConfig, tmp: str, status_fd: int) -> tuple[list[str]
         config.max_open_files,
         nproc,
     )
-    command = [
-        *prefix,
-        config.python,
+    return [
         *("-S", "-s", *SAFE_PATH, "-B", "-u", "-X", "utf8", "-c", _BOOTSTRAP),
-        tmp,
+        work,
         str(status_fd),
+        str(setup_fd),
+        "1" if config.audit_hook else "0",
         *map(str, limits),
         "\n".join(config.extra_read_paths),
     ]
-    return command, ids
 
 
 def _kill_group(pgid: int) -> None:
@@ -153,16 +168,82 @@ def _sweep(token: bytes) -> int:
     return killed
 
 
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
 def _remove_tree(path: str) -> None:
-    """Delete the temp dir even where the program made parts of it unreadable."""
+    """Delete a hook-mode temp dir, whatever the (now dead) program left in it.
+
+    Iterative and fd-relative: no recursion and no long paths (a chain of 2000 directories
+    is fine), symlinks are unlinked and never followed, FIFOs and sockets are unlinked and never
+    opened (O_DIRECTORY|O_NONBLOCK), directories the program made unreadable are opened up.
+    Failures are logged, never raised: the run's result does not depend on them.
+    """
+    names: list[str] = []  # the path from `path` down to the directory `fd` is open on
+    fd = -1
     try:
+        try:
+            mode = os.lstat(path).st_mode
+        except FileNotFoundError:
+            return  # the program removed it itself
+        if not stat.S_ISDIR(mode):  # the program put something else in its place
+            os.unlink(path)
+            return
         os.chmod(path, 0o700)
-        for root, dirs, _ in os.walk(path):
-            for name in dirs:
-                os.chmod(os.path.join(root, name), 0o700, follow_symlinks=False)
-        shutil.rmtree(path)
+        fd = os.open(path, _DIR_FLAGS)
+        while True:
+            child = _empty_or_first_dir(fd)
+            if child is not None:
+                os.chmod(child, 0o700, dir_fd=fd)  # a directory: no symlink to follow
+                below = os.open(child, _DIR_FLAGS, dir_fd=fd)
+                os.close(fd)
+                fd = below
+                names.append(child)
+                continue
+            if not names:
+                break
+            parent = os.open("..", _DIR_FLAGS, dir_fd=fd)
+            os.close(fd)
+            fd = parent
+            os.rmdir(names.pop(), dir_fd=fd)
+        os.close(fd)
+        fd = -1
+        os.rmdir(path)
     except OSError as err:
         logger.warning("could not remove the sandbox directory %s: %s", path, err)
+    finally:
+        if fd >= 0:
+            os.close(fd)
+
+
+def _empty_or_first_dir(fd: int) -> str | None:
+    """Unlink every non-directory in the directory open on `fd`; return a subdirectory's
+    name, or None once it is empty."""
+    os.fchmod(fd, 0o700)
+    for name in os.listdir(fd):
+        if stat.S_ISDIR(os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode):
+            return name
+        os.unlink(name, dir_fd=fd)
+    return None
+
+
+def _memfd(name: str, data: bytes) -> int:
+    """An anonymous in-memory file holding `data`, positioned at its start."""
+    fd = os.memfd_create(name)
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
+
+
+def _exit_code(status: int, isolation: str) -> int:
+    """The program's exit code, negative for death by signal. bwrap reports a signal as
+    128 + its number (so under bwrap an exit status in 129..192 reads as that signal)."""
+    code = os.waitstatus_to_exitcode(status)
+    if isolation == "bwrap" and 128 < code <= 192 and (code - 128) in signal.valid_signals():
+        return -(code - 128)
+    return code
 
 
 class SandboxRun:
@@ -170,74 +251,106 @@ class SandboxRun:
 
     def __init__(self, code: str, config: SandboxConfig) -> None:
         self.config = config
-        self.buffers = {"stdout": bytearray(), "stderr": bytearray(), "status": bytearray()}
+        self.code = code
+        self.buffers = {name: bytearray() for name in ("stdout", "stderr", *_CHANNELS)}
         self.killed_by_us: str | None = None
         self.truncated = False
-        self.code = code
+        self.namespace_pidfd: int | None = None  # bwrap: the pid namespace's init process
+        self._fds: list[int] = []  # the parent's ends, closed when the run is over
 
     def execute(self) -> ExecResult:
         config = self.config
-        tmp = tempfile.mkdtemp(prefix="mathteams-sandbox-", dir=config.tmp_root)
-        token = secrets.token_hex(8).encode()
+        # The pid prefix lets a caller find the runs of its own process (`sandbox_pids`).
+        token = f"{os.getpid()}.{secrets.token_hex(8)}".encode()
         began = time.monotonic()
+        tmp = None
         try:
-            with open(
-                os.path.join(tmp, PROGRAM), "w", encoding="utf-8", errors="surrogatepass"
-            ) as f:
-                f.write(self.code)
-            if config.user is not None:
-                os.chown(tmp, config.user, config.user)
-                os.chown(os.path.join(tmp, PROGRAM), config.user, config.user)
-            status_r, status_w = os.pipe()
+            status_r, status_w = self._pipe()
+            setup_r, setup_w = self._pipe()
+            channels = {status_r: "status", setup_r: "setup"}
+            env = _child_env(config, WORKDIR, token)
+            if config.isolation == "bwrap":
+                info_r, info_w = self._pipe()
+                channels[info_r] = "info"
+                program = self.code.encode("utf-8", "surrogatepass")
+                program_fd = self._keep(_memfd("program.py", program))
+                seccomp_fd = self._keep(_memfd("seccomp", build_filter()))
+                child_fds = (status_w, setup_w, info_w, program_fd, seccomp_fd)
+                command = bwrap_argv(
+                    config,
+                    env,
+                    program_fd=program_fd,
+                    program_bytes=len(program),
+                    seccomp_fd=seccomp_fd,
+                    info_fd=info_w,
+                )
+                work, cwd = WORKDIR, "/"
+                ids = {}
+                if config.user is not None:  # bwrap itself runs as that uid on the host
+                    ids = {"user": config.user, "group": config.user, "extra_groups": []}
+            else:
+                tmp = tempfile.mkdtemp(prefix="mathteams-sandbox-", dir=config.tmp_root)
+                self._write_program(tmp)
+                env = _child_env(config, tmp, token)
+                command, ids = _hook_prefix(config)
+                child_fds = (status_w, setup_w)
+                work, cwd = tmp, tmp
+            command += _bootstrap_args(config, work, status_w, setup_w)
+            proc = subprocess.Popen(
+                command,
+                cwd=cwd,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                pass_fds=child_fds,
+                close_fds=True,
+                start_new_session=True,
+                **ids,
+            )
+            for fd in child_fds:  # the child has them now; EOF on ours when it is done
+                self._close(fd)
             try:
-                proc = self._start(tmp, status_w, token)
+                self._collect(proc, channels, began)
             finally:
-                os.close(status_w)
-            try:
-                self._collect(proc, status_r, began)
-            finally:
-                _kill_group(proc.pid)
-                _, status, _ = os.wait4(proc.pid, 0)
-                proc.returncode = os.waitstatus_to_exitcode(status)
-                for handle in (proc.stdout, proc.stderr):
-                    if handle is not None:
-                        handle.close()
-                os.close(status_r)
-                _sweep(token)
+                code = self._reap(proc)
+                if config.isolation == "hook":  # bwrap: nothing outlives the pid namespace
+                    _sweep(token)
+                for fd, name in channels.items():
+                    self._drain(fd, name)
         finally:
-            _remove_tree(tmp)
-        return self._result(proc.returncode, time.monotonic() - began)
+            for fd in list(self._fds):
+                self._close(fd)
+            if tmp is not None:
+                _remove_tree(tmp)
+        return self._result(code, time.monotonic() - began, proc)
 
-    def _start(self, tmp: str, status_w: int, token: bytes) -> subprocess.Popen[bytes]:
-        config = self.config
-        env = {
-            "PATH": "/usr/bin:/bin",
-            "HOME": tmp,
-            "TMPDIR": tmp,
-            "LANG": "C.UTF-8",
-            "LC_ALL": "C.UTF-8",
-            "PYTHONHASHSEED": str(config.hash_seed),
-            TOKEN_VAR: token.decode(),
-        }
-        command, ids = _command(config, tmp, status_w)
-        return subprocess.Popen(
-            command,
-            cwd=tmp,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            pass_fds=(status_w,),
-            close_fds=True,
-            start_new_session=True,
-            **ids,
-        )
+    def _pipe(self) -> tuple[int, int]:
+        read, write = os.pipe()
+        return self._keep(read), self._keep(write)
 
-    def _collect(self, proc: subprocess.Popen[bytes], status_r: int, began: float) -> None:
+    def _keep(self, fd: int) -> int:
+        self._fds.append(fd)
+        return fd
+
+    def _close(self, fd: int) -> None:
+        self._fds.remove(fd)
+        os.close(fd)
+
+    def _write_program(self, tmp: str) -> None:
+        path = os.path.join(tmp, PROGRAM)
+        with open(path, "w", encoding="utf-8", errors="surrogatepass") as handle:
+            handle.write(self.code)
+        if self.config.user is not None:
+            os.chown(tmp, self.config.user, self.config.user)
+            os.chown(path, self.config.user, self.config.user)
+
+    def _collect(
+        self, proc: subprocess.Popen[bytes], channels: dict[int, str], began: float
+    ) -> None:
         config = self.config
         assert proc.stdout is not None and proc.stderr is not None
-        streams = {proc.stdout.fileno(): "stdout", proc.stderr.fileno(): "stderr"}
-        streams[status_r] = "status"
+        streams = {proc.stdout.fileno(): "stdout", proc.stderr.fileno(): "stderr", **channels}
         pidfd = os.pidfd_open(proc.pid) if hasattr(os, "pidfd_open") else None
         exited = False
         with selectors.DefaultSelector() as selector:
@@ -261,14 +374,14 @@ class SandboxRun:
                             exited = True
                             selector.unregister(key.fd)
                             # descendants still holding the pipes must not keep us waiting
-                            _kill_group(proc.pid)
+                            self._kill(proc)
                         elif not self._read(key.fd, key.data, selector):
                             self._stop(proc, "output limit")
                             return
                     if pidfd is None and not exited:
                         exited = _has_exited(proc.pid)
                         if exited:
-                            _kill_group(proc.pid)
+                            self._kill(proc)
             finally:
                 if pidfd is not None:
                     os.close(pidfd)
@@ -281,10 +394,12 @@ class SandboxRun:
             return True
         if not chunk:
             selector.unregister(fd)
+            if name == "info":
+                self._watch_namespace()
             return True
         buffer = self.buffers[name]
-        if name == "status":
-            buffer += chunk[: max(4096 - len(buffer), 0)]
+        if name in _CHANNELS:
+            buffer += chunk[: max(CHANNEL_BYTES - len(buffer), 0)]
             return True
         room = (
             self.config.max_output_bytes - len(self.buffers["stdout"]) - len(self.buffers["stderr"])
@@ -295,14 +410,60 @@ class SandboxRun:
             return False
         return True
 
+    def _drain(self, fd: int, name: str) -> None:
+        """After the child is gone: keep what is left in a channel (a status written just
+        before a timeout, bwrap's report); its writers are dead, so this cannot block."""
+        buffer = self.buffers[name]
+        os.set_blocking(fd, False)  # a process the kill has not reached yet may hold it
+        with contextlib.suppress(BlockingIOError):
+            while len(buffer) < CHANNEL_BYTES:
+                chunk = os.read(fd, CHANNEL_BYTES)
+                if not chunk:
+                    break
+                buffer += chunk[: CHANNEL_BYTES - len(buffer)]
+
+    def _watch_namespace(self) -> None:
+        """bwrap has said which host pid is its pid namespace's init: hold a pidfd on it, to
+        kill it and to wait for the namespace (and every process in it) to be gone."""
+        try:
+            pid = int(json.loads(self.buffers["info"].decode("utf-8"))["child-pid"])
+            self.namespace_pidfd = self._keep(os.pidfd_open(pid))
+        except (ValueError, KeyError, TypeError, OSError) as err:
+            # bwrap failed before starting the sandbox (its stderr says why); nothing to watch
+            logger.debug("no sandbox init pid from bwrap (%s)", err)
+
     def _stop(self, proc: subprocess.Popen[bytes], reason: str) -> None:
         self.killed_by_us = reason
+        self._kill(proc)
+
+    def _kill(self, proc: subprocess.Popen[bytes]) -> None:
+        """SIGKILL the child's process group and, under bwrap, its pid namespace's init (the
+        kernel then kills every process in the namespace)."""
+        if self.namespace_pidfd is not None:
+            with contextlib.suppress(ProcessLookupError):
+                signal.pidfd_send_signal(self.namespace_pidfd, signal.SIGKILL)
         _kill_group(proc.pid)
 
-    def _result(self, code: int, duration: float) -> ExecResult:
+    def _reap(self, proc: subprocess.Popen[bytes]) -> int:
+        """Kill what is left, reap the child, close its pipes; under bwrap, wait until its pid
+        namespace is gone. Returns the exit code (negative: a signal)."""
+        self._kill(proc)
+        _, status, _ = os.wait4(proc.pid, 0)
+        proc.returncode = code = _exit_code(status, self.config.isolation)
+        for handle in (proc.stdout, proc.stderr):
+            if handle is not None:
+                handle.close()
+        if self.namespace_pidfd is not None:
+            gone, _, _ = select.select([self.namespace_pidfd], [], [], NAMESPACE_GRACE_S)
+            if not gone:
+                logger.warning("the sandbox's pid namespace outlived bwrap by %s s", NAMESPACE_GRACE_S)
+        return code
+
+    def _result(self, code: int, duration: float, proc: subprocess.Popen[bytes]) -> ExecResult:
+        setup = bytes(self.buffers["setup"])
+        if setup != b"ok":
+            self._check_started(setup, proc)
         violation = self.buffers["status"].decode("utf-8", "replace").strip() or None
-        if code == SETUP_EXIT and violation and violation.startswith("setup failed"):
-            raise RuntimeError(f"the sandbox could not start the program: {violation}")
         reason = self.killed_by_us
         if reason is None and violation and code == VIOLATION_EXIT:
             reason = "violation"
@@ -323,3 +484,35 @@ class SandboxRun:
             duration_s=duration,
             violation=violation,
         )
+
+    def _check_started(self, setup: bytes, proc: subprocess.Popen[bytes]) -> None:
+        """The program never ran: the sandbox failed to start it. Only the bootstrap (before
+        the program) and bwrap can write to the setup channel, so this is never the program's
+        doing. Raises RuntimeError, unless we stopped it first (a machine too slow to start it
+        within the time limit gets an ordinary timeout result)."""
+        stderr = self.buffers["stderr"].decode("utf-8", "replace").strip()[-1000:]
+        detail = setup.decode("utf-8", "replace") or stderr or f"exit status {proc.returncode}"
+        if self.killed_by_us is not None:
+            logger.warning("the sandbox was stopped (%s) before it started the program: %s",
+                           self.killed_by_us, detail)
+            return
+        hint = f"; {INSTALL_HINT}" if self.config.isolation == "bwrap" else ""
+        raise RuntimeError(f"the sandbox could not start the program: {detail}{hint}")
+
+
+_CHANNELS = ("status", "setup", "info")
+
+
+def _child_env(config: SandboxConfig, work: str, token: bytes) -> dict[str, str]:
+    """The program's whole environment (nothing is inherited)."""
+    return {
+        "PATH": "/usr/bin:/bin",
+        "HOME": work,
+        "TMPDIR": work,
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        "PYTHONHASHSEED": str(config.hash_seed),
+        "OMP_NUM_THREADS": "1",  # numeric libraries from extra_read_paths: one thread each
+        "OPENBLAS_NUM_THREADS": "1",
+        TOKEN_VAR: token.decode(),
+    }
