@@ -31,7 +31,9 @@ def bwrap_path() -> str:
     """
     path = shutil.which("bwrap")
     if path is None:
-        raise RuntimeError(f"the sandbox needs bubblewrap (`bwrap`), not found on PATH: {INSTALL_HINT}")
+        raise RuntimeError(
+            f"the sandbox needs bubblewrap (`bwrap`), not found on PATH: {INSTALL_HINT}"
+        )
     return path
 
 

@@ -110,7 +110,9 @@ class SandboxConfig:
         if self.isolation not in ("bwrap", "hook"):
             raise ValueError(f"isolation must be 'bwrap' or 'hook', got {self.isolation!r}")
         if not isinstance(self.audit_hook, bool):
-            raise ValueError(f"audit_hook must be True or False, got {self.audit_hook!r}")
+            raise ValueError(  # noqa: TRY004 - every bad SandboxConfig field is a ValueError
+                f"audit_hook must be True or False, got {self.audit_hook!r}"
+            )
         if self.isolation == "bwrap" and self.network_namespace is False:
             raise ValueError(
                 "network_namespace=False contradicts isolation='bwrap', which always gives the "

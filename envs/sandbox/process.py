@@ -456,7 +456,9 @@ class SandboxRun:
         if self.namespace_pidfd is not None:
             gone, _, _ = select.select([self.namespace_pidfd], [], [], NAMESPACE_GRACE_S)
             if not gone:
-                logger.warning("the sandbox's pid namespace outlived bwrap by %s s", NAMESPACE_GRACE_S)
+                logger.warning(
+                    "the sandbox's pid namespace outlived bwrap by %s s", NAMESPACE_GRACE_S
+                )
         return code
 
     def _result(self, code: int, duration: float, proc: subprocess.Popen[bytes]) -> ExecResult:
@@ -493,8 +495,11 @@ class SandboxRun:
         stderr = self.buffers["stderr"].decode("utf-8", "replace").strip()[-1000:]
         detail = setup.decode("utf-8", "replace") or stderr or f"exit status {proc.returncode}"
         if self.killed_by_us is not None:
-            logger.warning("the sandbox was stopped (%s) before it started the program: %s",
-                           self.killed_by_us, detail)
+            logger.warning(
+                "the sandbox was stopped (%s) before it started the program: %s",
+                self.killed_by_us,
+                detail,
+            )
             return
         hint = f"; {INSTALL_HINT}" if self.config.isolation == "bwrap" else ""
         raise RuntimeError(f"the sandbox could not start the program: {detail}{hint}")

@@ -1,5 +1,7 @@
 """The sandbox contains hostile programs: each attack is stopped with a clear observation, no
-process outlives its run and the temp dir is gone afterwards."""
+process outlives its run and the temp dir is gone afterwards. Every test using the `config`
+fixture runs twice: under bubblewrap (skipped, with the reason, where it cannot run) and in
+hook mode. Kernel-level evidence from outside the sandbox is in `test_sandbox_escapes.py`."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -20,24 +23,33 @@ from envs.sandbox import (
     ExecResult,
     Executor,
     SandboxConfig,
+    isolation_error,
     run_code,
     run_many,
     sandbox_pids,
 )
 
 FAST = {"timeout_s": 2.0, "cpu_s": 1, "memory_mb": 256, "max_output_bytes": 20_000}
+BWRAP_PROBLEM = isolation_error(SandboxConfig(**FAST))
+HOOK_WARNING = "ignore:SandboxConfig\\(isolation='hook'\\):UserWarning"
+pytestmark = pytest.mark.filterwarnings(HOOK_WARNING)
 
 
-@pytest.fixture
-def config(tmp_path):
+def own_sandbox_pids() -> list[int]:
+    """Sandboxed processes started by this test process (their token begins with our pid):
+    other test processes may be running sandboxes at the same time (pytest -n)."""
+    return sandbox_pids(f"{TOKEN_VAR}={os.getpid()}.".encode())
+
+
+@pytest.fixture(params=["bwrap", "hook"])
+def config(request, tmp_path):
     """Small limits and a private temp root; after the test: no sandbox process, no temp dir."""
+    if request.param == "bwrap" and BWRAP_PROBLEM is not None:
+        pytest.skip(f"bubblewrap cannot run here: {BWRAP_PROBLEM}")
     root = tmp_path / "sandboxes"
     root.mkdir()
-    yield SandboxConfig(**FAST, tmp_root=str(root))
-    # Only this test's runs (their HOME lies under its private root): other tests may be
-    # running sandboxes at the same time (pytest -n).
-    mine = sandbox_pids(f"{TOKEN_VAR}=".encode(), f"HOME={root}/".encode())
-    assert mine == [], "a sandboxed process outlived its run"
+    yield SandboxConfig(**FAST, isolation=request.param, tmp_root=str(root))
+    assert own_sandbox_pids() == [], "a sandboxed process outlived its run"
     assert list(root.iterdir()) == [], "a sandbox temp dir was left behind"
 
 
@@ -181,8 +193,10 @@ def test_files_inside_the_sandbox_dir_work(config):
     assert result.stdout.strip() == "['program.py'] 42"
 
 
-@pytest.mark.parametrize("network_namespace", [None, False], ids=["auto-netns", "hook-only"])
+@pytest.mark.parametrize("network_namespace", [None, False], ids=["auto-netns", "no-netns"])
 def test_sockets_are_denied_and_nothing_connects(config, network_namespace):
+    if config.isolation == "bwrap" and network_namespace is False:
+        pytest.skip("bwrap always makes a network namespace")
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen(1)
@@ -232,7 +246,8 @@ def test_clean_environment_and_no_inherited_files(config):
     finally:
         del os.environ["MATHTEAMS_TEST_SECRET"]
     assert result.ok and "MATHTEAMS_TEST_SECRET" not in result.stdout
-    assert "site-packages" not in result.stdout and "mathteams-sandbox-" in result.stdout
+    work = "\n/sandbox\n" if config.isolation == "bwrap" else "mathteams-sandbox-"
+    assert "site-packages" not in result.stdout and work in result.stdout
     code = (
         "import os\nopen_fds = []\nfor fd in range(64):\n    try:\n        os.fstat(fd)\n"
         "        open_fds.append(fd)\n    except OSError:\n        continue\nprint(open_fds)"
@@ -326,11 +341,22 @@ def test_run_many_runs_in_parallel_within_max_workers(config):
         ({"extra_read_paths": "relative/dir"}, "extra_read_paths"),
         ({"user": "nobody"}, "user"),
         ({"network_namespace": "yes"}, "network_namespace"),
+        ({"network_namespace": False}, "contradicts isolation='bwrap'"),
+        ({"isolation": "docker"}, "isolation"),
+        ({"isolation": "hook", "audit_hook": False}, "unconfined"),
+        ({"audit_hook": 1}, "audit_hook"),
+        ({"max_disk_bytes": 0}, "max_disk_bytes"),
     ],
 )
 def test_bad_config_raises_value_error(changes, message):
     with pytest.raises(ValueError, match=message):
         SandboxConfig(**changes)
+
+
+def test_hook_mode_is_opt_in_and_warns():
+    assert SandboxConfig().isolation == "bwrap"
+    with pytest.warns(UserWarning, match="not a security boundary"):
+        SandboxConfig(isolation="hook")
 
 
 def test_bad_arguments_raise_type_errors():
@@ -371,6 +397,7 @@ def test_unprivileged_user_gets_os_level_limits(tmp_path, network_namespace):
     root.chmod(0o755)  # uid 65534 must reach its temp dir
     config = SandboxConfig(
         **FAST,
+        isolation="hook",
         tmp_root=str(root),
         python=NOBODY_PYTHON,
         user=65534,
@@ -385,4 +412,23 @@ def test_unprivileged_user_gets_os_level_limits(tmp_path, network_namespace):
     assert result.stdout.startswith("65534 65534 []"), result.stderr
     assert "can't start new thread" in result.stderr  # RLIMIT_NPROC holds for a non-root uid
     assert list(root.iterdir()) == []
-    assert sandbox_pids(f"{TOKEN_VAR}=".encode(), f"HOME={root}/".encode()) == []
+    assert own_sandbox_pids() == []
+
+
+@pytest.mark.skipif(NOBODY_PYTHON is None, reason="needs root and a Python uid 65534 can run")
+def test_bwrap_can_run_as_an_unprivileged_host_user():
+    if BWRAP_PROBLEM is not None:
+        pytest.skip(f"bubblewrap cannot run here: {BWRAP_PROBLEM}")
+    config = SandboxConfig(**FAST, python=NOBODY_PYTHON, user=65534)
+    with Executor(config, max_workers=1) as executor:
+        future = executor.submit("import os, time\nprint(os.getuid())\ntime.sleep(1)")
+        seen: dict[int, str] = {}
+        while not future.done():  # look at the running sandbox from the host
+            for pid in own_sandbox_pids():
+                with contextlib.suppress(OSError):
+                    status = Path(f"/proc/{pid}/status").read_text()
+                    seen[pid] = next(x for x in status.splitlines() if x.startswith("Uid:"))
+            time.sleep(0.05)
+        result = future.result()
+    assert result.ok and result.stdout == "65534\n", result.stderr
+    assert seen and all(uids.split()[1:] == ["65534"] * 4 for uids in seen.values()), seen
