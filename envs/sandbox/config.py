@@ -6,8 +6,11 @@ import os
 import re
 import sys
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+# An operator's opt-in to hook mode for every SandboxConfig that does not name its isolation
+# (a machine without bubblewrap; the test suite sets it there). It still warns.
+ISOLATION_VAR = "MATHTEAMS_SANDBOX_ISOLATION"
 _BOXED = re.compile(r"\\boxed\{((?:[^{}]|\{[^{}]*\})*)\}")
 
 
@@ -19,7 +22,8 @@ class SandboxConfig:
         isolation (`str`, "bwrap"): "bwrap" runs the child under bubblewrap (new user, pid,
             network, ipc, uts and mount namespaces, a seccomp filter, no capabilities; see
             `envs.sandbox`), which must be installed; "hook" runs it with only the audit hook
-            and rlimits, which is not a security boundary (a warning says so).
+            and rlimits, which is not a security boundary (a warning says so). The default is
+            the environment variable ``MATHTEAMS_SANDBOX_ISOLATION`` where set, else "bwrap".
         audit_hook (`bool`, True): install the in-process audit hook (a second layer under
             bwrap). False is allowed with bwrap only, e.g. for packages that need ctypes.
         timeout_s (`float`, 5.0): wall-clock limit; the process group is killed past it.
@@ -52,7 +56,7 @@ class SandboxConfig:
         UserWarning: with ``isolation="hook"``: it is not a security boundary.
     """
 
-    isolation: str = "bwrap"
+    isolation: str = field(default_factory=lambda: os.environ.get(ISOLATION_VAR, "bwrap"))
     audit_hook: bool = True
     timeout_s: float = 5.0
     cpu_s: int = 5
