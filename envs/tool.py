@@ -41,6 +41,10 @@ Arguments:
         accepted); default: 5 s wall, 5 s CPU, 512 MiB, 16 KiB of output.
     cache_size (`int`, 128): identical programs within one env reuse their result (the child
         has a fixed hash seed, so programs are reproducible); 0 runs every program.
+
+Many copies in one loop: `run_pending(steps)` runs the programs that the coming steps of several
+copies will run, at once through `envs.sandbox.run_many`; each step then finds its result ready
+(the rollout engine does this every turn).
     max_output_chars (`int`, 2000): program output shown to the agents.
     max_action_chars (`int`, 8192), max_obs_chars (`int`, 32768): text bounds.
     render_mode (`str | None`): "ansi" makes `render()` return the transcript.
@@ -53,7 +57,7 @@ from __future__ import annotations
 
 import re
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from pettingzoo import AECEnv
@@ -62,7 +66,7 @@ from pettingzoo.utils import wrappers
 from envs import prompts
 from envs.core import TaskEnvMixin, render_transcript
 from envs.reflection import parse_verdict
-from envs.sandbox import ExecResult, SandboxConfig, run_code
+from envs.sandbox import ExecResult, SandboxConfig, run_code, run_many
 from envs.tasks import Task
 from rewards import Verdict, Verifier, get_verifier
 
@@ -149,6 +153,34 @@ def gsm8k_program(solution: str) -> str:
     return "\n".join(lines)
 
 
+def run_pending(steps: Iterable[tuple[Any, Any]], max_workers: int | None = None) -> int:
+    """Run at once the programs that these steps of `math/tool-v0` envs are about to run.
+
+    Each `(env, action)` is a step about to be taken; steps of other envs, steps that are not an
+    executor's turn and programs already cached are passed over. The programs run in parallel
+    (`run_many`, at most `max_workers` children at once, identical ones once) and each result
+    waits in its env for the `step(action)` that needs it, which then runs nothing.
+
+    Returns:
+        The number of programs run.
+    """
+    jobs: dict[SandboxConfig, list[tuple[ToolEnv, str]]] = {}
+    for env, action in steps:
+        raw = env.unwrapped
+        if isinstance(raw, ToolEnv):
+            code = raw.pending_program(action)
+            if code is not None:
+                jobs.setdefault(raw.sandbox, []).append((raw, code))
+    ran = 0
+    for config, pairs in jobs.items():
+        unique = list(dict.fromkeys(code for _, code in pairs))
+        results = dict(zip(unique, run_many(unique, config, max_workers), strict=True))
+        for raw, code in pairs:
+            raw.provide_result(code, results[code])
+        ran += len(unique)
+    return ran
+
+
 def _sandbox_config(sandbox: SandboxConfig | Mapping[str, Any] | None) -> SandboxConfig:
     if sandbox is None:
         return DEFAULT_SANDBOX
@@ -207,6 +239,7 @@ class ToolEnv(TaskEnvMixin, AECEnv):
         self.rounds, self.stop_on_accept, self.team_reward = rounds, stop_on_accept, team_reward
         self.cache_size, self.max_output_chars = cache_size, max_output_chars
         self._cache: OrderedDict[str, ExecResult] = OrderedDict()
+        self._prepared: dict[str, ExecResult] = {}  # run ahead by `run_pending`, used once
         self.possible_agents = ["analyzer_0", "executor_0", "verifier_0"]
         self.schedule = ["analyzer_0"] + ["executor_0", "verifier_0"] * rounds
         self.max_turns = len(self.schedule)
@@ -231,7 +264,25 @@ class ToolEnv(TaskEnvMixin, AECEnv):
         self.output: str | None = None  # the latest run, as shown to the agents
         self.answer_verdict: Verdict | None = None
         self.feedback: str | None = None
+        self._prepared = {}
         self.agent_selection = self.schedule[0]
+
+    def pending_program(self, action: Any) -> str | None:
+        """The program `step(action)` will run, or None: not the executor's turn, not a str,
+        or a program already cached or run ahead (see `run_pending`)."""
+        if not self.agents or not isinstance(action, str):
+            return None  # not reset, or over
+        agent = self.agent_selection
+        if agent != "executor_0":
+            return None
+        if self.terminations.get(agent) or self.truncations.get(agent):
+            return None
+        code = extract_code(self._check_action(agent, action)[0])[0]
+        return None if code in self._cache or code in self._prepared else code
+
+    def provide_result(self, code: str, result: ExecResult) -> None:
+        """Hand over the result of `code`, run ahead of the step that runs it."""
+        self._prepared[code] = result
 
     def observe(self, agent: str) -> dict[str, str]:
         question = self.problem["question"]
@@ -341,7 +392,9 @@ class ToolEnv(TaskEnvMixin, AECEnv):
         if code in self._cache:
             self._cache.move_to_end(code)
             return self._cache[code]
-        result = run_code(code, self.sandbox)
+        result = self._prepared.pop(code, None)
+        if result is None:
+            result = run_code(code, self.sandbox)
         if self.cache_size:
             self._cache[code] = result
             while len(self._cache) > self.cache_size:

@@ -6,6 +6,9 @@ it is; Parallel envs: every live agent), hands them to the role map in one call,
 out; the rest go on. Each reply is recorded as a `Turn` with its exact prompt and completion token
 ids and log-probabilities, so trainers never re-tokenize.
 
+Programs that executors' replies make the envs run (math/tool-v0) run in parallel across the
+copies before the copies are stepped (`envs.tool.run_pending`).
+
 Rewards: after every env step, each agent's reward from that step is added to that agent's latest
 turn (its own action's reward, or a shared team reward at the end). A reward reaching an agent
 before its first turn waits for that turn.
@@ -25,6 +28,7 @@ from pettingzoo import ParallelEnv
 import envs as envs_pkg
 from agents.base import Generation, Policy
 from agents.roles import RoleMap
+from envs.tool import run_pending
 
 logger = logging.getLogger(__name__)
 
@@ -230,6 +234,8 @@ class RolloutEngine:
         for (slot, agent), (_, obs), gen in zip(owners, requests, generations, strict=True):
             by_slot.setdefault(id(slot), []).append((agent, obs, gen))
             slots[id(slot)] = slot
+        # programs the coming steps will run (math/tool-v0), all at once instead of in turn
+        run_pending((slot.env, g.text) for (slot, _), g in zip(owners, generations, strict=True))
         for key, rows in by_slot.items():
             slot = slots[key]
             if slot.parallel:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import re
+import time
 
 import pytest
 
@@ -114,6 +115,29 @@ def test_identical_programs_run_once(monkeypatch):
         env.step(text)
     assert calls == ["print(5)"]
     assert make(cache_size=0, wrapped=False).cache_size == 0
+
+
+def test_run_pending_runs_the_programs_of_many_copies_at_once(monkeypatch):
+    copies = [make(rounds=1, wrapped=False) for _ in range(4)]
+    for env in copies:
+        env.reset(options={"problem": PROBLEM})
+        env.step("plan")
+    replies = [f"```python\nimport time\ntime.sleep(0.6)\nprint({n})\n```" for n in (5, 5, 6, 7)]
+    steps = list(zip(copies, replies, strict=True))
+    steps.append((make(wrapped=False), "print(1)"))  # not reset: no executor turn, passed over
+    began = time.monotonic()
+    assert tool.run_pending(steps, max_workers=4) == 3  # the two identical programs run once
+    assert time.monotonic() - began < 1.8  # in parallel: 3 x 0.6 s one after another
+    assert tool.run_pending(steps[:4]) == 0  # already run ahead
+
+    def no_run(code, config):
+        raise AssertionError("the step ran its program again")
+
+    monkeypatch.setattr(tool, "run_code", no_run)
+    for env, reply in zip(copies, replies, strict=True):
+        env.step(reply)
+    assert [env.infos["executor_0"]["extracted"] for env in copies] == ["5", "5", "6", "7"]
+    assert [env.rewards["executor_0"] for env in copies] == [1.0, 1.0, 0.0, 0.0]
 
 
 @pytest.mark.parametrize(
