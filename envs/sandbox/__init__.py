@@ -5,50 +5,88 @@
     result.stdout, result.exit_code, result.answer()     # "42\\n", 0, "42"
     run_many(["print(1)", "while True: pass"], max_workers=4)
 
-What is enforced, and how:
+By default (``isolation="bwrap"``) the child runs under bubblewrap, the boundary: the kernel
+enforces what the table's "bwrap" column says whatever the program does, including getting
+around the audit hook, which stays inside as a second layer. ``isolation="hook"`` (opt-in, it
+warns) has only the hook column: defence in depth, not a security boundary.
 
-| threat                          | defence                                                             |
-|---------------------------------|---------------------------------------------------------------------|
-| endless loop                    | wall-clock timeout: SIGKILL to the whole process group; RLIMIT_CPU  |
-| memory hog                      | RLIMIT_AS (a `MemoryError`, or death by signal)                     |
-| output flood                    | stdout/stderr read with a byte cap, the child killed past it;       |
-|                                 | RLIMIT_FSIZE on files it writes                                     |
-| fork bomb, subprocesses         | audit hook denies os.fork/forkpty/posix_spawn/exec/system,          |
-|                                 | subprocess.Popen and importing ``_posixsubprocess``; RLIMIT_NPROC 0 |
-|                                 | (not applied to root); the process group is killed at the end and   |
-|                                 | any process still carrying the run's environment token is killed    |
-| network                         | audit hook denies every ``socket.*`` event; ``network_namespace``   |
-|                                 | (auto where ``unshare -n`` works, e.g. as root) a fresh, empty      |
-|                                 | network namespace                                                   |
-| files outside its directory     | audit hook: writes, renames, deletes, mkdir, chmod only inside the  |
-|                                 | temp dir (symlinks resolved, links denied); reads only inside it    |
-|                                 | and the interpreter's stdlib (not site-packages) plus               |
-|                                 | ``extra_read_paths``; the temp dir is deleted afterwards            |
-| the training process            | fresh interpreter (``-S -s -P -B``), clean environment, no inherited|
-|                                 | fds but its pipes, own session, os.kill/killpg, ctypes, gc object   |
-|                                 | walks and ``resource.setrlimit`` denied                             |
-| interpreter crash (segfault)    | reported as death by signal; RLIMIT_CORE 0                          |
+| threat                  | bwrap (kernel)                         | hook mode (in-process)       |
+|-------------------------|----------------------------------------|------------------------------|
+| endless loop            | wall-clock timeout: SIGKILL to bwrap   | same, SIGKILL to the process |
+|                         | and the namespace's init, so to every  | group; RLIMIT_CPU            |
+|                         | process in it; RLIMIT_CPU              |                              |
+| memory hog              | RLIMIT_AS                              | RLIMIT_AS                    |
+| output flood            | output read with a byte cap, the child | same; RLIMIT_FSIZE; disk use |
+|                         | killed past it; RLIMIT_FSIZE; the work | not bounded in total         |
+|                         | dir is a tmpfs of ``max_disk_bytes``,  |                              |
+|                         | /dev/shm a private 1 MiB tmpfs         |                              |
+| fork bomb, subprocesses | seccomp: fork, vfork, clone without    | hook denies fork/spawn/exec/ |
+|                         | CLONE_THREAD fail with EPERM (threads  | system,                      |
+|                         | work); new pid namespace; nothing      | ``_posixsubprocess``;        |
+|                         | outlives its init                      | RLIMIT_NPROC 0 (not for      |
+|                         |                                        | root); escaped processes     |
+|                         |                                        | swept by their environment   |
+|                         |                                        | token                        |
+| signals, ptrace, SIGIO  | new pid namespace (host pids do not    | hook denies os.kill/killpg,  |
+| to other processes      | exist inside); seccomp denies ptrace,  | pidfd functions deleted,     |
+|                         | process_vm_readv/writev, kcmp,         | fcntl F_SETOWN/F_SETSIG      |
+|                         | pidfd_getfd; new session               | denied                       |
+| network                 | new network namespace: only a loopback | hook denies ``socket.*``;    |
+|                         | of its own; abstract unix sockets are  | ``unshare -n`` where it      |
+|                         | per namespace too                      | works                        |
+| host files, secrets     | mount namespace: only the              | hook: reads only in the temp |
+|                         | interpreter's prefix (site-packages    | dir, stdlib,                 |
+|                         | hidden), system library dirs and       | extra_read_paths (symlinks   |
+|                         | ``extra_read_paths``, read-only; no    | resolved); clean environment |
+|                         | /etc, /home, repository, host          |                              |
+|                         | /dev/shm; ``--clearenv``               |                              |
+| writing host files      | everything but the tmpfs work dir and  | hook: writes only in the     |
+|                         | /dev/shm is read-only or absent; /proc | temp dir; the temp dir       |
+|                         | read-only (see below)                  | removed without following    |
+|                         |                                        | symlinks or opening FIFOs    |
+| the kernel, namespaces  | seccomp: mount, umount2, pivot_root,   | none                         |
+|                         | chroot, setns, unshare, clone with     |                              |
+|                         | namespace flags, keyctl/add_key/       |                              |
+|                         | request_key, bpf, perf_event_open,     |                              |
+|                         | io_uring, userfaultfd, module and      |                              |
+|                         | kexec loading, open_by_handle_at,      |                              |
+|                         | clocks, ... (`envs.sandbox.seccomp`);  |                              |
+|                         | other ABIs (i386, x32) denied;         |                              |
+|                         | ``--cap-drop ALL``; uid/gid 65534 in a |                              |
+|                         | new user namespace                     |                              |
+| the parent (run_code)   | a setup channel the program never      | same                         |
+|                         | holds tells a sandbox failure apart;   |                              |
+|                         | whatever the program writes to the     |                              |
+|                         | status channel, exits with or prints   |                              |
+|                         | is an `ExecResult`                     |                              |
+| interpreter crash       | death by signal; RLIMIT_CORE 0         | same                         |
 
-A denied operation ends the program at once (exit status 86) with ``violation`` naming it,
-e.g. ``"blocked: socket.__new__"``. Functions with no audit event that reach outside (mknod,
+Under bwrap a denied system call fails with EPERM (the program sees an ordinary OSError); the
+hook ends the program at once (exit status 86) with ``violation`` naming the operation, e.g.
+``"blocked: socket.__new__"``. Functions with no audit event that reach outside (mknod,
 mkfifo, nice, chroot, pidfd_open, setsid, clock_settime, ...) are deleted from the child's
-modules, and compiled-in modules cannot be re-created to get them back.
+modules, and compiled-in modules cannot be re-created to get them back. ``audit_hook=False``
+(bwrap only) leaves the kernel alone in charge, e.g. for packages that need ctypes.
 
-``user=65534`` (or any unprivileged uid) adds what the kernel enforces: RLIMIT_NPROC (no
-process or thread at all), file permissions, no capabilities. With a network namespace the
-namespace is made as root and ``unshare --setuid/--setgid`` drops to the user; otherwise Popen
-switches the user (the interpreter must then be readable by that uid).
+The sandbox's uid maps to the caller's on the host: where the caller is root, the program is
+host root without any capability. That is why /proc is mounted read-only (the kernel's global
+sysctls, e.g. ``kernel/core_pattern``, are writable by uid 0 through DAC alone). For a second
+kernel barrier run bwrap as an unprivileged user: ``user=65534`` (the interpreter must then be
+readable by it). Under bwrap an exit status in 129..192 reads as death by that signal (bwrap
+reports a signal as 128 + its number).
 
-Not enforced: the audit hook is defence in depth, not a security boundary (PEP 578): code that
-gets around it (e.g. through a CPython bug) runs with the parent's user id, so as root, without
-``user``, nothing but the hook protects files and RLIMIT_NPROC does not apply (threads work).
-For hostile code use ``user`` or a container. Disk use is bounded per file (RLIMIT_FSIZE), not
-in total. A relative ``os.open(..., dir_fd=...)`` is checked against the cwd (the event does not
-carry the dir fd); that is sound because the cwd is pinned to the temp dir, dir fds can only be
-opened inside it and no symlink can be made there.
+Not enforced: CPU and memory of the machine as a whole (no cgroup limits: many runs at once
+share it); time-based side channels; kernel bugs in the system calls left allowed. Hook mode
+leaves exposed whatever gets around the hook (e.g. a CPython bug): such code runs with the
+caller's uid, files, network and processes; as root without ``user`` nothing but the hook
+protects files and RLIMIT_NPROC does not apply (threads work). A relative ``os.open(...,
+dir_fd=...)`` is checked by the hook against the cwd (the event does not carry the dir fd);
+sound because the cwd is pinned to the work dir, dir fds can only be opened inside it and no
+symlink can be made there.
 
 Layout: `config` (`SandboxConfig`, `ExecResult`), `process` (one child: start, collect under the
-limits, stop, sweep), `child` (the bootstrap the child runs before the program).
+limits, stop, sweep), `bwrap` (the bubblewrap command line), `seccomp` (the BPF filter), `child`
+(the bootstrap the child runs before the program).
 """
 
 from __future__ import annotations
