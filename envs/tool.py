@@ -41,13 +41,13 @@ Arguments:
         accepted); default: 5 s wall, 5 s CPU, 512 MiB, 16 KiB of output.
     cache_size (`int`, 128): identical programs within one env reuse their result (the child
         has a fixed hash seed, so programs are reproducible); 0 runs every program.
+    max_output_chars (`int`, 2000): program output shown to the agents.
+    max_action_chars (`int`, 8192), max_obs_chars (`int`, 32768): text bounds.
+    render_mode (`str | None`): "ansi" makes `render()` return the transcript.
 
 Many copies in one loop: `run_pending(steps)` runs the programs that the coming steps of several
 copies will run, at once through `envs.sandbox.run_many`; each step then finds its result ready
 (the rollout engine does this every turn).
-    max_output_chars (`int`, 2000): program output shown to the agents.
-    max_action_chars (`int`, 8192), max_obs_chars (`int`, 32768): text bounds.
-    render_mode (`str | None`): "ansi" makes `render()` return the transcript.
 
 Version history:
     v0: initial release.
