@@ -20,6 +20,7 @@ from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_toke
 from transformers import (
     AutoModelForCausalLM,
     LlamaConfig,
+    MistralConfig,
     PreTrainedModel,
     PreTrainedTokenizerBase,
     PreTrainedTokenizerFast,
@@ -42,6 +43,9 @@ PRETOKENIZE_REGEX = (
     r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"""
     r"""|\s*[\r\n]+|\s+(?!\S)|\s+"""
 )
+# The same with runs of up to three digits kept together (`build_tokenizer(whole_numbers=True)`).
+WHOLE_NUMBERS = 200  # and numbers below this are single tokens
+WHOLE_NUMBERS_REGEX = PRETOKENIZE_REGEX.replace(r"|\p{N}|", r"|\p{N}{1,3}|")
 
 # ChatML-like. The assistant content and its closing IM_END sit inside {% generation %} markers so
 # `apply_chat_template(..., return_assistant_tokens_mask=True)` (TRL's assistant-only loss) works.
@@ -106,6 +110,7 @@ def build_tokenizer(
     corpus: Iterable[str] | None = None,
     vocab_size: int = 1024,
     model_max_length: int = 4096,
+    whole_numbers: bool = False,
 ) -> PreTrainedTokenizerFast:
     """Trains a byte-level BPE tokenizer and wraps it for transformers.
 
@@ -120,6 +125,13 @@ def build_tokenizer(
         vocab_size (`int`, defaults to `1024`): Target vocabulary size, special tokens included;
             a small corpus may stop short of it.
         model_max_length (`int`, defaults to `4096`): Recorded on the tokenizer.
+        whole_numbers (`bool`, defaults to `False`): Pre-tokenize runs of up to three digits as
+            one piece instead of Qwen2's digit by digit, and make every number below
+            `WHOLE_NUMBERS` a single token (the training text gets each of them often enough
+            for BPE to merge it).
+            transformers 5 rebuilds the pipeline of a folder whose model_type is "qwen2" or
+            "llama" with digits split; pair it with `build_tiny_model(arch="mistral")`, whose
+            folders load the saved pipeline as is.
 
     Returns:
         A `PreTrainedTokenizerFast` with pad (`<|pad|>`), bos (`<|endoftext|>`), eos (`<|im_end|>`),
@@ -128,17 +140,20 @@ def build_tokenizer(
     Raises:
         ValueError: If `vocab_size` cannot hold the 256 byte symbols and the special tokens.
     """
-    minimum = 256 + len(SPECIAL_TOKENS)
+    minimum = 256 + len(SPECIAL_TOKENS) + (WHOLE_NUMBERS - 10 if whole_numbers else 0)
     if vocab_size < minimum:
+        numbers = f" + {WHOLE_NUMBERS - 10} numbers" if whole_numbers else ""
         raise ValueError(
             f"vocab_size={vocab_size} is too small: a byte-level BPE needs at least {minimum} "
-            f"entries (256 bytes + {len(SPECIAL_TOKENS)} special tokens); pass vocab_size>={minimum}."
+            f"entries (256 bytes + {len(SPECIAL_TOKENS)} special tokens{numbers}); "
+            f"pass vocab_size>={minimum}."
         )
+    pattern = WHOLE_NUMBERS_REGEX if whole_numbers else PRETOKENIZE_REGEX
     tokenizer = Tokenizer(models.BPE())
     tokenizer.normalizer = normalizers.NFC()
     tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
         [
-            pre_tokenizers.Split(Regex(PRETOKENIZE_REGEX), behavior="isolated", invert=False),
+            pre_tokenizers.Split(Regex(pattern), behavior="isolated", invert=False),
             pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
         ]
     )
@@ -152,7 +167,16 @@ def build_tokenizer(
     lines = list(builtin_corpus())
     if corpus is not None:
         lines.extend(corpus)
+    if whole_numbers:
+        lines.extend([" ".join(map(str, range(WHOLE_NUMBERS)))] * max(1000, len(lines)))
     tokenizer.train_from_iterator(lines, trainer=trainer)
+    if whole_numbers:
+        split = [n for n in range(WHOLE_NUMBERS) if len(tokenizer.encode(str(n)).ids) != 1]
+        if split:
+            raise ValueError(
+                f"vocab_size={vocab_size} leaves {len(split)} numbers below {WHOLE_NUMBERS} "
+                f"split (e.g. {split[0]}); pass a larger vocab_size."
+            )
     wrapped = PreTrainedTokenizerFast(
         tokenizer_object=tokenizer,
         pad_token=PAD_TOKEN,
@@ -183,7 +207,7 @@ def build_tiny_model(
 
     Args:
         tokenizer (`PreTrainedTokenizerBase`): Sets the vocabulary size and special token ids.
-        arch (`str`, defaults to `"qwen2"`): `"qwen2"` or `"llama"`.
+        arch (`str`, defaults to `"qwen2"`): `"qwen2"`, `"llama"` or `"mistral"`.
         hidden_size (`int`, defaults to `64`): Model width; a multiple of `num_heads`.
         num_layers (`int`, defaults to `2`): Number of decoder layers.
         num_heads (`int`, defaults to `4`): Attention heads.
@@ -202,7 +226,7 @@ def build_tiny_model(
     Raises:
         ValueError: On an unknown `arch` or inconsistent head counts.
     """
-    config_classes = {"qwen2": Qwen2Config, "llama": LlamaConfig}
+    config_classes = {"qwen2": Qwen2Config, "llama": LlamaConfig, "mistral": MistralConfig}
     if arch not in config_classes:
         raise ValueError(f"arch={arch!r} is not supported; pass one of {sorted(config_classes)}.")
     if hidden_size % num_heads or num_heads % num_kv_heads:

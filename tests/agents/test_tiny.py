@@ -11,7 +11,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenize
 
 from agents.base import GenerationArguments
 from agents.hf import HFPolicy
-from agents.tiny import IM_END, PAD_TOKEN, build_tiny_model, build_tokenizer
+from agents.tiny import IM_END, PAD_TOKEN, WHOLE_NUMBERS, build_tiny_model, build_tokenizer
 
 MESSAGES = [
     {"role": "system", "content": "You solve."},
@@ -98,7 +98,7 @@ def test_save_and_load(tokenizer: PreTrainedTokenizerFast, tmp_path: Path) -> No
         torch.testing.assert_close(loaded(ids).logits, model(ids).logits)
 
 
-@pytest.mark.parametrize("arch", ["qwen2", "llama"])
+@pytest.mark.parametrize("arch", ["qwen2", "llama", "mistral"])
 def test_auto_tokenizer_beside_model_config_encodes_the_same(
     tokenizer: PreTrainedTokenizerFast, tmp_path: Path, arch: str
 ) -> None:
@@ -114,6 +114,24 @@ def test_auto_tokenizer_beside_model_config_encodes_the_same(
     assert (loaded.pad_token, loaded.eos_token) == (PAD_TOKEN, IM_END)
 
 
+def test_whole_numbers_are_single_tokens_and_survive_reloading(tmp_path: Path) -> None:
+    tokenizer = build_tokenizer(["Check 17: 17 + 2 = 19?"], vocab_size=512, whole_numbers=True)
+    assert all(len(tokenizer.tokenize(str(n))) == 1 for n in range(WHOLE_NUMBERS))
+    assert tokenizer.tokenize("1234") == ["123", "4"]  # longer runs split in threes
+    assert tokenizer.decode(tokenizer("x - 153 = -7")["input_ids"]) == "x - 153 = -7"
+    build_tiny_model(tokenizer, arch="mistral").save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    loaded = AutoTokenizer.from_pretrained(tmp_path)
+    text = "Check 17: 17 + 2 + 6 = 21? 17 + 2 + 6 = 19 + 6 = 25."
+    assert loaded(text)["input_ids"] == tokenizer(text)["input_ids"]
+    assert len(tokenizer("x + 150")["input_ids"]) < len(build_tokenizer()("x + 150")["input_ids"])
+
+
+def test_whole_numbers_need_room_in_the_vocabulary() -> None:
+    with pytest.raises(ValueError, match=r"vocab_size=300 is too small.*numbers"):
+        build_tokenizer(vocab_size=300, whole_numbers=True)
+
+
 def test_model_deterministic_per_seed(tokenizer: PreTrainedTokenizerFast) -> None:
     a, b, c = (build_tiny_model(tokenizer, seed=s) for s in (0, 0, 1))
     for (name, p), q in zip(a.named_parameters(), b.parameters(), strict=True):
@@ -127,7 +145,7 @@ def test_model_leaves_global_rng_alone(tokenizer: PreTrainedTokenizerFast) -> No
     assert torch.equal(state, torch.get_rng_state())
 
 
-@pytest.mark.parametrize("arch", ["qwen2", "llama"])
+@pytest.mark.parametrize("arch", ["qwen2", "llama", "mistral"])
 def test_model_archs(tokenizer: PreTrainedTokenizerFast, arch: str) -> None:
     model = build_tiny_model(tokenizer, arch=arch)
     assert model.config.model_type == arch

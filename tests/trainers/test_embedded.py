@@ -35,7 +35,7 @@ TINY = EmbeddedRecipe(
     intermediate_size=64,
     num_layers=1,
     num_heads=2,
-    vocab_size=300,
+    vocab_size=512,
     threads=1,
 )
 
@@ -56,8 +56,8 @@ def test_transcripts_check_by_substitution_and_repair_by_the_miss(difficulty):
         right = check_reply(problem, start)
         assert parse_verdict(right) is True and f"Check {start}:" in right
         end = answer_end(problem)
-        assert right.count("=") == difficulty + 1 and f"= {end}? " in right
-        assert f". {end} is {end}." in right
+        assert right.count("=") == difficulty + 2 and f"= {end}? " in right
+        assert f". {end} - {end} = 0: it checks." in right
         assert claimed_answer(repair_reply(problem, start)) == start
         assert repair_reply(problem, start).startswith("The check passed.")
         wrong = slip(problem, rng)
@@ -65,7 +65,9 @@ def test_transcripts_check_by_substitution_and_repair_by_the_miss(difficulty):
         flagged = check_reply(problem, wrong)
         assert parse_verdict(flagged) is False
         miss = abs(wrong - start)
-        assert f": {miss} too {'few' if wrong < start else 'many'}." in flagged
+        assert f" - {end} = {wrong - start}: {miss} too {'few' if wrong < start else 'many'}." in (
+            flagged
+        )
         fixed = repair_reply(problem, wrong)
         assert verifier.verify(fixed, answer).score == 1.0
         assert f"{wrong} {'+' if wrong < start else '-'} {miss} = {start}." in fixed

@@ -32,7 +32,7 @@ from typing import Any
 logger = logging.getLogger(__name__)
 
 EMBEDDED_TASK = "unknown"  # the task the embedded model is built on: the scripts' default
-RECIPE_VERSION = 4  # bump whenever the transcripts or the training change
+RECIPE_VERSION = 8  # bump whenever the transcripts or the training change
 SHIPPED = Path(__file__).resolve().parent / "model"
 REBUILD = "python scripts/build_embedded.py"
 MODEL_FILES = (  # at least these; recipe.json lists every file with its sha256
@@ -56,8 +56,17 @@ class EmbeddedRecipe:
         seed (`int`, 0): seeds the transcripts, the weights and the SFT data order.
         num_problems (`int`): ``unknown`` train problems turned into transcripts.
         difficulty (`tuple[int, ...]`): ``unknown`` levels (steps to undo) of the transcripts.
+        arch (`str`, "mistral"): the `build_tiny_model` architecture; "mistral" because
+            transformers loads its folders with the saved tokenizer pipeline as is.
+        whole_numbers (`bool`, True): numbers are single tokens (`build_tokenizer`), so copying
+            and comparing a number is one attention lookup, not a digit-by-digit one.
+        number_features (`int`, 32): the first ``2 * number_features`` embedding dims of each
+            number token start as cos/sin of the number at that many periods (2 to 400), so
+            adding k is a rotation the model need not discover (`number_embeddings`); 0: random.
         vocab_size, hidden_size, num_layers, num_heads, intermediate_size: the model.
         review_fraction, second_round, team_fraction: transcript mix (`transcripts.sft_rows`).
+        drill_rows, drill_facts: arithmetic drill rows mixed into the SFT data
+            (`transcripts.drill_rows`), each stating that many facts.
         max_steps, batch_size, learning_rate: SFT.
         threads (`int`, 2): torch threads of the build; the same count gives the same bits.
     """
@@ -65,7 +74,10 @@ class EmbeddedRecipe:
     seed: int = 0
     num_problems: int = 13000
     difficulty: tuple[int, ...] = (1, 2, 3)
-    vocab_size: int = 512
+    arch: str = "mistral"
+    whole_numbers: bool = True
+    number_features: int = 32
+    vocab_size: int = 768
     hidden_size: int = 128
     num_layers: int = 4
     num_heads: int = 4
@@ -73,7 +85,9 @@ class EmbeddedRecipe:
     review_fraction: float = 0.7
     second_round: float = 0.5
     team_fraction: float = 0.15
-    max_steps: int = 2500
+    drill_rows: int = 20000
+    drill_facts: int = 16
+    max_steps: int = 3500
     batch_size: int = 16
     learning_rate: float = 2e-3
     threads: int = 2
@@ -159,6 +173,33 @@ def build_embedded(
     return out_dir
 
 
+def number_embeddings(model: Any, tokenizer: Any, features: int) -> None:
+    """Overwrite the first ``2 * features`` dims of each single-token number's embedding with
+    cos/sin of the number at periods from 2 to 400, scaled like the random init."""
+    import math
+
+    import torch
+
+    from agents.tiny import WHOLE_NUMBERS
+
+    weight = model.get_input_embeddings().weight
+    if 2 * features > weight.shape[1]:
+        raise ValueError(
+            f"number_features={features} needs 2x that many of the {weight.shape[1]} dims"
+        )
+    periods = torch.logspace(math.log10(2), math.log10(400), features, dtype=torch.float64)
+    scale = weight.std().item() * math.sqrt(2.0)  # keeps each dim's spread as initialised
+    with torch.no_grad():
+        for n in range(WHOLE_NUMBERS):
+            ids = tokenizer.encode(str(n), add_special_tokens=False)
+            if len(ids) != 1:
+                continue
+            angle = 2 * math.pi * n / periods
+            weight[ids[0], : 2 * features] = (
+                torch.cat([angle.cos(), angle.sin()]).to(weight.dtype) * scale
+            )
+
+
 def _train(
     recipe: EmbeddedRecipe, workdir: Path, out: Path, progress: bool, device: str = "cpu"
 ) -> dict[str, Any]:
@@ -168,7 +209,7 @@ def _train(
 
     import envs
     from agents.tiny import build_tiny_model, build_tokenizer
-    from trainers.embedded.transcripts import sft_rows
+    from trainers.embedded.transcripts import drill_rows, sft_rows
 
     torch.set_num_threads(recipe.threads)
     source = envs.make_task(
@@ -186,10 +227,13 @@ def _train(
         recipe.team_fraction,
     )
     corpus = [m["content"] for r in rows[:2000] for m in r["messages"]]
-    tokenizer = build_tokenizer(corpus, vocab_size=recipe.vocab_size)
+    rows += drill_rows(recipe.drill_rows, recipe.drill_facts, recipe.seed)
+    tokenizer = build_tokenizer(
+        corpus, vocab_size=recipe.vocab_size, whole_numbers=recipe.whole_numbers
+    )
     model = build_tiny_model(
         tokenizer,
-        arch="qwen2",
+        arch=recipe.arch,
         hidden_size=recipe.hidden_size,
         num_layers=recipe.num_layers,
         num_heads=recipe.num_heads,
@@ -199,6 +243,8 @@ def _train(
         seed=recipe.seed,
         initializer_range=0.02,
     )
+    if recipe.number_features:
+        number_embeddings(model, tokenizer, recipe.number_features)
     config = trl.SFTConfig(
         output_dir=str(workdir / "sft"),
         max_steps=recipe.max_steps,

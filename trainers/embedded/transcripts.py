@@ -6,8 +6,11 @@ Each role does what it does in the real setting, scaled down:
   steps: undoing several steps at once is the hard part, so a small model gets it wrong often;
 - the critic checks the answer under review by substitution: it puts the answer in for x
   (``17 + 2 + 6 = 21?``), works the chain one step at a time (each step works out the first term
-  and copies the rest: ``17 + 2 + 6 = 19 + 6 = 25``), compares the result with the stated one
-  and says by how much it misses (``25 is not 21: 4 too many``). Replaying is easier than undoing, so a critic beats the solver;
+  and copies the rest: ``17 + 2 + 6 = 19 + 6 = 25``), subtracts the stated result
+  (``25 - 21 = 4: 4 too many``) and judges by whether that is 0. Replaying is easier than
+  undoing, so a critic beats the solver. (Writing "25 is not 21" instead left the verdict to an
+  equality test between distant tokens that no build learned: the word after "is" stayed at
+  chance; a subtraction is the same lookup as every step, and "is it 0" is one token.)
 - the refiner keeps an accepted answer and repairs a rejected one with the critic's measured
   miss (a start that ends 3 short was 3 too small).
 
@@ -35,7 +38,7 @@ def check_reply(problem: dict[str, Any], claimed: int | None) -> str:
     step at a time (each step works out the first term and copies the rest), then compare the
     result with the one the equation states, written a few tokens before.
 
-    ``Check 17: 17 + 2 + 6 = 21? 17 + 2 + 6 = 19 + 6 = 25. 25 is not 21: 4 too many.``
+    ``Check 17: 17 + 2 + 6 = 21? 17 + 2 + 6 = 19 + 6 = 25. 25 - 21 = 4: 4 too many.``
     """
     meta = problem["metadata"]
     if claimed is None:
@@ -48,10 +51,11 @@ def check_reply(problem: dict[str, Any], claimed: int | None) -> str:
         chain.append(" ".join([str(value), *(f"{op} {k}" for op, k in steps)]))
     end, target = value, meta["end"]
     head = f"Check {claimed}: {chain[0]} = {target}? {' = '.join(chain)}."
+    head = f"{head} {end} - {target} = {end - target}"
     if end == target:
-        return f"{head} {end} is {target}.\nVerdict: correct"
+        return f"{head}: it checks.\nVerdict: correct"
     miss = f"{target - end} too few" if end < target else f"{end - target} too many"
-    return f"{head} {end} is not {target}: {miss}.\nVerdict: incorrect"
+    return f"{head}: {miss}.\nVerdict: incorrect"
 
 
 def revision(claimed: int, start: int) -> str:
@@ -104,6 +108,39 @@ def _answer_text(value: int, rng: random.Random) -> str:
     if rng.random() < 0.5:
         return f"The answer is \\boxed{{{value}}}."
     return revision(max(value + rng.choice([-4, -2, -1, 0, 1, 3, 5]), 0), value)
+
+
+def drill_rows(count: int, facts: int, seed: int) -> list[dict[str, Any]]:
+    """Arithmetic drill rows (``role`` "drill"): each reply states `facts` sums and differences
+    of the kinds the critic and the refiner work out (``17 + 6 = 23. 25 - 21 = 4.``).
+
+    A transcript row holds two or three such facts; a drill row holds many, so the small model
+    meets each fact of its table far more often for the same compute.
+    """
+    rng = random.Random(seed)
+    rows = []
+    for _ in range(count):
+        stated = []
+        for _ in range(facts):
+            if rng.random() < 0.6:  # a step of the chain: a value and a step of 2..9
+                a, k = rng.randint(0, 70), rng.randint(2, 9)
+                op = rng.choice("+-")
+                stated.append(f"{a} {op} {k} = {a + k if op == '+' else a - k}.")
+            else:  # the comparison: a result minus the stated one
+                b = rng.randint(1, 60)
+                a = max(0, b + rng.randint(-20, 20))
+                stated.append(f"{a} - {b} = {a - b}.")
+        rows.append(
+            {
+                "messages": [
+                    {"role": "system", "content": "Practice."},
+                    {"role": "user", "content": "Work out each line."},
+                    {"role": "assistant", "content": " ".join(stated)},
+                ],
+                "role": "drill",
+            }
+        )
+    return rows
 
 
 def sft_rows(
