@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 
@@ -27,6 +28,8 @@ from trainers.embedded.transcripts import (
     solve_reply,
 )
 
+# The trainer tests' start model (tests/conftest.py): digit tokens and no drills, so two SFT steps
+# leave it random enough to answer right now and then (the DPO and PPO tests need such turns).
 TINY = EmbeddedRecipe(
     num_problems=12,
     max_steps=2,
@@ -35,8 +38,22 @@ TINY = EmbeddedRecipe(
     intermediate_size=64,
     num_layers=1,
     num_heads=2,
-    vocab_size=512,
+    arch="qwen2",
+    whole_numbers=False,
+    number_features=0,
+    vocab_size=300,
+    drill_rows=0,
     threads=1,
+)
+# The shipped recipe's features at a tiny size: whole-number tokens, number features, drills.
+TINY_NUMBERS = dataclasses.replace(
+    TINY,
+    arch="mistral",
+    whole_numbers=True,
+    number_features=8,
+    vocab_size=512,
+    drill_rows=12,
+    drill_facts=4,
 )
 
 
@@ -102,6 +119,11 @@ def test_sft_rows_use_the_envs_own_prompts_and_are_seeded():
     assert sft_rows(problems, 1, 1.0, 1.0, 1.0) != rows
 
 
+def test_a_recipe_with_too_many_number_features_is_refused():
+    with pytest.raises(ValueError, match="number_features=32 needs 64 of the 32"):
+        EmbeddedRecipe(hidden_size=32, num_heads=2, number_features=32)
+
+
 def test_recipe_key_changes_with_the_recipe():
     assert TINY.key() == EmbeddedRecipe(**vars(TINY)).key()
     assert TINY.key() != EmbeddedRecipe(**{**vars(TINY), "seed": 1}).key()
@@ -137,13 +159,15 @@ def test_a_missing_or_damaged_file_names_itself_and_the_rebuild(tmp_path):
         check_model_dir(SHIPPED, TINY)
 
 
-def test_build_writes_a_checked_loadable_model(tmp_path):
+@pytest.mark.parametrize("recipe", [TINY, TINY_NUMBERS], ids=["digits", "numbers"])
+def test_build_writes_a_checked_loadable_model(tmp_path, recipe):
     from agents import GenerationArguments, HFPolicy
 
-    path = build_embedded(TINY, tmp_path / "model")
+    path = build_embedded(recipe, tmp_path / "model")
     info = json.loads((path / "recipe.json").read_text())
-    assert info["key"] == TINY.key() and info["sft"]["rows"] > 12
-    assert check_model_dir(path, TINY) == path
+    assert info["key"] == recipe.key() and info["sft"]["rows"] > 12
+    assert info["sft"]["rows_per_role"].get("drill", 0) == recipe.drill_rows
+    assert check_model_dir(path, recipe) == path
     files = {p.name for p in path.iterdir()}
     assert set(MODEL_FILES) | {"recipe.json"} <= files
     assert set(info["files"]) == files - {"recipe.json"}
@@ -153,8 +177,8 @@ def test_build_writes_a_checked_loadable_model(tmp_path):
 
 
 def test_same_recipe_gives_the_same_bytes(tmp_path):
-    first = build_embedded(TINY, tmp_path / "a")
-    second = build_embedded(TINY, tmp_path / "b")
+    first = build_embedded(TINY_NUMBERS, tmp_path / "a")
+    second = build_embedded(TINY_NUMBERS, tmp_path / "b")
     names = sorted(p.name for p in first.iterdir())
     assert names == sorted(p.name for p in second.iterdir())
     for name in names:

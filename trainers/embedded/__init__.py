@@ -96,6 +96,13 @@ class EmbeddedRecipe:
     learning_rate: float = 2e-3
     threads: int = 2
 
+    def __post_init__(self) -> None:
+        if not 0 <= 2 * self.number_features <= self.hidden_size:
+            raise ValueError(
+                f"number_features={self.number_features} needs {2 * self.number_features} of the "
+                f"{self.hidden_size} embedding dims; pass at most {self.hidden_size // 2}"
+            )
+
     def key(self) -> str:
         blob = json.dumps({"version": RECIPE_VERSION, **asdict(self)}, sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
