@@ -119,6 +119,32 @@ def test_sft_rows_use_the_envs_own_prompts_and_are_seeded():
     assert sft_rows(problems, 1, 1.0, 1.0, 1.0) != rows
 
 
+def test_number_embeddings_are_cos_sin_features_of_the_number():
+    import math
+
+    import torch
+
+    from agents.tiny import build_tiny_model, build_tokenizer
+    from trainers.embedded import number_embeddings
+
+    tokenizer = build_tokenizer(vocab_size=512, whole_numbers=True)
+    model = build_tiny_model(tokenizer, arch="mistral", hidden_size=32, initializer_range=0.02)
+    weight = model.get_input_embeddings().weight
+    before = weight.detach().clone()
+    number_embeddings(model, tokenizer, 4)
+    (seven,) = tokenizer.encode("7", add_special_tokens=False)
+    (word,) = tokenizer.encode("x", add_special_tokens=False)
+    first_period = 2.0  # periods run from 2 to 400: at period 2, 7 is half a turn
+    scale = weight[seven, 0].item() / math.cos(2 * math.pi * 7 / first_period)
+    assert scale > 0
+    assert torch.allclose(weight[seven, 8:], before[seven, 8:])  # only 2 x 4 dims set
+    assert torch.equal(weight[word], before[word])  # words keep their random rows
+    (seventeen,) = tokenizer.encode("17", add_special_tokens=False)
+    assert not torch.allclose(weight[seven, :8], weight[seventeen, :8])
+    with pytest.raises(ValueError, match="needs 64 of the 32"):
+        number_embeddings(model, tokenizer, 32)
+
+
 def test_a_recipe_with_too_many_number_features_is_refused():
     with pytest.raises(ValueError, match="number_features=32 needs 64 of the 32"):
         EmbeddedRecipe(hidden_size=32, num_heads=2, number_features=32)

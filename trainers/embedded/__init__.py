@@ -196,7 +196,7 @@ def number_embeddings(model: Any, tokenizer: Any, features: int) -> None:
     weight = model.get_input_embeddings().weight
     if 2 * features > weight.shape[1]:
         raise ValueError(
-            f"number_features={features} needs 2x that many of the {weight.shape[1]} dims"
+            f"number_features={features} needs {2 * features} of the {weight.shape[1]} dims"
         )
     periods = torch.logspace(math.log10(2), math.log10(400), features, dtype=torch.float64)
     scale = weight.std().item() * math.sqrt(2.0)  # keeps each dim's spread as initialised
