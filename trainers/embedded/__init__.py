@@ -17,7 +17,7 @@ CPU with the recipe's thread count the rebuild is bit-identical), in about 20 mi
    features;
 3. SFT with TRL's `SFTTrainer`, loss on the assistant reply only.
 
-The shipped build (recipe v8, 1341 s on 2 cores, 0.95M parameters): solver pass1@turn1 0.367,
+The shipped build (recipe v8, 1184 s on 2 idle cores, 0.95M parameters): solver pass1@turn1 0.367,
 critic balanced verdict accuracy 0.625 (200 held-out problems x 2 samples at T=1;
 docs/results.md has every build tried).
 """
