@@ -69,8 +69,15 @@ def _hook_prefix(config: SandboxConfig) -> tuple[list[str], dict]:
             "unprivileged user namespaces); pass network_namespace=None to run without it"
         )
     elif config.user is not None:
-        ids = {"user": config.user, "group": config.user, "extra_groups": []}
+        ids = _user_ids(config)
     return [*prefix, config.python], ids
+
+
+def _user_ids(config: SandboxConfig) -> dict:
+    """Popen arguments that run the child as `config.user` (and its gid, no other groups)."""
+    if config.user is None:
+        return {}
+    return {"user": config.user, "group": config.user, "extra_groups": []}
 
 
 def _bootstrap_args(config: SandboxConfig, work: str, status_fd: int, setup_fd: int) -> list[str]:
@@ -268,8 +275,8 @@ class SandboxRun:
             status_r, status_w = self._pipe()
             setup_r, setup_w = self._pipe()
             channels = {status_r: "status", setup_r: "setup"}
-            env = _child_env(config, WORKDIR, token)
             if config.isolation == "bwrap":
+                env = _child_env(config, WORKDIR, token)
                 info_r, info_w = self._pipe()
                 channels[info_r] = "info"
                 program = self.code.encode("utf-8", "surrogatepass")
@@ -285,9 +292,7 @@ class SandboxRun:
                     info_fd=info_w,
                 )
                 work, cwd = WORKDIR, "/"
-                ids = {}
-                if config.user is not None:  # bwrap itself runs as that uid on the host
-                    ids = {"user": config.user, "group": config.user, "extra_groups": []}
+                ids = _user_ids(config)  # bwrap itself runs as that uid on the host
             else:
                 tmp = tempfile.mkdtemp(prefix="mathteams-sandbox-", dir=config.tmp_root)
                 self._write_program(tmp)
@@ -397,14 +402,13 @@ class SandboxRun:
             if name == "info":
                 self._watch_namespace()
             return True
-        buffer = self.buffers[name]
         if name in _CHANNELS:
-            buffer += chunk[: max(CHANNEL_BYTES - len(buffer), 0)]
+            self._keep_channel(name, chunk)
             return True
         room = (
             self.config.max_output_bytes - len(self.buffers["stdout"]) - len(self.buffers["stderr"])
         )
-        buffer += chunk[: max(room, 0)]
+        self.buffers[name] += chunk[: max(room, 0)]
         if len(chunk) > room:
             self.truncated = True
             return False
@@ -413,14 +417,18 @@ class SandboxRun:
     def _drain(self, fd: int, name: str) -> None:
         """After the child is gone: keep what is left in a channel (a status written just
         before a timeout, bwrap's report); its writers are dead, so this cannot block."""
-        buffer = self.buffers[name]
         os.set_blocking(fd, False)  # a process the kill has not reached yet may hold it
         with contextlib.suppress(BlockingIOError):
-            while len(buffer) < CHANNEL_BYTES:
+            while len(self.buffers[name]) < CHANNEL_BYTES:
                 chunk = os.read(fd, CHANNEL_BYTES)
                 if not chunk:
                     break
-                buffer += chunk[: CHANNEL_BYTES - len(buffer)]
+                self._keep_channel(name, chunk)
+
+    def _keep_channel(self, name: str, chunk: bytes) -> None:
+        """Append to a channel's buffer up to `CHANNEL_BYTES`; the rest is dropped."""
+        buffer = self.buffers[name]
+        buffer += chunk[: max(CHANNEL_BYTES - len(buffer), 0)]
 
     def _watch_namespace(self) -> None:
         """bwrap has said which host pid is its pid namespace's init: hold a pidfd on it, to
