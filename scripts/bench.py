@@ -689,8 +689,6 @@ def run_train(args: argparse.Namespace) -> dict[str, Any]:
     return figures
 
 
-# ---------------------------------------------------------------- entry point
-
 # ---------------------------------------------------------------- sandbox
 
 
@@ -772,6 +770,8 @@ def run_sandbox(args: argparse.Namespace) -> dict[str, Any]:
     figures["cpu_count"] = os.cpu_count()
     return figures
 
+
+# ---------------------------------------------------------------- entry point
 
 COMMANDS: list[Callable[[Any], None]] = [
     add_verifiers_parser,
