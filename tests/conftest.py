@@ -7,20 +7,19 @@ from pathlib import Path
 
 import pytest
 
-from tests.utils import write_jsonl
+from tests.utils import HOOK_WARNING, bwrap_problem, write_jsonl
 
 
 def pytest_configure(config: pytest.Config) -> None:
     """Where bubblewrap cannot run, programs of the suite's envs run in hook mode (an explicit,
     warning opt-in); the sandbox's own bwrap tests name their isolation and skip with the
     reason."""
-    from envs.sandbox import SandboxConfig, isolation_error
     from envs.sandbox.config import ISOLATION_VAR
 
-    if ISOLATION_VAR in os.environ or isolation_error(SandboxConfig(isolation="bwrap")) is None:
+    if ISOLATION_VAR in os.environ or bwrap_problem() is None:
         return
     os.environ[ISOLATION_VAR] = "hook"
-    config.addinivalue_line("filterwarnings", "ignore:SandboxConfig\\(isolation='hook'\\)")
+    config.addinivalue_line("filterwarnings", HOOK_WARNING)
 
 
 @pytest.fixture(scope="session")

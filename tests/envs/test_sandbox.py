@@ -23,29 +23,19 @@ from envs.sandbox import (
     ExecResult,
     Executor,
     SandboxConfig,
-    isolation_error,
     run_code,
     run_many,
-    sandbox_pids,
 )
+from tests.utils import HOOK_WARNING, own_sandbox_pids, skip_unless_bwrap_runs
 
 FAST = {"timeout_s": 2.0, "cpu_s": 1, "memory_mb": 256, "max_output_bytes": 20_000}
-BWRAP_PROBLEM = isolation_error(SandboxConfig(**FAST, isolation="bwrap"))
-HOOK_WARNING = "ignore:SandboxConfig\\(isolation='hook'\\):UserWarning"
 pytestmark = pytest.mark.filterwarnings(HOOK_WARNING)
-
-
-def own_sandbox_pids() -> list[int]:
-    """Sandboxed processes started by this test process (their token begins with our pid):
-    other test processes may be running sandboxes at the same time (pytest -n)."""
-    return sandbox_pids(f"{TOKEN_VAR}={os.getpid()}.".encode())
 
 
 @pytest.fixture(params=["bwrap", "hook"])
 def config(request, tmp_path):
     """Small limits and a private temp root; after the test: no sandbox process, no temp dir."""
-    if request.param == "bwrap" and BWRAP_PROBLEM is not None:
-        pytest.skip(f"bubblewrap cannot run here: {BWRAP_PROBLEM}")
+    skip_unless_bwrap_runs(request.param)
     root = tmp_path / "sandboxes"
     root.mkdir()
     yield SandboxConfig(**FAST, isolation=request.param, tmp_root=str(root))
@@ -418,8 +408,7 @@ def test_unprivileged_user_gets_os_level_limits(tmp_path, network_namespace):
 
 @pytest.mark.skipif(NOBODY_PYTHON is None, reason="needs root and a Python uid 65534 can run")
 def test_bwrap_can_run_as_an_unprivileged_host_user():
-    if BWRAP_PROBLEM is not None:
-        pytest.skip(f"bubblewrap cannot run here: {BWRAP_PROBLEM}")
+    skip_unless_bwrap_runs()
     config = SandboxConfig(**FAST, isolation="bwrap", python=NOBODY_PYTHON, user=65534)
     with Executor(config, max_workers=1) as executor:
         future = executor.submit("import os, time\nprint(os.getuid())\ntime.sleep(1)")

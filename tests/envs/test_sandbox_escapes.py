@@ -27,39 +27,36 @@ from pathlib import Path
 import pytest
 
 from envs.sandbox import (
-    TOKEN_VAR,
     ExecResult,
     SandboxConfig,
     bwrap,
-    isolation_error,
     run_code,
-    sandbox_pids,
     seccomp,
 )
 from envs.sandbox.process import _remove_tree
+from tests.utils import HOOK_WARNING, bwrap_problem, own_sandbox_pids, skip_unless_bwrap_runs
 
-FAST = {"timeout_s": 3.0, "cpu_s": 2, "memory_mb": 256, "max_output_bytes": 20_000}
-BWRAP_PROBLEM = isolation_error(SandboxConfig(**FAST, isolation="bwrap"))
-FAST["isolation"] = "bwrap"  # named: the suite may default to hook mode where bwrap is missing
+# isolation named: the suite may default to hook mode where bwrap is missing
+FAST = {
+    "isolation": "bwrap",
+    "timeout_s": 3.0,
+    "cpu_s": 2,
+    "memory_mb": 256,
+    "max_output_bytes": 20_000,
+}
 needs_bwrap = pytest.mark.skipif(
-    BWRAP_PROBLEM is not None, reason=f"bubblewrap cannot run here: {BWRAP_PROBLEM}"
+    bwrap_problem() is not None, reason=f"bubblewrap cannot run here: {bwrap_problem()}"
 )
-HOOK_WARNING = "ignore:SandboxConfig\\(isolation='hook'\\):UserWarning"
 LAYERS = pytest.mark.parametrize("audit_hook", [False, True], ids=["kernel-only", "with-hook"])
 ARCH = {"amd64": "x86_64", "arm64": "aarch64"}.get(platform.machine().lower(), platform.machine())
 NR = seccomp.SYSCALLS.get(ARCH, {})
-
-
-def own_sandbox_pids() -> list[int]:
-    """Sandboxed processes of this test process, zombies included (tokens begin with our pid)."""
-    return sandbox_pids(f"{TOKEN_VAR}={os.getpid()}.".encode(), live_only=False)
 
 
 @pytest.fixture(autouse=True)
 def no_survivors():
     """After every test: no process of any sandbox run of ours is left."""
     yield
-    assert own_sandbox_pids() == [], "a sandboxed process outlived its run"
+    assert own_sandbox_pids(live_only=False) == [], "a sandboxed process outlived its run"
 
 
 def run(code: str, audit_hook: bool = True, **changes) -> ExecResult:
@@ -356,8 +353,7 @@ def test_a_program_that_stops_itself_is_still_killed_at_the_deadline(audit_hook)
 def test_sigio_cannot_be_aimed_at_the_parent_or_a_victim(victim, isolation, audit_hook):
     """F_SETOWN makes the kernel send SIGIO (default: terminate) to a process of the
     program's choice when its pipe becomes writable again, which happens as the parent reads."""
-    if isolation == "bwrap" and BWRAP_PROBLEM is not None:
-        pytest.skip(f"bubblewrap cannot run here: {BWRAP_PROBLEM}")
+    skip_unless_bwrap_runs(isolation)
     received: list[int] = []
     previous = {
         sig: signal.signal(sig, lambda number, frame: received.append(number))
@@ -483,8 +479,7 @@ def attack():
 def test_forged_status_messages_become_ordinary_results(
     tmp_path, isolation, audit_hook, action, status
 ):
-    if isolation == "bwrap" and BWRAP_PROBLEM is not None:
-        pytest.skip(f"bubblewrap cannot run here: {BWRAP_PROBLEM}")
+    skip_unless_bwrap_runs(isolation)
     # the status channel is one of the pipes the program inherited: write to every one
     code = f"""
 import os, stat
@@ -581,8 +576,7 @@ def test_hook_mode_temp_dir_removal_survives_hostile_shapes(tmp_path):
     ids=["bwrap-kernel-only", "bwrap-with-hook", "hook"],
 )
 def test_a_deep_directory_chain_and_fifos_leave_nothing_behind(tmp_path, isolation, audit_hook):
-    if isolation == "bwrap" and BWRAP_PROBLEM is not None:
-        pytest.skip(f"bubblewrap cannot run here: {BWRAP_PROBLEM}")
+    skip_unless_bwrap_runs(isolation)
     code = """
 import os
 fd = os.open(".", os.O_RDONLY)
