@@ -23,7 +23,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from envs.arithmetic import SPLIT_SALT
+from envs.arithmetic import APPLY, SPLIT_SALT
 from envs.sources import Problem
 
 MAX_DIFFICULTY = 4
@@ -68,7 +68,7 @@ def replay(metadata: dict[str, Any], start: int) -> tuple[list[str], int]:
     """Replay the problem's steps forwards from `start`: the step equations and the end value."""
     value, lines = start, []
     for op, k in metadata["steps"]:
-        new = value + k if op == "+" else value - k
+        new = APPLY[op](value, k)
         lines.append(f"{value} {op} {k} = {new}.")
         value = new
     return lines, value

@@ -26,6 +26,7 @@ from typing import Any
 
 import envs
 from agents.prompts import build_messages
+from envs.arithmetic import APPLY
 from rewards.extract import last_boxed
 
 
@@ -47,11 +48,13 @@ def check_reply(problem: dict[str, Any], claimed: int | None) -> str:
     chain = [" ".join([str(value), *(f"{op} {k}" for op, k in steps)])]
     while steps:
         op, k = steps.pop(0)
-        value = value + k if op == "+" else value - k
+        value = APPLY[op](value, k)
         chain.append(" ".join([str(value), *(f"{op} {k}" for op, k in steps)]))
     end, target = value, meta["end"]
-    head = f"Check {claimed}: {chain[0]} = {target}? {' = '.join(chain)}."
-    head = f"{head} {end} - {target} = {end - target}"
+    head = (
+        f"Check {claimed}: {chain[0]} = {target}? {' = '.join(chain)}. "
+        f"{end} - {target} = {end - target}"
+    )
     if end == target:
         return f"{head}: it checks.\nVerdict: correct"
     miss = f"{target - end} too few" if end < target else f"{end - target} too many"
@@ -125,7 +128,7 @@ def drill_rows(count: int, facts: int, seed: int) -> list[dict[str, Any]]:
             if rng.random() < 0.6:  # a step of the chain: a value and a step of 2..9
                 a, k = rng.randint(0, 70), rng.randint(2, 9)
                 op = rng.choice("+-")
-                stated.append(f"{a} {op} {k} = {a + k if op == '+' else a - k}.")
+                stated.append(f"{a} {op} {k} = {APPLY[op](a, k)}.")
             else:  # the comparison: a result minus the stated one
                 b = rng.randint(1, 60)
                 a = max(0, b + rng.randint(-20, 20))
