@@ -4,8 +4,9 @@
     python scripts/train_reflection.py grpo --config scripts/configs/reflection_grpo.yaml
     python scripts/train_reflection.py grpo --help           # every field (env, GRPOConfig)
 
-The first argument picks the algorithm (only `grpo` so far). It evaluates on held-out problems,
-trains, evaluates again, and writes the model, metrics.json and curves.png to --output_dir.
+The first argument picks the algorithm (default grpo; --help lists them). It evaluates on
+held-out problems, trains, evaluates again, and writes the model, metrics.json and curves.png
+to --output_dir.
 """
 
 from __future__ import annotations
