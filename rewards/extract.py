@@ -9,7 +9,10 @@ input size. Priority, first found wins:
 3. the last GSM8K marker ``#### N`` (a number must follow: ``#### Step 1`` is a heading),
 4. the last phrase "the answer is X" / "Answer: X" / "Final answer: X" (up to the end of its
    sentence),
-5. the last number of the last non-empty line.
+5. the final math expression, ``$...$``, ``\\(...\\)``, ``\\[...\\]`` or ``$$...$$`` (display
+   math may span lines), when no digit follows it; the expressions just before it that only a
+   separator ("or", ",", ";") divides from it join the segment, so ``$5$ or $6$`` still hedges,
+6. the last number of the last non-empty line.
 
 Markers 1-3 are explicit; `analyze` returns all of them so that `hedge_reason` (in `hedge.py`)
 can refuse a response whose explicit markers disagree. Phrases are prose: models correct
@@ -64,6 +67,14 @@ _SENTENCE_END = re.compile(
     r"|\b(?P<why>because|since|which|given|where|due to|thus|therefore|hence)\b",
     re.IGNORECASE,
 )
+
+
+# Math delimiters, found in one pass and paired in `_math_spans` (a regex with a lazy body per
+# opener would be quadratic on a run of unclosed "$"). An escaped dollar "\\$5" is currency.
+_MATH_DELIMITER = re.compile(r"\$\$|\\[\[\]()]|(?<!\\)\$")
+_CLOSER = {"$$": "$$", "\\[": "\\]", "\\(": "\\)", "$": "$"}
+_JOINER = re.compile(r"\s*(?:,|;|\bor\b|\band\b|\\q?quad)?\s*", re.IGNORECASE)
+_MAX_MATH_CHARS = 1000
 
 
 def sanitize(text: str, limit: int = TAIL_CHARS) -> str:
@@ -181,8 +192,8 @@ class Extraction:
 
     Args:
         answer: the final answer text, unwrapped (``"18"``, ``"\\frac{1}{2}"``), or None.
-        kind: ``"boxed"``, ``"answer_tag"``, ``"gsm8k"``, ``"phrase"``, ``"last_line"`` or
-            ``"none"``.
+        kind: ``"boxed"``, ``"answer_tag"``, ``"gsm8k"``, ``"phrase"``, ``"math"``,
+            ``"last_line"`` or ``"none"``.
         segment: the text the answer was taken from; hedge counting looks at all of it.
         markers: every explicit final-answer marker (boxed, answer tags, ``####``) in order.
     """
@@ -191,6 +202,46 @@ class Extraction:
     kind: str
     segment: str
     markers: tuple[str, ...] = ()
+
+
+def _math_spans(text: str) -> list[tuple[int, int, str]]:
+    """(start, end, content) of each math expression, in order; unpaired delimiters are text."""
+    spans: list[tuple[int, int, str]] = []
+    opener: re.Match[str] | None = None
+    for match in _MATH_DELIMITER.finditer(text):
+        token = match.group()
+        if opener is None:
+            if token in _CLOSER:
+                opener = match
+            continue
+        if token != _CLOSER[opener.group()]:
+            if token in _CLOSER and opener.group() == "$":
+                opener = match  # "$5 and \\(x\\)": the lone "$" was currency
+            continue
+        content = text[opener.end() : match.start()]
+        if opener.group() == "$" and "\n" in content:
+            opener = match  # inline math never spans lines: this "$" opens anew
+            continue
+        spans.append((opener.start(), match.end(), content.strip()))
+        opener = None
+    return spans
+
+
+def _final_math(text: str) -> tuple[str, str] | None:
+    """(answer, segment) from the final math expression, when nothing numeric follows it."""
+    spans = [span for span in _math_spans(text) if span[2]]
+    if not spans:
+        return None
+    start, end, content = spans[-1]
+    if any(char.isdigit() for char in text[end:]) or len(content) > _MAX_MATH_CHARS:
+        return None
+    run = [content]
+    for previous in reversed(spans[:-1]):
+        if not _JOINER.fullmatch(text[previous[1] : start]):
+            break
+        run.insert(0, previous[2])
+        start = previous[0]
+    return _strip_wrappers(content), " ; ".join(run)
 
 
 def _last_phrase(text: str) -> str | None:
@@ -238,6 +289,9 @@ def analyze(response: str) -> Extraction:
     if phrase:
         segment = _strip_wrappers(phrase)
         return Extraction(segment or None, "phrase", segment)
+    final = _final_math(text)
+    if final is not None and final[0]:
+        return Extraction(final[0], "math", final[1])
     lines = [line for line in text.splitlines() if line.strip()]
     if lines:
         tokens = NUMBER_TOKEN.findall(lines[-1])

@@ -21,7 +21,7 @@ import re
 from collections.abc import Callable
 
 from rewards.extract import Extraction, canonical_answer, normalize_text
-from rewards.numeric import NUMBER_TOKEN, fraction_key, parse_number
+from rewards.numeric import NUMBER_TOKEN, fraction_key, parse_decimal_comma, parse_number
 
 __all__ = ["count_candidates", "hedge_reason"]
 
@@ -57,7 +57,9 @@ _SEPARATORS = re.compile(
     r"|\\\\(?![A-Za-z])|&|\||\\(?:lor|vee|land|wedge|mid|cup|cap)\b"
     # Two numbers with only whitespace or non-operator commands between them: "1 2 3",
     # "5 \\hspace{1em} 6", "5 \\setminus 6" (not "2 \\cdot 3", not the thin space of "2\\,125").
-    r"|(?<=\d)(?:\s|\\[;:]|\\(?!(?:" + "|".join(_OPERATORS) + r")\b)[A-Za-z]+\*?(?:\{[^{}]*\})?)+"
+    # (?![A-Za-z]), not \b: "2\\sqrt3" and "2\\frac13" glue a digit to the command name.
+    r"|(?<=\d)(?:\s|\\[;:]|\\(?!(?:" + "|".join(_OPERATORS) + r")(?![A-Za-z]))[A-Za-z]+\*?"
+    r"(?:\{[^{}]*\})?)+"
     r"(?=[-+]?\.?\d)",
     re.IGNORECASE,
 )
@@ -85,6 +87,8 @@ def count_candidates(segment: str) -> int:
         >>> count_candidates("x = 5 or x = -5"), count_candidates("$2,125")
         (2, 1)
     """
+    if parse_number(segment) is not None:
+        return 1  # one number, however grouped: "1 000", "12 345 678", "15\\frac{39}{40}"
     keys = set()
     for part in _SEPARATORS.split(segment, maxsplit=_MAX_PARTS):
         key = _part_key(part)
@@ -97,6 +101,7 @@ def hedge_reason(
     extraction: Extraction,
     reference: str,
     key: Callable[[str], str] = canonical_answer,
+    same: Callable[[str, str], bool] | None = None,
 ) -> str | None:
     """Why a response hedges between answers, or None when it commits to one.
 
@@ -104,26 +109,43 @@ def hedge_reason(
         extraction: what `analyze` found in the response.
         reference: the bare reference answer (its candidate count is the allowance).
         key: maps a marker to the value it stands for; markers with different keys disagree.
+        same: optional check that two markers with different keys still state one value (a
+            symbolic comparison); asked only when at most `MAX_SAME_CHECKS` keys differ, so a
+            response that sprays markers never buys more than a few checks.
 
     Returns:
         A reason starting with "hedged", or None.
     """
-    keys = []
+    firsts: dict[str, str] = {}
     for marker in extraction.markers:
         marker_key = key(marker)
-        if marker_key and marker_key not in keys:
-            keys.append(marker_key)
-    if len(keys) > 1:
-        shown = ", ".join(repr(k[:40]) for k in keys[:4])
+        if marker_key:
+            firsts.setdefault(marker_key, marker)
+    if len(firsts) > 1 and not _same_value(list(firsts.values()), same):
+        shown = ", ".join(repr(k[:40]) for k in list(firsts)[:4])
         return f"hedged: explicit final answers disagree ({shown})"
     if extraction.answer is None:
         return None
     found = count_candidates(extraction.segment)
     if found > 1:
         allowed = max(1, count_candidates(reference))
+        if allowed == 1 and parse_decimal_comma(extraction.segment) is not None:
+            return None  # "3,5" against a single-number reference: a decimal comma
         if found > allowed:
             return (
                 f"hedged: multiple candidate answers ({found} distinct values in the final "
                 f"answer, the reference has {allowed})"
             )
     return None
+
+
+MAX_SAME_CHECKS = 3
+"""Most markers with different keys that `hedge_reason` asks `same` about."""
+
+
+def _same_value(markers: list[str], same: Callable[[str, str], bool] | None) -> bool:
+    """Whether every marker states the value of the last one, by `same`."""
+    if same is None or len(markers) > MAX_SAME_CHECKS:
+        return False
+    last = markers[-1]
+    return all(same(last, other) for other in markers[:-1])

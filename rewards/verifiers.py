@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from rewards.base import Verdict
 from rewards.extract import (
@@ -23,7 +23,13 @@ from rewards.extract import (
     sanitize,
 )
 from rewards.hedge import hedge_reason
-from rewards.numeric import NUMBER_TOKEN, Num, numbers_match, parse_number
+from rewards.numeric import (
+    NUMBER_TOKEN,
+    Num,
+    numbers_match,
+    parse_decimal_comma,
+    parse_number,
+)
 from rewards.symbolic import require_math_verify, symbolic_equal
 
 __all__ = [
@@ -63,15 +69,18 @@ def not_a_string(response: object) -> Verdict | None:
     return Verdict(0.0, None, f"response must be a str, got {type(response).__name__}")
 
 
-def _screen(response: object, reference: str) -> Extraction | Verdict:
-    """Extract the answer, or the zero verdict when there is none or it hedges."""
+def _screen(
+    response: object, reference: str, same: Callable[[str, str], bool] | None = None
+) -> Extraction | Verdict:
+    """Extract the answer, or the zero verdict when there is none or it hedges (`same`: see
+    `rewards.hedge.hedge_reason`)."""
     rejected = not_a_string(response)
     if rejected is not None:
         return rejected
     extraction = analyze(response)  # type: ignore[arg-type]
     if extraction.answer is None:
         return Verdict(0.0, None, NO_ANSWER)
-    hedged = hedge_reason(extraction, reference)
+    hedged = hedge_reason(extraction, reference, same=same)
     if hedged is not None:
         return Verdict(0.0, extraction.answer, hedged)
     return extraction
@@ -85,7 +94,7 @@ def _reference_number(reference: str) -> Num | None:
 def answer_number(answer: str) -> Num | None:
     """The number an extracted answer states: the whole text, the part after its last ``=``, or
     its only number token."""
-    number = parse_number(answer)
+    number = parse_number(answer) or parse_decimal_comma(answer)
     if number is None and "=" in answer:
         number = parse_number(answer.rsplit("=", 1)[1])
     if number is None:
@@ -93,6 +102,27 @@ def answer_number(answer: str) -> Num | None:
         if len(tokens) == 1 and not re.search(r"[A-Za-z\\^]", answer.replace(tokens[0], "")):
             number = parse_number(tokens[0])
     return number
+
+
+# Spellings math-verify does not equate (math-verify 0.9 reads \varnothing as a symbol).
+_SYNONYMS = (("\\varnothing", "\\emptyset"), ("\\cfrac", "\\frac"))
+_LAYOUT = re.compile(r"(?<!\\)\\(?:[,;:! ]|left\b|right\b|displaystyle\b)")
+_SPACE_AROUND_SYMBOL = re.compile(r" ?([^A-Za-z0-9 \\]) ?")
+
+
+def _synonyms(text: str) -> str:
+    for spelling, canonical in _SYNONYMS:
+        text = text.replace(spelling, canonical)
+    return text
+
+
+def _latex_key(text: str) -> str:
+    """The answer with layout (spaces, ``\\left``, ``\\,``, ``\\dfrac``) and synonyms normalised:
+    two answers with one key are one expression, with no symbolic check needed."""
+    text = _LAYOUT.sub(
+        " ", _synonyms(text).replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac")
+    )
+    return _SPACE_AROUND_SYMBOL.sub(r"\1", " ".join(text.split()))
 
 
 def _brace_depth(text: str) -> int:
@@ -156,11 +186,13 @@ class MathVerifier:
     def verify(self, response: str, reference: str) -> Verdict:
         """Score one response against one reference (see the class docstring)."""
         bare = check_reference(reference, self.name)
-        screened = _screen(response, bare)
+        screened = _screen(response, bare, self._same)
         if isinstance(screened, Verdict):
             return screened
         answer = screened.answer or ""
         gold, pred = _reference_number(bare), parse_number(answer)
+        if gold is not None and pred is None:
+            pred = parse_decimal_comma(answer)
         if gold is not None and pred is not None:
             same = numbers_match(gold, pred)
             if same is not None:
@@ -171,8 +203,21 @@ class MathVerifier:
             return Verdict(0.0, answer, f"answer too long for a symbolic check ({len(answer)})")
         if _brace_depth(answer) > self.max_nesting:
             return Verdict(0.0, answer, f"answer nested deeper than {self.max_nesting} braces")
-        same, why = symbolic_equal(bare, answer, self.timeout, self.isolate)
+        if _latex_key(answer) == _latex_key(bare):
+            return Verdict(1.0, answer, "correct: the same expression")
+        same, why = symbolic_equal(_synonyms(bare), _synonyms(answer), self.timeout, self.isolate)
         return Verdict(1.0 if same else 0.0, answer, why if same is not False else f"wrong: {why}")
+
+    def _same(self, first: str, second: str) -> bool:
+        """Whether two final-answer markers state one value (``\\boxed{\\sqrt{2}/2}`` and
+        ``\\boxed{\\frac{\\sqrt2}{2}}``), so that writing both is not a hedge."""
+        if _latex_key(first) == _latex_key(second):
+            return True
+        if max(len(first), len(second)) > self.max_answer_chars:
+            return False
+        if max(_brace_depth(first), _brace_depth(second)) > self.max_nesting:
+            return False
+        return symbolic_equal(first, second, self.timeout, self.isolate)[0] is True
 
 
 class NumericVerifier:
