@@ -25,7 +25,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from rewards.numeric import NUMBER_TOKEN, fraction_key, parse_number
+from rewards.numeric import NUMBER_TOKEN, fraction_key, parse_decimal_comma, parse_number
 
 __all__ = [
     "TAIL_CHARS",
@@ -75,6 +75,12 @@ _MATH_DELIMITER = re.compile(r"\$\$|\\[\[\]()]|(?<!\\)\$")
 _CLOSER = {"$$": "$$", "\\[": "\\]", "\\(": "\\)", "$": "$"}
 _JOINER = re.compile(r"\s*(?:,|;|\bor\b|\band\b|\\q?quad)?\s*", re.IGNORECASE)
 _MAX_MATH_CHARS = 1000
+_SENTENCE_BOUNDARY = re.compile(r"(?<=[A-Za-z)}\]$])[.!?](?=\s)|(?:\$\$|\\\])(?=\s)")
+_PROSE = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{4,}")
+# A number said in a sentence: after a word, a colon, "=" or the segment's start.
+_SPOKEN_NUMBER = re.compile(
+    r"(?:^|(?<=[A-Za-z:$)])\s+|=\s*)(?P<number>" + NUMBER_TOKEN.pattern + r")(?![\w^{}/])"
+)
 
 
 def sanitize(text: str, limit: int = TAIL_CHARS) -> str:
@@ -227,6 +233,17 @@ def _math_spans(text: str) -> list[tuple[int, int, str]]:
     return spans
 
 
+def _outside_math(text: str) -> list[tuple[int, str, int]]:
+    """(start, text, end) of each stretch of `text` outside math expressions."""
+    pieces = []
+    position = 0
+    for start, end, _ in _math_spans(text):
+        pieces.append((position, text[position:start], start))
+        position = end
+    pieces.append((position, text[position:], len(text)))
+    return pieces
+
+
 def _final_math(text: str) -> tuple[str, str] | None:
     """(answer, segment) from the final math expression, when nothing numeric follows it."""
     spans = [span for span in _math_spans(text) if span[2]]
@@ -265,6 +282,27 @@ def _phrase_segment(text: str) -> str | None:
     return (head[:-1] if end["why"] and head.endswith(",") else head).strip()
 
 
+def _phrase_answer(segment: str) -> str:
+    """The answer inside a phrase written as a sentence: "The largest $n$ is 34" gives 34.
+
+    A segment with prose in it (a word of four letters or more outside LaTeX commands and
+    ``\\text{}``) is reduced to its final math expression or its final number after a word
+    or ``=``; anything else is the answer as written.
+    """
+    if parse_number(segment) is not None:
+        return segment  # "5 apples": a number and its unit
+    bare = _TEXT_CMD.sub(" ", segment)
+    if not _PROSE.search("".join(content for _, content, _ in _outside_math(bare))):
+        return segment
+    final = _final_math(segment)
+    if final is not None:
+        return final[0]
+    last = None
+    for last in _SPOKEN_NUMBER.finditer(segment):  # noqa: B007 - only the last one counts
+        pass
+    return segment if last is None else last["number"].strip()
+
+
 def analyze(response: str) -> Extraction:
     """Find the final answer of a response and every explicit answer marker in it.
 
@@ -288,16 +326,31 @@ def analyze(response: str) -> Extraction:
     phrase = _phrase_segment(text)
     if phrase:
         segment = _strip_wrappers(phrase)
-        return Extraction(segment or None, "phrase", segment)
+        return Extraction(_phrase_answer(segment) or None, "phrase", segment)
     final = _final_math(text)
     if final is not None and final[0]:
         return Extraction(final[0], "math", final[1])
     lines = [line for line in text.splitlines() if line.strip()]
+    # "1 000" and "1000,99" are one number each, not "000" and "99".
+    if lines and (parse_number(lines[-1]) or parse_decimal_comma(lines[-1])) is not None:
+        return Extraction(lines[-1].strip(), "last_line", lines[-1].strip())
     if lines:
-        tokens = NUMBER_TOKEN.findall(lines[-1])
-        if tokens:
-            return Extraction(tokens[-1].strip(), "last_line", lines[-1].strip())
+        last = None
+        for last in NUMBER_TOKEN.finditer(lines[-1]):  # noqa: B007 - the last number counts
+            pass
+        if last is not None:
+            return Extraction(last.group().strip(), "last_line", _sentence(lines[-1], last.start()))
     return Extraction(None, "none", "")
+
+
+def _sentence(line: str, position: int) -> str:
+    """The sentence of `line` around `position`, to the line's end: the hedge count of a
+    one-line essay looks at its conclusion, not at every number it worked through. A period
+    after a digit ends no sentence here, so "3. 4. 5. 6." stays one list."""
+    start = 0
+    for boundary in _SENTENCE_BOUNDARY.finditer(line, 0, position):
+        start = boundary.end()
+    return line[start:].strip()
 
 
 def extract_answer(response: str) -> str | None:
@@ -335,9 +388,12 @@ def prepare_reference(reference: str) -> str:
     if "####" in text:
         return text.rsplit("####", 1)[1].strip()
     if "boxed" in text or "fbox" in text:
-        boxed = find_boxed(text)
+        boxed = [_strip_wrappers(b) for b in find_boxed(text)]
         if boxed and boxed[-1]:
-            return _strip_wrappers(boxed[-1])
+            # "\\boxed{1} and \\boxed{-2}": both roots. A value boxed twice in two notations
+            # ("15\\frac{39}{40}", then "\\frac{639}{40}") is one answer: the last spelling.
+            distinct = {canonical_answer(b): b for b in boxed if b}
+            return ", ".join(distinct.values()) if len(distinct) > 1 else boxed[-1]
     return text
 
 

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from rewards.extract import Extraction, canonical_answer, normalize_text
 from rewards.numeric import NUMBER_TOKEN, fraction_key, parse_decimal_comma, parse_number
 
-__all__ = ["count_candidates", "hedge_reason"]
+__all__ = ["count_candidates", "hedge_reason", "join_markers"]
 
 _OPERATORS = (
     "cdot",
@@ -46,6 +46,11 @@ _OPERATORS = (
     "dots",
     "binom",
     "choose",
+    "approx",
+    "sim",
+    "simeq",
+    "equiv",
+    "cong",
     "mod",
     "bmod",
     "pmod",
@@ -78,8 +83,57 @@ def _part_key(part: str) -> str | None:
     return fraction_key(number.value) if number is not None else normalize_text(value)
 
 
-def count_candidates(segment: str) -> int:
+# Stand-ins, while splitting, for a comma or semicolon inside brackets and for a matrix's cell
+# and row separators.
+_GROUPED, _GROUPED_CELL, _GROUPED_ROW = "\x00", "\x01", "\x02"
+_ENVIRONMENT = re.compile(r"\\(begin|end)\s*\{(?:[pbvBV]?matrix|smallmatrix|array)\}")
+
+
+def _split(segment: str) -> list[str]:
+    """Parts between separators. A comma inside brackets, as in ``(1, 2)``, ``[0, 1)`` or
+    ``\\{1, 2\\}``, belongs to one value (math-verify reads a tuple, interval or set, never
+    equal to one of its members), and so does everything inside a matrix or array environment
+    (its ``&`` and ``\\\\`` are its layout, not alternatives)."""
+    chars = []
+    depth = environments = 0
+    index = 0
+    while index < len(segment):
+        char = segment[index]
+        if char == "\\":
+            environment = _ENVIRONMENT.match(segment, index)
+            if environment is not None:
+                environments = max(0, environments + (1 if environment[1] == "begin" else -1))
+                chars.append(environment.group())
+                index = environment.end()
+                continue
+            if environments and segment.startswith("\\\\", index):
+                chars.append(_GROUPED_ROW)
+                index += 2
+                continue
+        if char in "([{":
+            depth += 1
+        elif char in ")]}":
+            depth = max(0, depth - 1)
+        elif (depth or environments) and char in ",;":
+            char = _GROUPED
+        elif environments and char == "&":
+            char = _GROUPED_CELL
+        chars.append(char)
+        index += 1
+    parts = _SEPARATORS.split("".join(chars), maxsplit=_MAX_PARTS)
+    return [
+        part.replace(_GROUPED, ",").replace(_GROUPED_CELL, "&").replace(_GROUPED_ROW, "\\\\")
+        for part in parts
+    ]
+
+
+def count_candidates(segment: str, grouped: bool = True) -> int:
     """Distinct candidate values in a final-answer segment (see the module docstring).
+
+    Args:
+        segment: the final-answer text.
+        grouped: a bracketed group such as ``(1, 2)`` or ``\\{1, 2\\}`` counts as one value
+            (the default, for answers); False counts its members (for a reference's allowance).
 
     Examples:
         >>> count_candidates("3, 4, 5"), count_candidates("9 * 2 = 18 dollars")
@@ -90,11 +144,43 @@ def count_candidates(segment: str) -> int:
     if parse_number(segment) is not None:
         return 1  # one number, however grouped: "1 000", "12 345 678", "15\\frac{39}{40}"
     keys = set()
-    for part in _SEPARATORS.split(segment, maxsplit=_MAX_PARTS):
+    parts = _split(segment) if grouped else _SEPARATORS.split(segment, maxsplit=_MAX_PARTS)
+    for part in parts:
         key = _part_key(part)
         if key:
             keys.add(key)
     return len(keys)
+
+
+def _distinct_markers(
+    extraction: Extraction, key: Callable[[str], str] = canonical_answer
+) -> list[str]:
+    """The first spelling of each distinct marker value, in order."""
+    firsts: dict[str, str] = {}
+    for marker in extraction.markers:
+        marker_key = key(marker)
+        if marker_key:
+            firsts.setdefault(marker_key, marker)
+    return list(firsts.values())
+
+
+def join_markers(extraction: Extraction, reference: str) -> Extraction:
+    """One answer from several markers when the reference has at least as many values.
+
+    ``\\boxed{-2} and \\boxed{1}`` against ``1, -2`` states the two roots, one per box: the
+    answer becomes ``-2, 1``. Against a one-value reference, the extraction is returned as it
+    is (and `hedge_reason` refuses it).
+
+    Examples:
+        >>> from rewards.extract import analyze
+        >>> join_markers(analyze("\\\\boxed{-2} and \\\\boxed{1}"), "1, -2").answer
+        '-2, 1'
+    """
+    markers = _distinct_markers(extraction)
+    if len(markers) < 2 or len(markers) > _allowance(reference):
+        return extraction
+    joined = ", ".join(markers)
+    return Extraction(joined, extraction.kind, joined, (joined,))
 
 
 def hedge_reason(
@@ -116,19 +202,15 @@ def hedge_reason(
     Returns:
         A reason starting with "hedged", or None.
     """
-    firsts: dict[str, str] = {}
-    for marker in extraction.markers:
-        marker_key = key(marker)
-        if marker_key:
-            firsts.setdefault(marker_key, marker)
-    if len(firsts) > 1 and not _same_value(list(firsts.values()), same):
-        shown = ", ".join(repr(k[:40]) for k in list(firsts)[:4])
+    markers = _distinct_markers(extraction, key)
+    if len(markers) > 1 and not _same_value(markers, same):
+        shown = ", ".join(repr(key(m)[:40]) for m in markers[:4])
         return f"hedged: explicit final answers disagree ({shown})"
     if extraction.answer is None:
         return None
     found = count_candidates(extraction.segment)
     if found > 1:
-        allowed = max(1, count_candidates(reference))
+        allowed = _allowance(reference)
         if allowed == 1 and parse_decimal_comma(extraction.segment) is not None:
             return None  # "3,5" against a single-number reference: a decimal comma
         if found > allowed:
@@ -137,6 +219,11 @@ def hedge_reason(
                 f"answer, the reference has {allowed})"
             )
     return None
+
+
+def _allowance(reference: str) -> int:
+    """How many values the reference states: ``{1, 2, 3}`` counts its three members."""
+    return max(1, count_candidates(reference), count_candidates(reference, grouped=False))
 
 
 MAX_SAME_CHECKS = 3

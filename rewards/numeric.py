@@ -36,8 +36,9 @@ __all__ = [
     "parse_number",
 ]
 
-# One unsigned number: thousands-grouped or plain, with an optional decimal part.
-_NUM = r"(?:\d{1,3}(?:,\d{3})+(?!\d)(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+)"
+# One unsigned number: thousands-grouped (never after a lone 0: "0,111" is a decimal comma) or
+# plain, with an optional decimal part.
+_NUM = r"(?:[1-9]\d{0,2}(?:,\d{3})+(?!\d)(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+)"
 _FRAC_ARG = r"\{\s*(?:-\s*)?" + _NUM + r"\s*\}"  # not \s*-?\s*: quadratic on spaces
 
 NUMBER_TOKEN = re.compile(
@@ -47,6 +48,7 @@ NUMBER_TOKEN = re.compile(
     + _FRAC_ARG
     + r"\s*"
     + _FRAC_ARG
+    + r"|(?<!\\)\\+[dt]?frac\d\d(?!\d)"  # \frac12
     + r"|"
     + _NUM
     + r"(?:\s*/\s*"
@@ -78,6 +80,7 @@ _WRAPPERS = (
 _TEXT_CMD = re.compile(
     r"\\+(?:text|textrm|textbf|textit|textnormal|mathrm|mathbf|mbox|operatorname)\s*\{([^{}]*)\}"
 )
+_LATEX_COMMA = re.compile(r"\s*\{\s*,\s*\}\s*|,\s*\\+!\s*")
 _SPACING = re.compile(r"\\+[!,;: ]|\\+(?:left|right|displaystyle)\b|~")
 _CURRENCY = re.compile(r"\\*\$|\bUS(?:D|\$)?\b|[€£¥₹]|\\+(?:euro|pounds)\b")
 _PERCENT_LATEX = re.compile(r"\\+%")
@@ -136,7 +139,9 @@ def _unwrap(text: str) -> str:
 
 def _clean(text: str) -> str:
     text = _unwrap(text.strip())
-    text = _SPACING.sub("", text.replace("{,}", ","))
+    # LaTeX thousands separators: "2{,}125", "14 {, }916", "11,\\! 111".
+    text = _LATEX_COMMA.sub(",", text)
+    text = _SPACING.sub("", text)
     text = _TEXT_CMD.sub(r" \1 ", text)
     text = _PERCENT_LATEX.sub("%", text)
     text = _CURRENCY.sub(" ", text)

@@ -22,7 +22,7 @@ from rewards.extract import (
     prepare_reference,
     sanitize,
 )
-from rewards.hedge import hedge_reason
+from rewards.hedge import hedge_reason, join_markers
 from rewards.numeric import (
     NUMBER_TOKEN,
     Num,
@@ -77,7 +77,7 @@ def _screen(
     rejected = not_a_string(response)
     if rejected is not None:
         return rejected
-    extraction = analyze(response)  # type: ignore[arg-type]
+    extraction = join_markers(analyze(response), reference)  # type: ignore[arg-type]
     if extraction.answer is None:
         return Verdict(0.0, None, NO_ANSWER)
     hedged = hedge_reason(extraction, reference, same=same)
@@ -89,6 +89,17 @@ def _screen(
 @functools.lru_cache(maxsize=65536)
 def _reference_number(reference: str) -> Num | None:
     return parse_number(reference)
+
+
+_REFERENCE_DECIMAL_COMMA = re.compile(r"-?(?:0,\d+|\d+,(?:\d\d|\d{4,}))")
+
+
+def _reference_decimal_comma(reference: str) -> Num | None:
+    """A reference written with a decimal comma, as math-verify reads one: ``1,22`` or ``0,111``
+    (one digit after the comma, as in ``1,2``, is a list of two answers)."""
+    if _REFERENCE_DECIMAL_COMMA.fullmatch(reference.strip().strip("$").strip()) is None:
+        return None
+    return parse_decimal_comma(reference)
 
 
 def answer_number(answer: str) -> Num | None:
@@ -119,10 +130,13 @@ def _synonyms(text: str) -> str:
 def _latex_key(text: str) -> str:
     """The answer with layout (spaces, ``\\left``, ``\\,``, ``\\dfrac``) and synonyms normalised:
     two answers with one key are one expression, with no symbolic check needed."""
+    text = text.strip()
+    if len(text) >= 2 and text[0] == text[-1] == "$":
+        text = text.strip("$")
     text = _LAYOUT.sub(
         " ", _synonyms(text).replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac")
     )
-    return _SPACE_AROUND_SYMBOL.sub(r"\1", " ".join(text.split()))
+    return _SPACE_AROUND_SYMBOL.sub(r"\1", " ".join(sanitize(text, len(text)).split()))
 
 
 def _brace_depth(text: str) -> int:
@@ -193,6 +207,8 @@ class MathVerifier:
         gold, pred = _reference_number(bare), parse_number(answer)
         if gold is not None and pred is None:
             pred = parse_decimal_comma(answer)
+        elif gold is None and pred is not None and pred.is_float:
+            gold = _reference_decimal_comma(bare)
         if gold is not None and pred is not None:
             same = numbers_match(gold, pred)
             if same is not None:
