@@ -40,6 +40,7 @@ __all__ = [
     "normalize_text",
     "prepare_reference",
     "sanitize",
+    "spoken_numbers",
 ]
 
 TAIL_CHARS = 4000
@@ -75,11 +76,16 @@ _MATH_DELIMITER = re.compile(r"\$\$|\\[\[\]()]|(?<!\\)\$")
 _CLOSER = {"$$": "$$", "\\[": "\\]", "\\(": "\\)", "$": "$"}
 _JOINER = re.compile(r"\s*(?:,|;|\bor\b|\band\b|\\q?quad)?\s*", re.IGNORECASE)
 _MAX_MATH_CHARS = 1000
+_MAX_JOINER_CHARS = 24  # "$5$, or $6$": a separator between expressions is short
 _SENTENCE_BOUNDARY = re.compile(r"(?<=[A-Za-z)}\]$])[.!?](?=\s)|(?:\$\$|\\\])(?=\s)")
 _PROSE = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{4,}")
-# A number said in a sentence: after a word, a colon, "=" or the segment's start.
+# A number said in a sentence: after a plain word (not a LaTeX command such as \\times), a
+# parenthesis, a colon, "=" or the start.
 _SPOKEN_NUMBER = re.compile(
-    r"(?:^|(?<=[A-Za-z:$)])\s+|=\s*)(?P<number>" + NUMBER_TOKEN.pattern + r")(?![\w^{}/])"
+    r"(?:^|(?<![\\A-Za-z])[A-Za-z]+'?[A-Za-z]*\s+|[(:=]\s*)(?P<number>"
+    + NUMBER_TOKEN.pattern
+    + r")"
+    r"(?![\w^{}/])"
 )
 
 
@@ -254,7 +260,8 @@ def _final_math(text: str) -> tuple[str, str] | None:
         return None
     run = [content]
     for previous in reversed(spans[:-1]):
-        if not _JOINER.fullmatch(text[previous[1] : start]):
+        between = text[previous[1] : start]
+        if len(between) > _MAX_JOINER_CHARS or not _JOINER.fullmatch(between):
             break
         run.insert(0, previous[2])
         start = previous[0]
@@ -282,25 +289,38 @@ def _phrase_segment(text: str) -> str | None:
     return (head[:-1] if end["why"] and head.endswith(",") else head).strip()
 
 
+def spoken_numbers(text: str) -> list[str] | None:
+    """The numbers a piece of prose states, or None when `text` is not prose.
+
+    Prose has a word of four letters or more outside math, LaTeX commands and ``\\text{}``;
+    a number in it counts when a plain word, "(", ":" or "=" comes before it, so in
+    ``2 \\times 10^3 meters`` only the 2 is said, and "17 (equivalent to 18)" says two.
+
+    Examples:
+        >>> spoken_numbers("The largest $n$ is 34"), spoken_numbers("x^2 + 1") is None
+        (['34'], True)
+    """
+    bare = _TEXT_CMD.sub(" ", text)
+    if not _PROSE.search("".join(content for _, content, _ in _outside_math(bare))):
+        return None
+    return [match["number"].strip() for match in _SPOKEN_NUMBER.finditer(text)]
+
+
 def _phrase_answer(segment: str) -> str:
     """The answer inside a phrase written as a sentence: "The largest $n$ is 34" gives 34.
 
-    A segment with prose in it (a word of four letters or more outside LaTeX commands and
-    ``\\text{}``) is reduced to its final math expression or its final number after a word
-    or ``=``; anything else is the answer as written.
+    A segment that is prose (see `spoken_numbers`) is reduced to its final math expression,
+    or to the one number it states; anything else is the answer as written.
     """
     if parse_number(segment) is not None:
         return segment  # "5 apples": a number and its unit
-    bare = _TEXT_CMD.sub(" ", segment)
-    if not _PROSE.search("".join(content for _, content, _ in _outside_math(bare))):
+    said = spoken_numbers(segment)
+    if said is None:
         return segment
     final = _final_math(segment)
     if final is not None:
         return final[0]
-    last = None
-    for last in _SPOKEN_NUMBER.finditer(segment):  # noqa: B007 - only the last one counts
-        pass
-    return segment if last is None else last["number"].strip()
+    return said[0] if len(said) == 1 else segment
 
 
 def analyze(response: str) -> Extraction:

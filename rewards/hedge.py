@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from rewards.extract import Extraction, canonical_answer, normalize_text
+from rewards.extract import Extraction, canonical_answer, normalize_text, spoken_numbers
 from rewards.numeric import NUMBER_TOKEN, fraction_key, parse_decimal_comma, parse_number
 
 __all__ = ["count_candidates", "hedge_reason", "join_markers"]
@@ -71,16 +71,24 @@ _SEPARATORS = re.compile(
 _MAX_PARTS = 1000
 
 
-def _part_key(part: str) -> str | None:
+def _part_keys(part: str, prose: bool = False) -> set[str]:
     value = part.rsplit("=", 1)[-1].strip()
     if not any(char.isdigit() for char in value):
-        return None
+        return set()
     number = parse_number(value)
     if number is None:
+        said = spoken_numbers(value) if prose else None
+        if said is not None and len(said) > 1:  # "17 (equivalent to 18 ...)": two values
+            return {key for token in said if (key := _number_key(token))}
         tokens = NUMBER_TOKEN.findall(value)
         if len(tokens) == 1:
             number = parse_number(tokens[0])
-    return fraction_key(number.value) if number is not None else normalize_text(value)
+    return {fraction_key(number.value) if number is not None else normalize_text(value)}
+
+
+def _number_key(token: str) -> str:
+    number = parse_number(token)
+    return fraction_key(number.value) if number is not None else normalize_text(token)
 
 
 # Stand-ins, while splitting, for a comma or semicolon inside brackets and for a matrix's cell
@@ -127,13 +135,15 @@ def _split(segment: str) -> list[str]:
     ]
 
 
-def count_candidates(segment: str, grouped: bool = True) -> int:
+def count_candidates(segment: str, grouped: bool = True, prose: bool = False) -> int:
     """Distinct candidate values in a final-answer segment (see the module docstring).
 
     Args:
         segment: the final-answer text.
         grouped: a bracketed group such as ``(1, 2)`` or ``\\{1, 2\\}`` counts as one value
             (the default, for answers); False counts its members (for a reference's allowance).
+        prose: count each number a sentence states (`rewards.extract.spoken_numbers`), for
+            the segment of an "answer is" phrase: "17 (equivalent to 18)" states two.
 
     Examples:
         >>> count_candidates("3, 4, 5"), count_candidates("9 * 2 = 18 dollars")
@@ -146,9 +156,7 @@ def count_candidates(segment: str, grouped: bool = True) -> int:
     keys = set()
     parts = _split(segment) if grouped else _SEPARATORS.split(segment, maxsplit=_MAX_PARTS)
     for part in parts:
-        key = _part_key(part)
-        if key:
-            keys.add(key)
+        keys |= _part_keys(part, prose)
     return len(keys)
 
 
@@ -208,7 +216,7 @@ def hedge_reason(
         return f"hedged: explicit final answers disagree ({shown})"
     if extraction.answer is None:
         return None
-    found = count_candidates(extraction.segment)
+    found = count_candidates(extraction.segment, prose=extraction.kind == "phrase")
     if found > 1:
         allowed = _allowance(reference)
         if allowed == 1 and parse_decimal_comma(extraction.segment) is not None:

@@ -67,7 +67,7 @@ _NUMBER_TEXT = re.compile(
     r"|(?P<n>" + _NUM + r")(?:\s*/\s*(?P<d>" + _NUM + r"))?)"
     r"\s*(?P<pct>%|percent\b|per\s?cent\b)?"
     r"(?P<unit>(?:\s+[A-Za-z][A-Za-z'./-]*)+)?"
-    r"\s*[.,;:!]?"
+    r"\s*[.,;:]?"  # not "!": 18! is a factorial to math-verify
 )
 
 _WRAPPERS = (

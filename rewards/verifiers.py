@@ -110,7 +110,8 @@ def answer_number(answer: str) -> Num | None:
         number = parse_number(answer.rsplit("=", 1)[1])
     if number is None:
         tokens = NUMBER_TOKEN.findall(answer)
-        if len(tokens) == 1 and not re.search(r"[A-Za-z\\^]", answer.replace(tokens[0], "")):
+        # Letters, powers and factorials change the number: "18x", "18^2", "18!".
+        if len(tokens) == 1 and not re.search(r"[A-Za-z\\^!]", answer.replace(tokens[0], "")):
             number = parse_number(tokens[0])
     return number
 
@@ -199,8 +200,17 @@ class MathVerifier:
 
     def verify(self, response: str, reference: str) -> Verdict:
         """Score one response against one reference (see the class docstring)."""
+        asked: list[str] = []
+        verdict = self._verify(response, reference, functools.partial(self._same, asked=asked))
+        if asked and "math-verify" not in verdict.reason:
+            # The reason says when math-verify ran, so a slow verdict is explained by it.
+            reason = f"{verdict.reason} (final answers compared by math-verify: {asked[-1]})"
+            return Verdict(verdict.score, verdict.extracted, reason)
+        return verdict
+
+    def _verify(self, response: str, reference: str, same: Callable[[str, str], bool]) -> Verdict:
         bare = check_reference(reference, self.name)
-        screened = _screen(response, bare, self._same)
+        screened = _screen(response, bare, same)
         if isinstance(screened, Verdict):
             return screened
         answer = screened.answer or ""
@@ -224,16 +234,19 @@ class MathVerifier:
         same, why = symbolic_equal(_synonyms(bare), _synonyms(answer), self.timeout, self.isolate)
         return Verdict(1.0 if same else 0.0, answer, why if same is not False else f"wrong: {why}")
 
-    def _same(self, first: str, second: str) -> bool:
+    def _same(self, first: str, second: str, asked: list[str]) -> bool:
         """Whether two final-answer markers state one value (``\\boxed{\\sqrt{2}/2}`` and
-        ``\\boxed{\\frac{\\sqrt2}{2}}``), so that writing both is not a hedge."""
+        ``\\boxed{\\frac{\\sqrt2}{2}}``), so that writing both is not a hedge; `asked` collects
+        math-verify's reasons."""
         if _latex_key(first) == _latex_key(second):
             return True
         if max(len(first), len(second)) > self.max_answer_chars:
             return False
         if max(_brace_depth(first), _brace_depth(second)) > self.max_nesting:
             return False
-        return symbolic_equal(first, second, self.timeout, self.isolate)[0] is True
+        same, why = symbolic_equal(_synonyms(first), _synonyms(second), self.timeout, self.isolate)
+        asked.append(why)
+        return same is True
 
 
 class NumericVerifier:
@@ -325,6 +338,7 @@ _ANLI_ALIASES = {
     "contradictory": "contradiction",
 }
 _ANLI_LABELS = ("entailment", "neutral", "contradiction")
+_NEGATION = re.compile(r"\b(?:not|no|never|isn't|is not)\s+(?:an?\s+)?$")
 
 
 class LabelVerifier:
@@ -387,7 +401,10 @@ class LabelVerifier:
         found: list[str] = []
         if self._pattern is None:
             return found
-        for match in self._pattern.finditer(text.lower()):
+        lowered = text.lower()
+        for match in self._pattern.finditer(lowered):
+            if _NEGATION.search(lowered, max(0, match.start() - 12), match.start()):
+                continue  # "not entailment" names the label to deny it
             label = self._words[match.group()]
             if label not in found:
                 found.append(label)
