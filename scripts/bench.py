@@ -56,7 +56,8 @@ def add_verifiers_parser(subparsers: Any) -> None:
         "--data-path",
         type=Path,
         default=DEFAULT_GSM8K if DEFAULT_GSM8K.exists() else None,
-        help="GSM8K JSONL (question, answer ending in '#### N'); default ../shared/data/gsm8k/"
+        help="GSM8K JSONL (question, answer ending in '#### N') or MATH JSONL (solution, answer: "
+        "each solution against its answer and another problem's); default ../shared/data/gsm8k/"
         "test.jsonl when present, else generated GSM8K-style solutions",
     )
     parser.add_argument("--limit", type=int, default=None, help="use only the first N problems")
@@ -97,12 +98,16 @@ def _load_pairs(args: argparse.Namespace) -> tuple[list[tuple[str, str, bool]], 
     if args.data_path is not None and args.generate is None:
         lines = Path(args.data_path).read_text(encoding="utf-8").splitlines()
         rows = [json.loads(line) for line in lines if line.strip()]
-        source = str(args.data_path)
+        source = str(args.data_path) + (
+            " (MATH solutions)" if rows and "solution" in rows[0] else ""
+        )
     else:
         count = args.generate or 500
         rows = _generated_solutions(count, args.seed)
         source = f"generated ({count} GSM8K-style solutions)"
     rows = rows[: args.limit] if args.limit else rows
+    if rows and "solution" in rows[0]:
+        return _math_pairs(rows), source
     rng = random.Random(args.seed)
     pairs = []
     for row in rows:
@@ -112,6 +117,23 @@ def _load_pairs(args: argparse.Namespace) -> tuple[list[tuple[str, str, bool]], 
         pairs.append((row["answer"], final, True))
         pairs.append((f"{body}#### {wrong}", final, False))
     return pairs, source
+
+
+def _math_pairs(rows: Sequence[dict[str, str]]) -> list[tuple[str, str, bool]]:
+    """MATH rows (``solution``, ``answer``): each solution against its own answer, and against
+    the next answer of another value (by `rewards.extract.canonical_answer`)."""
+    from rewards.extract import canonical_answer
+
+    pairs = []
+    for index, row in enumerate(rows):
+        pairs.append((row["solution"], row["answer"], True))
+        key = canonical_answer(row["answer"])
+        for step in range(1, len(rows)):
+            other = rows[(index + step) % len(rows)]["answer"]
+            if canonical_answer(other) != key:
+                pairs.append((row["solution"], other, False))
+                break
+    return pairs
 
 
 def _rate(
@@ -154,8 +176,11 @@ def run_verifiers(args: argparse.Namespace) -> dict[str, Any]:
     def ours_fn(response: str, reference: str) -> bool:
         return ours.verify(response, reference).correct
 
+    # MATH answers are LaTeX: math-verify finds them only inside math delimiters.
+    wrap = "${}$" if source.endswith("(MATH solutions)") else "{}"
+
     def plain_fn(response: str, reference: str) -> bool:
-        return bool(verify(parse(reference), parse(response)))
+        return bool(verify(parse(wrap.format(reference)), parse(response)))
 
     for fn in (ours_fn, plain_fn):  # warm up imports and caches outside the timing
         for response, reference, _ in pairs[:20]:
@@ -168,7 +193,8 @@ def run_verifiers(args: argparse.Namespace) -> dict[str, Any]:
     # Same comparison, but math-verify is handed our extracted answer: isolates the fast path's
     # number rules from the two extractors' differences.
     same_input = [
-        bool(verify(parse(ref), parse(extract_answer(resp) or ""))) for resp, ref, _ in pairs
+        bool(verify(parse(wrap.format(ref)), parse(extract_answer(resp) or "")))
+        for resp, ref, _ in pairs
     ]
     differ_same_input = sum(a != b for a, b in zip(our_verdicts, same_input, strict=True))
     expected = [want for _, _, want in pairs]
