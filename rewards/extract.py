@@ -77,6 +77,7 @@ _CLOSER = {"$$": "$$", "\\[": "\\]", "\\(": "\\)", "$": "$"}
 _JOINER = re.compile(r"\s*(?:,|;|\bor\b|\band\b|\\q?quad)?\s*", re.IGNORECASE)
 _MAX_MATH_CHARS = 1000
 _MAX_JOINER_CHARS = 24  # "$5$, or $6$": a separator between expressions is short
+_LAST_DECIMAL_COMMA = re.compile(r"(?<![\d,.])\d+,(?:\d{1,2}|\d{4,})$")
 _SENTENCE_BOUNDARY = re.compile(r"(?<=[A-Za-z)}\]$])[.!?](?=\s)|(?:\$\$|\\\])(?=\s)")
 _PROSE = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{4,}")
 # A number said in a sentence: after a plain word (not a LaTeX command such as \\times), a
@@ -359,6 +360,9 @@ def analyze(response: str) -> Extraction:
         for last in NUMBER_TOKEN.finditer(lines[-1]):  # noqa: B007 - the last number counts
             pass
         if last is not None:
+            decimal = _LAST_DECIMAL_COMMA.search(lines[-1], 0, last.end())
+            if decimal is not None and decimal.end() == last.end():  # "Soucis : 2,74 $": 2.74
+                return Extraction(decimal.group(), "last_line", decimal.group())
             return Extraction(last.group().strip(), "last_line", _sentence(lines[-1], last.start()))
     return Extraction(None, "none", "")
 

@@ -4,7 +4,11 @@ A policy trained on a lenient verifier learns to hedge: two boxed answers, "5 or
 every number from 1 to 100. Two rules refuse such responses before any comparison:
 
 1. Explicit final-answer markers (``\\boxed{}``, ``<answer>`` tags, ``#### N``) must agree:
-   ``\\boxed{5} ... \\boxed{6}`` is hedged, ``\\boxed{18}`` with ``#### $18`` is not.
+   ``\\boxed{5} ... \\boxed{6}`` is hedged, ``\\boxed{18}`` with ``#### $18`` is not, and nor
+   is one value in two notations (``15\\frac{39}{40}`` and ``\\frac{639}{40}`` by their number;
+   others by the caller's ``same`` check, asked about at most `MAX_SAME_CHECKS` markers). When
+   the reference states as many values as there are markers (``1, -2``), `join_markers` makes
+   them one answer (``\\boxed{-2} and \\boxed{1}`` is the pair of roots).
 2. The final-answer segment may hold no more distinct candidate values than the reference:
    ``\\boxed{3, 4, 5}`` against ``5`` is hedged, ``\\boxed{(1, 2)}`` against ``(1, 2)`` is not.
 
@@ -12,7 +16,9 @@ Candidates are the parts of the segment between list separators (commas that are
 separators, semicolons, "or", "and", ``\\quad``, ellipses, whitespace between two bare numbers,
 and LaTeX alternatives: row breaks ``\\\\``, ``&``, ``|``, ``\\lor``, ``\\vee``, ``\\cup``, ...);
 each part counts by its value after its last ``=``, so "9 * 2 = 18" is one candidate and a
-worked solution with many intermediate numbers and one final marker passes.
+worked solution with many intermediate numbers and one final marker passes. A bracketed group
+(a tuple, interval or set) and a matrix are one candidate each; a segment that is one number
+("1 000", ``15\\frac{39}{40}``, a decimal comma against a one-number reference) is one.
 """
 
 from __future__ import annotations

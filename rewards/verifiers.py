@@ -157,8 +157,15 @@ class MathVerifier:
     When both the extracted answer and the reference are plain numbers they are compared
     exactly (`rewards.numeric.numbers_match`, which follows math-verify's rules for percent,
     thousands commas, currency and 6-decimal float rounding) and math-verify is never called.
+    The numbers read here include spaced thousands (``1 000``), mixed numbers
+    (``15\\frac{39}{40}``) and, against a one-number reference, decimal commas (``3,5``).
+    Answers that differ from the reference only in layout (spaces, ``\\left``, ``\\dfrac``) or
+    in a spelling math-verify does not equate (``\\varnothing``, ``\\cfrac``) match without it.
     Anything else (expressions, intervals, matrices, LaTeX) goes to math-verify with a bounded
-    time (`rewards.symbolic.symbolic_equal`); a timeout scores 0 with reason "timeout".
+    time (`rewards.symbolic.symbolic_equal`); a timeout scores 0 with reason "timeout". Two
+    markers that differ in text are compared by math-verify too (at most
+    `rewards.hedge.MAX_SAME_CHECKS`), so one value in two notations is not a hedge; the
+    verdict's reason then says that math-verify ran.
 
     Args:
         timeout: seconds math-verify may spend on each parse and comparison (default 5.0).
