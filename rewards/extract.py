@@ -83,7 +83,7 @@ _PROSE = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{4,}")
 # A number said in a sentence: after a plain word (not a LaTeX command such as \\times), a
 # parenthesis, a colon, "=" or the start.
 _SPOKEN_NUMBER = re.compile(
-    r"(?:^|(?<![\\A-Za-z])[A-Za-z]+'?[A-Za-z]*\s+|[(:=]\s*)(?P<number>"
+    r"(?:^|(?<![\\A-Za-z])[A-Za-z]+(?:'[A-Za-z]+)?\s+|[(:=]\s*)(?P<number>"
     + NUMBER_TOKEN.pattern
     + r")"
     r"(?![\w^{}/])"
