@@ -9,7 +9,10 @@ input size. Priority, first found wins:
 3. the last GSM8K marker ``#### N`` (a number must follow: ``#### Step 1`` is a heading),
 4. the last phrase "the answer is X" / "Answer: X" / "Final answer: X" (up to the end of its
    sentence),
-5. the last number of the last non-empty line.
+5. the final math expression, ``$...$``, ``\\(...\\)``, ``\\[...\\]`` or ``$$...$$`` (display
+   math may span lines), when no digit follows it; the expressions just before it that only a
+   separator ("or", ",", ";") divides from it join the segment, so ``$5$ or $6$`` still hedges,
+6. the last number of the last non-empty line.
 
 Markers 1-3 are explicit; `analyze` returns all of them so that `hedge_reason` (in `hedge.py`)
 can refuse a response whose explicit markers disagree. Phrases are prose: models correct
@@ -22,7 +25,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from rewards.numeric import NUMBER_TOKEN, fraction_key, parse_number
+from rewards.numeric import NUMBER_TOKEN, fraction_key, parse_decimal_comma, parse_number
 
 __all__ = [
     "TAIL_CHARS",
@@ -37,6 +40,7 @@ __all__ = [
     "normalize_text",
     "prepare_reference",
     "sanitize",
+    "spoken_numbers",
 ]
 
 TAIL_CHARS = 4000
@@ -63,6 +67,26 @@ _SENTENCE_END = re.compile(
     r"\.(?=\s|$)|\bI hope\b"
     r"|\b(?P<why>because|since|which|given|where|due to|thus|therefore|hence)\b",
     re.IGNORECASE,
+)
+
+
+# Math delimiters, found in one pass and paired in `_math_spans` (a regex with a lazy body per
+# opener would be quadratic on a run of unclosed "$"). An escaped dollar "\\$5" is currency.
+_MATH_DELIMITER = re.compile(r"\$\$|\\[\[\]()]|(?<!\\)\$")
+_CLOSER = {"$$": "$$", "\\[": "\\]", "\\(": "\\)", "$": "$"}
+_JOINER = re.compile(r"\s*(?:,|;|\bor\b|\band\b|\\q?quad)?\s*", re.IGNORECASE)
+_MAX_MATH_CHARS = 1000
+_MAX_JOINER_CHARS = 24  # "$5$, or $6$": a separator between expressions is short
+_LAST_DECIMAL_COMMA = re.compile(r"(?<![\d,.])\d+,(?:\d{1,2}|\d{4,})$")
+_SENTENCE_BOUNDARY = re.compile(r"(?<=[A-Za-z)}\]$])[.!?](?=\s)|(?:\$\$|\\\])(?=\s)")
+_PROSE = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{4,}")
+# A number said in a sentence: after a plain word (not a LaTeX command such as \\times), a
+# parenthesis, a colon, "=" or the start.
+_SPOKEN_NUMBER = re.compile(
+    r"(?:^|(?<![\\A-Za-z])[A-Za-z]+(?:'[A-Za-z]+)?\s+|[(:=]\s*)(?P<number>"
+    + NUMBER_TOKEN.pattern
+    + r")"
+    r"(?![\w^{}/])"
 )
 
 
@@ -181,8 +205,8 @@ class Extraction:
 
     Args:
         answer: the final answer text, unwrapped (``"18"``, ``"\\frac{1}{2}"``), or None.
-        kind: ``"boxed"``, ``"answer_tag"``, ``"gsm8k"``, ``"phrase"``, ``"last_line"`` or
-            ``"none"``.
+        kind: ``"boxed"``, ``"answer_tag"``, ``"gsm8k"``, ``"phrase"``, ``"math"``,
+            ``"last_line"`` or ``"none"``.
         segment: the text the answer was taken from; hedge counting looks at all of it.
         markers: every explicit final-answer marker (boxed, answer tags, ``####``) in order.
     """
@@ -191,6 +215,58 @@ class Extraction:
     kind: str
     segment: str
     markers: tuple[str, ...] = ()
+
+
+def _math_spans(text: str) -> list[tuple[int, int, str]]:
+    """(start, end, content) of each math expression, in order; unpaired delimiters are text."""
+    spans: list[tuple[int, int, str]] = []
+    opener: re.Match[str] | None = None
+    for match in _MATH_DELIMITER.finditer(text):
+        token = match.group()
+        if opener is None:
+            if token in _CLOSER:
+                opener = match
+            continue
+        if token != _CLOSER[opener.group()]:
+            if token in _CLOSER and opener.group() == "$":
+                opener = match  # "$5 and \\(x\\)": the lone "$" was currency
+            continue
+        content = text[opener.end() : match.start()]
+        if opener.group() == "$" and "\n" in content:
+            opener = match  # inline math never spans lines: this "$" opens anew
+            continue
+        spans.append((opener.start(), match.end(), content.strip()))
+        opener = None
+    return spans
+
+
+def _outside_math(text: str) -> list[tuple[int, str, int]]:
+    """(start, text, end) of each stretch of `text` outside math expressions."""
+    pieces = []
+    position = 0
+    for start, end, _ in _math_spans(text):
+        pieces.append((position, text[position:start], start))
+        position = end
+    pieces.append((position, text[position:], len(text)))
+    return pieces
+
+
+def _final_math(text: str) -> tuple[str, str] | None:
+    """(answer, segment) from the final math expression, when nothing numeric follows it."""
+    spans = [span for span in _math_spans(text) if span[2]]
+    if not spans:
+        return None
+    start, end, content = spans[-1]
+    if any(char.isdigit() for char in text[end:]) or len(content) > _MAX_MATH_CHARS:
+        return None
+    run = [content]
+    for previous in reversed(spans[:-1]):
+        between = text[previous[1] : start]
+        if len(between) > _MAX_JOINER_CHARS or not _JOINER.fullmatch(between):
+            break
+        run.insert(0, previous[2])
+        start = previous[0]
+    return _strip_wrappers(content), " ; ".join(run)
 
 
 def _last_phrase(text: str) -> str | None:
@@ -212,6 +288,40 @@ def _phrase_segment(text: str) -> str | None:
         return segment.strip()
     head = segment[: end.start()].rstrip()
     return (head[:-1] if end["why"] and head.endswith(",") else head).strip()
+
+
+def spoken_numbers(text: str) -> list[str] | None:
+    """The numbers a piece of prose states, or None when `text` is not prose.
+
+    Prose has a word of four letters or more outside math, LaTeX commands and ``\\text{}``;
+    a number in it counts when a plain word, "(", ":" or "=" comes before it, so in
+    ``2 \\times 10^3 meters`` only the 2 is said, and "17 (equivalent to 18)" says two.
+
+    Examples:
+        >>> spoken_numbers("The largest $n$ is 34"), spoken_numbers("x^2 + 1") is None
+        (['34'], True)
+    """
+    bare = _TEXT_CMD.sub(" ", text)
+    if not _PROSE.search("".join(content for _, content, _ in _outside_math(bare))):
+        return None
+    return [match["number"].strip() for match in _SPOKEN_NUMBER.finditer(text)]
+
+
+def _phrase_answer(segment: str) -> str:
+    """The answer inside a phrase written as a sentence: "The largest $n$ is 34" gives 34.
+
+    A segment that is prose (see `spoken_numbers`) is reduced to its final math expression,
+    or to the one number it states; anything else is the answer as written.
+    """
+    if parse_number(segment) is not None:
+        return segment  # "5 apples": a number and its unit
+    said = spoken_numbers(segment)
+    if said is None:
+        return segment
+    final = _final_math(segment)
+    if final is not None:
+        return final[0]
+    return said[0] if len(said) == 1 else segment
 
 
 def analyze(response: str) -> Extraction:
@@ -237,13 +347,34 @@ def analyze(response: str) -> Extraction:
     phrase = _phrase_segment(text)
     if phrase:
         segment = _strip_wrappers(phrase)
-        return Extraction(segment or None, "phrase", segment)
+        return Extraction(_phrase_answer(segment) or None, "phrase", segment)
+    final = _final_math(text)
+    if final is not None and final[0]:
+        return Extraction(final[0], "math", final[1])
     lines = [line for line in text.splitlines() if line.strip()]
+    # "1 000" and "1000,99" are one number each, not "000" and "99".
+    if lines and (parse_number(lines[-1]) or parse_decimal_comma(lines[-1])) is not None:
+        return Extraction(lines[-1].strip(), "last_line", lines[-1].strip())
     if lines:
-        tokens = NUMBER_TOKEN.findall(lines[-1])
-        if tokens:
-            return Extraction(tokens[-1].strip(), "last_line", lines[-1].strip())
+        last = None
+        for last in NUMBER_TOKEN.finditer(lines[-1]):  # noqa: B007 - the last number counts
+            pass
+        if last is not None:
+            decimal = _LAST_DECIMAL_COMMA.search(lines[-1], 0, last.end())
+            if decimal is not None and decimal.end() == last.end():  # "Soucis : 2,74 $": 2.74
+                return Extraction(decimal.group(), "last_line", decimal.group())
+            return Extraction(last.group().strip(), "last_line", _sentence(lines[-1], last.start()))
     return Extraction(None, "none", "")
+
+
+def _sentence(line: str, position: int) -> str:
+    """The sentence of `line` around `position`, to the line's end: the hedge count of a
+    one-line essay looks at its conclusion, not at every number it worked through. A period
+    after a digit ends no sentence here, so "3. 4. 5. 6." stays one list."""
+    start = 0
+    for boundary in _SENTENCE_BOUNDARY.finditer(line, 0, position):
+        start = boundary.end()
+    return line[start:].strip()
 
 
 def extract_answer(response: str) -> str | None:
@@ -281,9 +412,12 @@ def prepare_reference(reference: str) -> str:
     if "####" in text:
         return text.rsplit("####", 1)[1].strip()
     if "boxed" in text or "fbox" in text:
-        boxed = find_boxed(text)
+        boxed = [_strip_wrappers(b) for b in find_boxed(text)]
         if boxed and boxed[-1]:
-            return _strip_wrappers(boxed[-1])
+            # "\\boxed{1} and \\boxed{-2}": both roots. A value boxed twice in two notations
+            # ("15\\frac{39}{40}", then "\\frac{639}{40}") is one answer: the last spelling.
+            distinct = {canonical_answer(b): b for b in boxed if b}
+            return ", ".join(distinct.values()) if len(distinct) > 1 else boxed[-1]
     return text
 
 

@@ -27,10 +27,18 @@ import re
 from dataclasses import dataclass
 from fractions import Fraction
 
-__all__ = ["NUMBER_TOKEN", "Num", "fraction_key", "numbers_match", "parse_number"]
+__all__ = [
+    "NUMBER_TOKEN",
+    "Num",
+    "fraction_key",
+    "numbers_match",
+    "parse_decimal_comma",
+    "parse_number",
+]
 
-# One unsigned number: thousands-grouped or plain, with an optional decimal part.
-_NUM = r"(?:\d{1,3}(?:,\d{3})+(?!\d)(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+)"
+# One unsigned number: thousands-grouped (never after a lone 0: "0,111" is a decimal comma) or
+# plain, with an optional decimal part.
+_NUM = r"(?:[1-9]\d{0,2}(?:,\d{3})+(?!\d)(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+)"
 _FRAC_ARG = r"\{\s*(?:-\s*)?" + _NUM + r"\s*\}"  # not \s*-?\s*: quadratic on spaces
 
 NUMBER_TOKEN = re.compile(
@@ -40,6 +48,7 @@ NUMBER_TOKEN = re.compile(
     + _FRAC_ARG
     + r"\s*"
     + _FRAC_ARG
+    + r"|(?<!\\)\\+[dt]?frac\d\d(?!\d)"  # \frac12
     + r"|"
     + _NUM
     + r"(?:\s*/\s*"
@@ -50,13 +59,15 @@ NUMBER_TOKEN = re.compile(
 
 _NUMBER_TEXT = re.compile(
     r"(?P<sign>[-+])?\s*"
+    # A mixed number, 15\frac{39}{40}: math-verify reads it as 15 + 39/40.
+    r"(?:(?P<whole>\d+)\s*(?=\\[dt]?frac))?"
     r"(?:\\[dt]?frac\s*\{\s*(?P<fn>(?:-\s*)?" + _NUM + r")\s*\}"
     r"\s*\{\s*(?P<fd>(?:-\s*)?" + _NUM + r")\s*\}"
     r"|\\[dt]?frac(?P<fn1>\d)(?P<fd1>\d)"
     r"|(?P<n>" + _NUM + r")(?:\s*/\s*(?P<d>" + _NUM + r"))?)"
     r"\s*(?P<pct>%|percent\b|per\s?cent\b)?"
     r"(?P<unit>(?:\s+[A-Za-z][A-Za-z'./-]*)+)?"
-    r"\s*[.,;:!]?"
+    r"\s*[.,;:]?"  # not "!": 18! is a factorial to math-verify
 )
 
 _WRAPPERS = (
@@ -69,6 +80,7 @@ _WRAPPERS = (
 _TEXT_CMD = re.compile(
     r"\\+(?:text|textrm|textbf|textit|textnormal|mathrm|mathbf|mbox|operatorname)\s*\{([^{}]*)\}"
 )
+_LATEX_COMMA = re.compile(r"\s*\{\s*,\s*\}\s*|,\s*\\+!\s*")
 _SPACING = re.compile(r"\\+[!,;: ]|\\+(?:left|right|displaystyle)\b|~")
 _CURRENCY = re.compile(r"\\*\$|\bUS(?:D|\$)?\b|[€£¥₹]|\\+(?:euro|pounds)\b")
 _PERCENT_LATEX = re.compile(r"\\+%")
@@ -79,6 +91,12 @@ _NOT_UNITS = frozenset(
     | {"div", "mod", "log", "ln", "sin", "cos", "tan", "choose", "factorial", "squared", "cubed"}
 )
 _MAX_NUMBER_TEXT = 200
+# Thousands grouped by spaces (SI style), "1 000" or "12 345 678.5"; LaTeX "\," is removed
+# earlier. math-verify reads "1 000" as 1*000, a product; a reader means one thousand.
+_SPACED_THOUSANDS = re.compile(r"(?P<sign>[-+]?)\s*(?P<n>\d{1,3}(?:[ ~]\d{3})+(?:\.\d+)?)")
+# A decimal comma, "3,5" or "3{,}5": a comma not followed by exactly three digits (which would
+# group thousands), or after a lone 0 ("0,125").
+_DECIMAL_COMMA = re.compile(r"(?<![\d,])(?P<i>\d+),(?P<f>\d+)(?![\d,])")
 
 
 @dataclass(frozen=True)
@@ -121,7 +139,9 @@ def _unwrap(text: str) -> str:
 
 def _clean(text: str) -> str:
     text = _unwrap(text.strip())
-    text = _SPACING.sub("", text.replace("{,}", ","))
+    # LaTeX thousands separators: "2{,}125", "14 {, }916", "11,\\! 111".
+    text = _LATEX_COMMA.sub(",", text)
+    text = _SPACING.sub("", text)
     text = _TEXT_CMD.sub(r" \1 ", text)
     text = _PERCENT_LATEX.sub("%", text)
     text = _CURRENCY.sub(" ", text)
@@ -165,7 +185,11 @@ def parse_number(text: str) -> Num | None:
 @functools.lru_cache(maxsize=65536)
 def _parse(text: str) -> Num | None:
     """`parse_number` on a short string (cached: answers such as "18" recur all the time)."""
-    match = _NUMBER_TEXT.fullmatch(_clean(text))
+    cleaned = _clean(text)
+    spaced = _SPACED_THOUSANDS.fullmatch(cleaned)
+    if spaced is not None:
+        cleaned = spaced["sign"] + spaced["n"].replace(" ", "").replace("~", "")
+    match = _NUMBER_TEXT.fullmatch(cleaned)
     if match is None:
         return None
     unit = match["unit"]
@@ -195,7 +219,35 @@ def _parse(text: str) -> Num | None:
     denominator = _to_fraction(den)
     if denominator == 0:
         return None
-    return Num(sign * _to_fraction(num) / denominator, percent, is_float=False, is_integer=False)
+    value = _to_fraction(num) / denominator
+    if match["whole"] is not None:
+        if value < 0:
+            return None  # 2\frac{-1}{2}: leave it to math-verify
+        value += _to_fraction(match["whole"])
+    return Num(sign * value, percent, is_float=False, is_integer=False)
+
+
+def parse_decimal_comma(text: str) -> Num | None:
+    """Read ``3,5`` or ``3{,}5`` as 3.5 (a decimal comma); None for anything else.
+
+    Only for answers checked against a plain-number reference: as a list, ``3,5`` could never
+    equal one number, so that reading costs nothing there, while a list reference such as
+    ``1, 2`` keeps its meaning (`parse_number` never reads a decimal comma).
+
+    Examples:
+        >>> parse_decimal_comma("3,5").value, parse_decimal_comma("2,125")
+        (Fraction(7, 2), None)
+    """
+    if not isinstance(text, str) or len(text) > _MAX_NUMBER_TEXT:
+        return None
+    cleaned = _clean(text)
+    commas = _DECIMAL_COMMA.findall(cleaned)
+    if len(commas) != 1 or cleaned.count(",") != 1:
+        return None
+    whole, fraction = commas[0]
+    if len(fraction) == 3 and whole != "0":
+        return None  # 2,125 groups thousands
+    return parse_number(_DECIMAL_COMMA.sub(r"\g<i>.\g<f>", cleaned))
 
 
 def _round6(num: Num, value: Fraction) -> Fraction | None:

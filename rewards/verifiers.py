@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from rewards.base import Verdict
 from rewards.extract import (
@@ -22,8 +22,14 @@ from rewards.extract import (
     prepare_reference,
     sanitize,
 )
-from rewards.hedge import hedge_reason
-from rewards.numeric import NUMBER_TOKEN, Num, numbers_match, parse_number
+from rewards.hedge import hedge_reason, join_markers
+from rewards.numeric import (
+    NUMBER_TOKEN,
+    Num,
+    numbers_match,
+    parse_decimal_comma,
+    parse_number,
+)
 from rewards.symbolic import require_math_verify, symbolic_equal
 
 __all__ = [
@@ -63,15 +69,18 @@ def not_a_string(response: object) -> Verdict | None:
     return Verdict(0.0, None, f"response must be a str, got {type(response).__name__}")
 
 
-def _screen(response: object, reference: str) -> Extraction | Verdict:
-    """Extract the answer, or the zero verdict when there is none or it hedges."""
+def _screen(
+    response: object, reference: str, same: Callable[[str, str], bool] | None = None
+) -> Extraction | Verdict:
+    """Extract the answer, or the zero verdict when there is none or it hedges (`same`: see
+    `rewards.hedge.hedge_reason`)."""
     rejected = not_a_string(response)
     if rejected is not None:
         return rejected
-    extraction = analyze(response)  # type: ignore[arg-type]
+    extraction = join_markers(analyze(response), reference)  # type: ignore[arg-type]
     if extraction.answer is None:
         return Verdict(0.0, None, NO_ANSWER)
-    hedged = hedge_reason(extraction, reference)
+    hedged = hedge_reason(extraction, reference, same=same)
     if hedged is not None:
         return Verdict(0.0, extraction.answer, hedged)
     return extraction
@@ -82,17 +91,53 @@ def _reference_number(reference: str) -> Num | None:
     return parse_number(reference)
 
 
+_REFERENCE_DECIMAL_COMMA = re.compile(r"-?(?:0,\d+|\d+,(?:\d\d|\d{4,}))")
+
+
+def _reference_decimal_comma(reference: str) -> Num | None:
+    """A reference written with a decimal comma, as math-verify reads one: ``1,22`` or ``0,111``
+    (one digit after the comma, as in ``1,2``, is a list of two answers)."""
+    if _REFERENCE_DECIMAL_COMMA.fullmatch(reference.strip().strip("$").strip()) is None:
+        return None
+    return parse_decimal_comma(reference)
+
+
 def answer_number(answer: str) -> Num | None:
     """The number an extracted answer states: the whole text, the part after its last ``=``, or
     its only number token."""
-    number = parse_number(answer)
+    number = parse_number(answer) or parse_decimal_comma(answer)
     if number is None and "=" in answer:
         number = parse_number(answer.rsplit("=", 1)[1])
     if number is None:
         tokens = NUMBER_TOKEN.findall(answer)
-        if len(tokens) == 1 and not re.search(r"[A-Za-z\\^]", answer.replace(tokens[0], "")):
+        # Letters, powers and factorials change the number: "18x", "18^2", "18!".
+        if len(tokens) == 1 and not re.search(r"[A-Za-z\\^!]", answer.replace(tokens[0], "")):
             number = parse_number(tokens[0])
     return number
+
+
+# Spellings math-verify does not equate (math-verify 0.9 reads \varnothing as a symbol).
+_SYNONYMS = (("\\varnothing", "\\emptyset"), ("\\cfrac", "\\frac"))
+_LAYOUT = re.compile(r"(?<!\\)\\(?:[,;:! ]|left\b|right\b|displaystyle\b)")
+_SPACE_AROUND_SYMBOL = re.compile(r" ?([^A-Za-z0-9 \\]) ?")
+
+
+def _synonyms(text: str) -> str:
+    for spelling, canonical in _SYNONYMS:
+        text = text.replace(spelling, canonical)
+    return text
+
+
+def _latex_key(text: str) -> str:
+    """The answer with layout (spaces, ``\\left``, ``\\,``, ``\\dfrac``) and synonyms normalised:
+    two answers with one key are one expression, with no symbolic check needed."""
+    text = text.strip()
+    if len(text) >= 2 and text[0] == text[-1] == "$":
+        text = text.strip("$")
+    text = _LAYOUT.sub(
+        " ", _synonyms(text).replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac")
+    )
+    return _SPACE_AROUND_SYMBOL.sub(r"\1", " ".join(sanitize(text, len(text)).split()))
 
 
 def _brace_depth(text: str) -> int:
@@ -112,8 +157,15 @@ class MathVerifier:
     When both the extracted answer and the reference are plain numbers they are compared
     exactly (`rewards.numeric.numbers_match`, which follows math-verify's rules for percent,
     thousands commas, currency and 6-decimal float rounding) and math-verify is never called.
+    The numbers read here include spaced thousands (``1 000``), mixed numbers
+    (``15\\frac{39}{40}``) and, against a one-number reference, decimal commas (``3,5``).
+    Answers that differ from the reference only in layout (spaces, ``\\left``, ``\\dfrac``) or
+    in a spelling math-verify does not equate (``\\varnothing``, ``\\cfrac``) match without it.
     Anything else (expressions, intervals, matrices, LaTeX) goes to math-verify with a bounded
-    time (`rewards.symbolic.symbolic_equal`); a timeout scores 0 with reason "timeout".
+    time (`rewards.symbolic.symbolic_equal`); a timeout scores 0 with reason "timeout". Two
+    markers that differ in text are compared by math-verify too (at most
+    `rewards.hedge.MAX_SAME_CHECKS`), so one value in two notations is not a hedge; the
+    verdict's reason then says that math-verify ran.
 
     Args:
         timeout: seconds math-verify may spend on each parse and comparison (default 5.0).
@@ -155,12 +207,25 @@ class MathVerifier:
 
     def verify(self, response: str, reference: str) -> Verdict:
         """Score one response against one reference (see the class docstring)."""
+        asked: list[str] = []
+        verdict = self._verify(response, reference, functools.partial(self._same, asked=asked))
+        if asked and "math-verify" not in verdict.reason:
+            # The reason says when math-verify ran, so a slow verdict is explained by it.
+            reason = f"{verdict.reason} (final answers compared by math-verify: {asked[-1]})"
+            return Verdict(verdict.score, verdict.extracted, reason)
+        return verdict
+
+    def _verify(self, response: str, reference: str, same: Callable[[str, str], bool]) -> Verdict:
         bare = check_reference(reference, self.name)
-        screened = _screen(response, bare)
+        screened = _screen(response, bare, same)
         if isinstance(screened, Verdict):
             return screened
         answer = screened.answer or ""
         gold, pred = _reference_number(bare), parse_number(answer)
+        if gold is not None and pred is None:
+            pred = parse_decimal_comma(answer)
+        elif gold is None and pred is not None and pred.is_float:
+            gold = _reference_decimal_comma(bare)
         if gold is not None and pred is not None:
             same = numbers_match(gold, pred)
             if same is not None:
@@ -171,8 +236,24 @@ class MathVerifier:
             return Verdict(0.0, answer, f"answer too long for a symbolic check ({len(answer)})")
         if _brace_depth(answer) > self.max_nesting:
             return Verdict(0.0, answer, f"answer nested deeper than {self.max_nesting} braces")
-        same, why = symbolic_equal(bare, answer, self.timeout, self.isolate)
+        if _latex_key(answer) == _latex_key(bare):
+            return Verdict(1.0, answer, "correct: the same expression")
+        same, why = symbolic_equal(_synonyms(bare), _synonyms(answer), self.timeout, self.isolate)
         return Verdict(1.0 if same else 0.0, answer, why if same is not False else f"wrong: {why}")
+
+    def _same(self, first: str, second: str, asked: list[str]) -> bool:
+        """Whether two final-answer markers state one value (``\\boxed{\\sqrt{2}/2}`` and
+        ``\\boxed{\\frac{\\sqrt2}{2}}``), so that writing both is not a hedge; `asked` collects
+        math-verify's reasons."""
+        if _latex_key(first) == _latex_key(second):
+            return True
+        if max(len(first), len(second)) > self.max_answer_chars:
+            return False
+        if max(_brace_depth(first), _brace_depth(second)) > self.max_nesting:
+            return False
+        same, why = symbolic_equal(_synonyms(first), _synonyms(second), self.timeout, self.isolate)
+        asked.append(why)
+        return same is True
 
 
 class NumericVerifier:
@@ -264,6 +345,7 @@ _ANLI_ALIASES = {
     "contradictory": "contradiction",
 }
 _ANLI_LABELS = ("entailment", "neutral", "contradiction")
+_NEGATION = re.compile(r"\b(?:not|no|never|isn't|is not)\s+(?:an?\s+)?$")
 
 
 class LabelVerifier:
@@ -326,7 +408,10 @@ class LabelVerifier:
         found: list[str] = []
         if self._pattern is None:
             return found
-        for match in self._pattern.finditer(text.lower()):
+        lowered = text.lower()
+        for match in self._pattern.finditer(lowered):
+            if _NEGATION.search(lowered, max(0, match.start() - 12), match.start()):
+                continue  # "not entailment" names the label to deny it
             label = self._words[match.group()]
             if label not in found:
                 found.append(label)

@@ -6,6 +6,9 @@ Commands:
     envs        agent turns per second of every env with scripted agents (overhead per turn).
     verifiers   verifications per second of the ``math`` verifier against plain math-verify
                 (``verify(parse(ref), parse(response))``) on the same GSM8K-style inputs.
+    robustness  false-positive and false-negative rates and time per call of every verifier
+                (and plain math-verify and TRL's ``accuracy_reward``) on the committed corpus
+                of correct answers in many notations and of attacks (``scripts/robustness.py``).
     sandbox     wall time per sandboxed run (``print(1)``), hook mode vs bubblewrap, and
                 ``run_many`` throughput (runs per second) at a few worker counts.
 
@@ -53,7 +56,8 @@ def add_verifiers_parser(subparsers: Any) -> None:
         "--data-path",
         type=Path,
         default=DEFAULT_GSM8K if DEFAULT_GSM8K.exists() else None,
-        help="GSM8K JSONL (question, answer ending in '#### N'); default ../shared/data/gsm8k/"
+        help="GSM8K JSONL (question, answer ending in '#### N') or MATH JSONL (solution, answer: "
+        "each solution against its answer and another problem's); default ../shared/data/gsm8k/"
         "test.jsonl when present, else generated GSM8K-style solutions",
     )
     parser.add_argument("--limit", type=int, default=None, help="use only the first N problems")
@@ -94,12 +98,16 @@ def _load_pairs(args: argparse.Namespace) -> tuple[list[tuple[str, str, bool]], 
     if args.data_path is not None and args.generate is None:
         lines = Path(args.data_path).read_text(encoding="utf-8").splitlines()
         rows = [json.loads(line) for line in lines if line.strip()]
-        source = str(args.data_path)
+        source = str(args.data_path) + (
+            " (MATH solutions)" if rows and "solution" in rows[0] else ""
+        )
     else:
         count = args.generate or 500
         rows = _generated_solutions(count, args.seed)
         source = f"generated ({count} GSM8K-style solutions)"
     rows = rows[: args.limit] if args.limit else rows
+    if rows and "solution" in rows[0]:
+        return _math_pairs(rows), source
     rng = random.Random(args.seed)
     pairs = []
     for row in rows:
@@ -109,6 +117,23 @@ def _load_pairs(args: argparse.Namespace) -> tuple[list[tuple[str, str, bool]], 
         pairs.append((row["answer"], final, True))
         pairs.append((f"{body}#### {wrong}", final, False))
     return pairs, source
+
+
+def _math_pairs(rows: Sequence[dict[str, str]]) -> list[tuple[str, str, bool]]:
+    """MATH rows (``solution``, ``answer``): each solution against its own answer, and against
+    the next answer of another value (by `rewards.extract.canonical_answer`)."""
+    from rewards.extract import canonical_answer
+
+    pairs = []
+    for index, row in enumerate(rows):
+        pairs.append((row["solution"], row["answer"], True))
+        key = canonical_answer(row["answer"])
+        for step in range(1, len(rows)):
+            other = rows[(index + step) % len(rows)]["answer"]
+            if canonical_answer(other) != key:
+                pairs.append((row["solution"], other, False))
+                break
+    return pairs
 
 
 def _rate(
@@ -151,8 +176,11 @@ def run_verifiers(args: argparse.Namespace) -> dict[str, Any]:
     def ours_fn(response: str, reference: str) -> bool:
         return ours.verify(response, reference).correct
 
+    # MATH answers are LaTeX: math-verify finds them only inside math delimiters.
+    wrap = "${}$" if source.endswith("(MATH solutions)") else "{}"
+
     def plain_fn(response: str, reference: str) -> bool:
-        return bool(verify(parse(reference), parse(response)))
+        return bool(verify(parse(wrap.format(reference)), parse(response)))
 
     for fn in (ours_fn, plain_fn):  # warm up imports and caches outside the timing
         for response, reference, _ in pairs[:20]:
@@ -165,7 +193,8 @@ def run_verifiers(args: argparse.Namespace) -> dict[str, Any]:
     # Same comparison, but math-verify is handed our extracted answer: isolates the fast path's
     # number rules from the two extractors' differences.
     same_input = [
-        bool(verify(parse(ref), parse(extract_answer(resp) or ""))) for resp, ref, _ in pairs
+        bool(verify(parse(wrap.format(ref)), parse(extract_answer(resp) or "")))
+        for resp, ref, _ in pairs
     ]
     differ_same_input = sum(a != b for a, b in zip(our_verdicts, same_input, strict=True))
     expected = [want for _, _, want in pairs]
@@ -211,6 +240,104 @@ def run_verifiers(args: argparse.Namespace) -> dict[str, Any]:
             f"plain {item['plain']} ({item['plain_extracted']})"
         )
     return figures
+
+
+# ---------------------------------------------------------------- robustness
+
+ROBUSTNESS_VERIFIERS = (
+    "math",
+    "gsm8k",
+    "label",
+    "learned",
+    "remote",
+    "math_verify",
+    "trl_accuracy_reward",
+)
+
+
+def add_robustness_parser(subparsers: Any) -> None:
+    """Register the ``robustness`` command."""
+    parser = subparsers.add_parser(
+        "robustness",
+        help="how often each verifier is fooled (false positives) or misses (false negatives)",
+        description=(
+            "Scores every verifier on the robustness corpus (tests/data/robustness.jsonl, "
+            "written by scripts/robustness.py): correct answers in many notations and attacks "
+            "(answer spraying, hedges, close numbers, unit and format tricks, LaTeX that breaks "
+            "parsers, prompt injection, huge and deeply nested inputs). Baselines run in a "
+            "child process with a hard deadline per call."
+        ),
+    )
+    parser.add_argument("--corpus", type=Path, default=REPO / "tests" / "data" / "robustness.jsonl")
+    parser.add_argument(
+        "--verifiers",
+        nargs="+",
+        default=list(ROBUSTNESS_VERIFIERS),
+        choices=ROBUSTNESS_VERIFIERS,
+        help="which to score (default: all)",
+    )
+    parser.add_argument(
+        "--learned",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="a learned verifier's model folder (python scripts/train_verifier.py --scripted "
+        "writes one to outputs/verifier/model); without it the learned row is not run",
+    )
+    parser.add_argument(
+        "--deadline", type=float, default=60.0, help="seconds a baseline call may take"
+    )
+    parser.add_argument("--json", type=Path, default=None, help="write the figures to this file")
+    parser.set_defaults(func=run_robustness)
+
+
+def _robustness_call(name: str, args: argparse.Namespace, stack: Any) -> Any:
+    """The scoring call for one verifier name (see scripts/robustness.py), or None."""
+    import robustness
+
+    from rewards import RemoteVerifier, get_verifier
+
+    if name in robustness.BASELINES:
+        baseline = robustness.IsolatedBaseline(name, args.deadline)
+        stack.callback(baseline.close)
+        return baseline
+    if name == "learned":
+        if args.learned is None:
+            return None
+        from trainers.verifier_model import LearnedVerifier
+
+        return robustness.timed(LearnedVerifier(args.learned))
+    if name == "remote":
+        from rewards.server import BackgroundServer, create_app
+
+        server = BackgroundServer(create_app({"math": get_verifier("math")})).start()
+        stack.callback(server.stop)
+        return robustness.timed(RemoteVerifier(server.url, verifier="math"))
+    return robustness.timed(get_verifier(name))
+
+
+def run_robustness(args: argparse.Namespace) -> dict[str, Any]:
+    """Score each verifier on the corpus and print the table."""
+    import contextlib
+    import logging
+
+    sys.path.insert(0, str(REPO / "scripts"))
+    import robustness
+
+    logging.getLogger("math_verify").setLevel(logging.CRITICAL)
+    items = robustness.load_corpus(args.corpus)
+    results: dict[str, Any] = {}
+    with contextlib.ExitStack() as stack:
+        for name in args.verifiers:
+            call = _robustness_call(name, args, stack)
+            if call is None:
+                results[name] = {"skipped_reason": "no --learned DIR given"}
+                continue
+            results[name] = robustness.score_verifier(name, call, items)
+            print(f"{name}: done", file=sys.stderr)
+    print(f"corpus: {args.corpus} ({len(items)} items)")
+    print(robustness.table(results))
+    return {"corpus": str(args.corpus), "items": len(items), "verifiers": results}
 
 
 # ---------------------------------------------------------------- envs
@@ -778,6 +905,7 @@ COMMANDS: list[Callable[[Any], None]] = [
     add_envs_parser,
     add_rollout_parser,
     add_train_parser,
+    add_robustness_parser,
     add_sandbox_parser,
 ]
 

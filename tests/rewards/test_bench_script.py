@@ -43,3 +43,33 @@ def test_verifiers_benchmark_on_a_local_file(tmp_path: Path) -> None:
     assert figures["verdicts_differ"] == 0
     assert figures["verdicts_differ_same_extracted_answer"] == 0
     assert figures["ours_per_s"] > figures["plain_math_verify_per_s"]
+
+
+def test_verifiers_benchmark_on_math_solutions(tmp_path: Path) -> None:
+    rows = [
+        {"solution": "So $x = \\boxed{\\frac{14}{3}}$.", "answer": "\\frac{14}{3}"},
+        {"solution": "It is $15\\frac{39}{40}$, or \\boxed{\\frac{639}{40}}.", "answer": "639/40"},
+        {"solution": "Thus \\boxed{3\\sqrt{13}}.", "answer": "3\\sqrt{13}"},
+    ]
+    data = tmp_path / "math.jsonl"
+    data.write_text("\n".join(json.dumps(row) for row in rows) + "\n")
+    out = tmp_path / "figures.json"
+    result = _run("verifiers", "--data-path", str(data), "--repeat", "1", "--json", str(out))
+    assert result.returncode == 0, result.stderr[-2000:]
+    figures = json.loads(out.read_text())
+    assert figures["source"].endswith("(MATH solutions)")
+    assert figures["verifications"] == 6  # each solution against its answer and another one
+    assert figures["ours_match_expected"] == 6
+
+
+def test_robustness_benchmark_writes_rates(tmp_path: Path) -> None:
+    out = tmp_path / "robustness.json"
+    result = _run("robustness", "--verifiers", "gsm8k", "label", "--json", str(out))
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "| gsm8k |" in result.stdout
+    figures = json.loads(out.read_text())
+    assert set(figures["verifiers"]) == {"gsm8k", "label"}
+    for rates in figures["verifiers"].values():
+        assert rates["items"] == rates["attacks"] + rates["correct"] > 0
+        assert 0.0 <= rates["fp_rate"] <= 1.0
+        assert 0.0 <= rates["fn_rate"] <= 1.0

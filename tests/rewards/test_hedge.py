@@ -91,7 +91,9 @@ def test_expressions_are_one_candidate(response: str, reference: str) -> None:
 def test_reference_with_several_values_allows_as_many() -> None:
     verifier = get_verifier("math")
     assert verifier.verify("\\boxed{(1, 2)}", "(1, 2)").score == 1.0  # a pair against a pair
-    assert "hedged" in verifier.verify("\\boxed{(1, 2, 3)}", "(1, 2)").reason  # one too many
+    assert "hedged" in verifier.verify("\\boxed{1, 2, 3}", "1, 2").reason  # one too many
+    # A triple is one value (math-verify reads a tuple), wrong against a pair, not a hedge.
+    assert verifier.verify("\\boxed{(1, 2, 3)}", "(1, 2)").score == 0.0
 
 
 CANDIDATE_COUNTS = [
