@@ -200,6 +200,16 @@ def test_role_adapters_are_refused_by_algorithms_that_train_the_whole_model():
         run_script("math/reflection-v0", ["sft", "--role_models", "all"])
 
 
+def test_an_unknown_flag_is_one_line_naming_it():
+    from trainers.cli import run_script
+
+    with pytest.raises(SystemExit) as raised:
+        run_script("math/solve-v0", ["--max_steps", "1", "--bogus", "3"])
+    message = str(raised.value.code)
+    assert "unrecognized arguments: --bogus 3" in message and "grpo --help" in message
+    assert "\n" not in message
+
+
 def test_role_models_flag_is_parsed_or_refused_with_the_expected_form():
     from trainers.args import EnvArguments
 
@@ -336,3 +346,40 @@ def test_shipped_grpo_configs_parse(path):
     assert config.output_dir.startswith("outputs/")
     if path.stem == "reflection_grpo_norm":
         assert env_args.trainable_params == r"^model\.norm\." and config.learning_rate == 0.3
+
+
+def test_probe_embedded_names_every_number_of_the_scripted_replies(monkeypatch):
+    monkeypatch.syspath_prepend(str(REPO / "scripts"))
+    import re
+
+    import probe_embedded
+
+    import envs
+    from trainers.embedded.transcripts import check_reply, repair_reply
+
+    problems = envs.make_task("unknown", split="test", size=20, difficulty=[1, 2, 3]).source
+    for problem in problems:
+        start = problem["metadata"]["start"]
+        for claimed in (start, start + 3, max(start - 2, 0)):
+            for reply, kinds_of in (
+                (check_reply(problem, claimed), probe_embedded.critic_kinds),
+                (repair_reply(problem, claimed), probe_embedded.refiner_kinds),
+            ):
+                kinds = kinds_of(reply)
+                numbers = [m.start() for m in re.finditer(r"(?<![\d-])-?\d+", reply)]
+                assert [offset for offset, _ in kinds] == numbers, reply
+    with pytest.raises(ValueError, match="not a scripted critic check"):
+        probe_embedded.critic_kinds("The answer is 4.")
+
+
+def test_probe_embedded_end_to_end(tiny_model, monkeypatch, capsys):
+    monkeypatch.syspath_prepend(str(REPO / "scripts"))
+    import probe_embedded
+
+    assert probe_embedded.main(["--model", tiny_model, "--problems", "4"]) == 0
+    table = capsys.readouterr().out.splitlines()
+    rows = {line.split(" | ")[0].strip("| "): line.split(" | ") for line in table[2:]}
+    assert "last step worked out" in rows and "refiner: answer, copied" in rows
+    for cells in rows.values():
+        assert 0.0 <= float(cells[1]) <= 1.0 and 0.0 <= float(cells[2]) <= 1.0
+        assert int(cells[3].strip(" |")) > 0

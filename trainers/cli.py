@@ -87,7 +87,12 @@ def run_script(
         print(doc)
         print(f"algorithms for {env_id}: {', '.join(available(env_id))}\n")
     parser, train = make_parser(algo, env_id, defaults)
-    env_args, config = parser.parse_args_and_config(argv)
+    env_args, config, unknown = parser.parse_args_and_config(argv, return_remaining_strings=True)
+    if unknown:
+        raise SystemExit(  # one line, not argparse's page-long usage of every GRPOConfig field
+            f"{parser.prog}: unrecognized arguments: {' '.join(unknown)} "
+            f"(`{parser.prog} {algo} --help` lists every field)"
+        )
     for flag in ("role_adapters", "role_models"):
         if getattr(env_args, flag) and algo not in ADAPTER_ALGOS:
             raise SystemExit(
