@@ -379,7 +379,7 @@ def test_probe_embedded_end_to_end(tiny_model, monkeypatch, capsys):
     assert probe_embedded.main(["--model", tiny_model, "--problems", "4"]) == 0
     table = capsys.readouterr().out.splitlines()
     rows = {line.split(" | ")[0].strip("| "): line.split(" | ") for line in table[2:]}
-    assert "last step worked out" in rows and "refiner: answer, copied" in rows
+    assert "chain: last step worked out" in rows and "refiner: answer, copied" in rows
     for cells in rows.values():
         assert 0.0 <= float(cells[1]) <= 1.0 and 0.0 <= float(cells[2]) <= 1.0
         assert int(cells[3].strip(" |")) > 0
