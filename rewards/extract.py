@@ -199,14 +199,18 @@ def _strip_wrappers(text: str) -> str:
     return text
 
 
+KINDS = ("boxed", "answer_tag", "gsm8k", "phrase", "math", "last_line", "none")  # Extraction.kind
+
+
 @dataclass(frozen=True)
 class Extraction:
     """What `analyze` found in a response.
 
     Args:
         answer: the final answer text, unwrapped (``"18"``, ``"\\frac{1}{2}"``), or None.
-        kind: ``"boxed"``, ``"answer_tag"``, ``"gsm8k"``, ``"phrase"``, ``"math"``,
-            ``"last_line"`` or ``"none"``.
+        kind: where it was found, one of `KINDS`: ``"boxed"``, ``"answer_tag"``, ``"gsm8k"``,
+            ``"phrase"``, ``"math"`` (the final ``$...$``-style expression), ``"last_line"`` or
+            ``"none"``.
         segment: the text the answer was taken from; hedge counting looks at all of it.
         markers: every explicit final-answer marker (boxed, answer tags, ``####``) in order.
     """

@@ -736,9 +736,6 @@ def reward_func_target(math_timeout: float | None = None) -> Target:
     return Target(target, check)
 
 
-KINDS = frozenset({"boxed", "answer_tag", "gsm8k", "phrase", "last_line", "none"})
-
-
 def extract_target() -> Target:
     """``rewards.extract`` on adversarial text: no exception, bounded, printable results.
 
@@ -768,7 +765,7 @@ def extract_target() -> Target:
                 bare = rx.prepare_reference(text)
                 key = rx.canonical_answer(text)
             assert answer == found.answer
-            assert found.kind in KINDS
+            assert found.kind in rx.KINDS
             assert (answer is None) == (found.kind == "none")
             assert last == (boxes[-1] if boxes else None)
             assert isinstance(closed, bool) and (not closed or boxes)

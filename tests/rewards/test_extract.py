@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from rewards import canonical_answer, extract_answer, last_boxed, majority_vote
-from rewards.extract import TAIL_CHARS, analyze, find_boxed, prepare_reference, sanitize
+from rewards.extract import KINDS, TAIL_CHARS, analyze, find_boxed, prepare_reference, sanitize
 
 EXTRACT_CASES = [
     ("so the answer is \\boxed{18}.", "18"),  # boxed wins over the phrase around it
@@ -76,6 +76,23 @@ def test_phrases_are_not_explicit_markers() -> None:
     # Prose self-correction: the last phrase counts, and no marker conflict arises.
     found = analyze("The answer is 4. Wait, no. The answer is 5.")
     assert (found.answer, found.kind, found.markers) == ("5", "phrase", ())
+
+
+@pytest.mark.parametrize(
+    "text, kind",
+    [
+        ("\\boxed{5}", "boxed"),
+        ("<answer>6</answer>", "answer_tag"),
+        ("#### 7", "gsm8k"),
+        ("The answer is 4.", "phrase"),
+        ("$0$", "math"),  # found by the fuzzer: a kind the declared set lacked
+        ("so we get $[0,1)$", "math"),
+        ("Working.\n12", "last_line"),
+        ("", "none"),
+    ],
+)
+def test_every_kind_is_declared(text: str, kind: str) -> None:
+    assert analyze(text).kind == kind and kind in KINDS
 
 
 def test_find_and_last_boxed() -> None:
