@@ -21,7 +21,11 @@ by the score of the revision its feedback led to (given when the refiner answers
 ``stop_on_accept``, an accepting critic gets the accepted answer's score): a verdict-only reward
 can be gamed by a critic sharing weights with the solver (on a weak team, "incorrect" is usually
 right, and a recomputation corrupted on purpose produces it), while the outcome pays only feedback
-that ends in a right answer. With ``team_reward=True`` every agent gets the score of the final
+that ends in a right answer. ``critic_reward="balanced"`` pays the verdict like "verdict" and
+marks the critic's info ``balance_reviews``: the GRPO trainer then weights each verdict reward by
+the rarity of its class (answer under review right or wrong) among the reviews of its rollout
+batch, so that each class carries half the weight and "incorrect" every time no longer pays on a
+team whose answers are mostly wrong (`trainers.grpo.rows_from_episodes`). With ``team_reward=True`` every agent gets the score of the final
 answer when the episode ends and 0 before.
 
 Infos: ``problem_id``, ``turn`` (0-based index of the agent turn), ``round``, ``role``,
@@ -33,8 +37,9 @@ Arguments:
     rounds (`int`, 2): critic/refiner rounds K; at most 1 + 2K agent turns.
     stop_on_accept (`bool`, False): end the episode when the critic says correct.
     team_reward (`bool`, False): one shared reward for the final answer instead of per role.
-    critic_reward (`str`, "verdict"): "verdict" (the verdict matches the truth) or "outcome" (the
-        score of the revision that follows the critic's feedback).
+    critic_reward (`str`, "verdict"): "verdict" (the verdict matches the truth), "balanced" (the
+        same, class-balanced by the trainer) or "outcome" (the score of the revision that follows
+        the critic's feedback).
     max_action_chars (`int`, 8192), max_obs_chars (`int`, 32768): text bounds.
     render_mode (`str | None`): "ansi" makes `render()` return the transcript.
 
@@ -64,7 +69,7 @@ VERDICT_RE = re.compile(
 )
 
 
-CRITIC_REWARDS = ("verdict", "outcome")
+CRITIC_REWARDS = ("verdict", "balanced", "outcome")
 
 
 def parse_verdict(text: str) -> bool | None:
@@ -170,10 +175,12 @@ class ReflectionEnv(TaskEnvMixin, AECEnv):
             verdict = parse_verdict(text)
             truth = self.answer_verdict.correct
             self.feedback = text
+            if self.critic_reward == "balanced":
+                extra["balance_reviews"] = True
             self.infos[agent] = self._review_info(self.turn, verdict, truth, clipped, **extra)
             hit = self.infos[agent]["correct"]
             done = done or (self.stop_on_accept and verdict is True)
-            if self.critic_reward == "verdict":
+            if self.critic_reward in ("verdict", "balanced"):
                 self.rewards[agent] = float(hit)
             elif done:  # no revision follows: the outcome is the answer the critic let stand
                 self.rewards[agent] = self.answer_verdict.score

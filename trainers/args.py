@@ -28,7 +28,8 @@ class EnvArguments:
         eval_samples (`int`, 2): episodes per held-out problem.
         model_name_or_path (`str | None`): hub id or folder; None trains the embedded model.
         role_weights (`str`, ""): reward weight per role, e.g. "solver=1,critic=0.5".
-        critic_reward (`str | None`): reflection's critic reward, "verdict" or "outcome".
+        critic_reward (`str | None`): reflection's critic reward: "verdict", "balanced" or
+            "outcome" (`envs.reflection`); None keeps the env's default ("verdict").
         max_train_minutes (`float | None`, 15): wall-clock budget of the training loop (GRPO,
             PPO); the scripts' defaults are time-bounded by it.
         num_envs (`int`, 64): env copies the rollout engine runs at once.
@@ -79,8 +80,9 @@ class EnvArguments:
     critic_reward: str | None = field(
         default=None,
         metadata={
-            "help": "Reflection: 'verdict' (verdict matches the truth) or 'outcome' (score of the "
-            "revision the feedback led to); train_reflection.py defaults to 'outcome'."
+            "help": "Reflection: 'verdict' (verdict matches the truth; the env's default), "
+            "'balanced' (the verdict, each class of reviewed answer carrying half the batch's "
+            "weight) or 'outcome' (score of the revision the feedback led to)."
         },
     )
 

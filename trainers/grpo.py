@@ -151,6 +151,7 @@ def rows_from_episodes(
     if len(prompts) % group_size:
         raise ValueError(f"{len(prompts)} prompts do not split into groups of {group_size}")
     weights = dict(role_weights or {})
+    class_weights = review_class_weights(episodes)
     out: dict[str, list[Any]] = defaultdict(list)
     for start in range(0, len(prompts), group_size):
         block = prompts[start : start + group_size]
@@ -170,6 +171,8 @@ def rows_from_episodes(
         for turn in turns:
             if _trainable(turn):
                 weight = float(weights.get(turn.agent, weights.get(role_of(turn.agent), 1.0)))
+                if turn.info.get("balance_reviews"):
+                    weight *= class_weights.get(turn.info.get("reviewed_correct"), 1.0)
                 out["prompt_ids"].append(list(turn.prompt_ids))
                 out["completion_ids"].append(list(turn.completion_ids))
                 out["logprobs"].append(list(turn.logprobs))
@@ -187,6 +190,24 @@ def rows_from_episodes(
             out["agent"].append(turn.agent if turn is not None else None)
             out["round"].append(turn.round if turn is not None else None)
     return dict(out)
+
+
+def review_class_weights(episodes: Mapping[str, Sequence[Episode]]) -> dict[bool, float]:
+    """Weights for the verdict rewards of reviews marked ``balance_reviews`` (the reflection env's
+    ``critic_reward="balanced"``): the answers under review split into right and wrong, and each
+    class gets ``n / (2 * n_class)``, so both carry half the weight of the batch and a critic that
+    says "incorrect" every time earns what one that says "correct" every time earns. A batch
+    holding one class only is left unweighted."""
+    counts = {True: 0, False: 0}
+    for group in episodes.values():
+        for episode in group:
+            for turn in episode.turns:
+                if turn.info.get("balance_reviews"):
+                    counts[bool(turn.info.get("reviewed_correct"))] += 1
+    total = counts[True] + counts[False]
+    if not counts[True] or not counts[False]:
+        return {}
+    return {truth: total / (2 * n) for truth, n in counts.items()}
 
 
 def turn_reward(

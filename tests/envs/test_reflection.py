@@ -129,7 +129,7 @@ def test_stop_on_accept_ends_early():
 )
 def test_critic_reward_verdict_or_outcome(solver, critic, refiner, verdict_reward, outcome_reward):
     paid = {}
-    for mode in ("verdict", "outcome"):
+    for mode in ("verdict", "balanced", "outcome"):
         env = make(rounds=1, critic_reward=mode, wrapped=False)
         env.reset(options={"problem": PROBLEM})
         env.step(solver)
@@ -142,7 +142,13 @@ def test_critic_reward_verdict_or_outcome(solver, critic, refiner, verdict_rewar
         # The outcome is paid when the refiner answers, never at the critic's own turn.
         if mode == "outcome":
             assert at_critic_turn == 0.0
-    assert paid == {"verdict": verdict_reward, "outcome": outcome_reward}
+        # Only "balanced" asks the trainer to weight the verdict by its class.
+        assert env.infos["critic_0"].get("balance_reviews", False) is (mode == "balanced")
+    assert paid == {
+        "verdict": verdict_reward,
+        "balanced": verdict_reward,
+        "outcome": outcome_reward,
+    }
 
 
 def test_outcome_critic_that_accepts_is_paid_by_the_accepted_answer():

@@ -92,6 +92,29 @@ def test_rows_map_turn_slots_with_masks_weights_and_padding():
     assert rows["correct"] == [True, False, None, True, True, None]
 
 
+def test_balanced_reviews_weigh_each_class_of_reviewed_answer_equally():
+    # Four samples: the critic reviews 3 wrong answers and 1 right one, saying "incorrect" each
+    # time (right on the wrong ones, reward 1; wrong on the right one, reward 0).
+    group = episodes_for("p", [[0.0, 1.0, 0.0], [0.0, 1.0, 0.0], [0.0, 1.0, 0.0], [1.0, 0.0, 0.0]])
+    for episode in group:
+        episode.turns[1].info.update(
+            balance_reviews=True, reviewed_correct=episode.turns[0].reward == 1.0
+        )
+    assert grpo.review_class_weights({"p": group}) == {True: 2.0, False: 4 / 6}
+    prompts = [slot_prompt("p", 1)] * 4
+    rows = rows_from_episodes(prompts, {"p": group}, 4, {"critic": 0.5})
+    assert rows["turn_reward"] == pytest.approx([0.5 * 4 / 6] * 3 + [0.0])
+    assert rows["turn_raw_reward"] == [1.0, 1.0, 1.0, 0.0]
+    # "Incorrect" every time now earns what "correct" every time would: half the weight each.
+    assert sum(rows["turn_reward"]) == pytest.approx(0.5 * 0.5 * 4)
+    # Unmarked reviews (critic_reward "verdict") and one-class batches stay unweighted.
+    for episode in group:
+        episode.turns[1].info["reviewed_correct"] = False
+    assert grpo.review_class_weights({"p": group}) == {}
+    assert rows_from_episodes(prompts, {"p": group}, 4)["turn_reward"] == [1.0, 1.0, 1.0, 0.0]
+    assert grpo.review_class_weights({"p": episodes_for("p", [[1.0, 0.0]])}) == {}
+
+
 def test_rows_reject_mixed_turns_and_bad_groups():
     group = episodes_for("p", [[1.0, 0.0], [0.0, 1.0]])
     group[1].turns[1].agent = "refiner_0"
