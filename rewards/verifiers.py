@@ -232,14 +232,25 @@ class MathVerifier:
                 if same:
                     return Verdict(1.0, answer, "correct: numbers match")
                 return Verdict(0.0, answer, f"wrong answer: {answer:.60} != {bare:.60}")
-        if len(answer) > self.max_answer_chars:
-            return Verdict(0.0, answer, f"answer too long for a symbolic check ({len(answer)})")
-        if _brace_depth(answer) > self.max_nesting:
-            return Verdict(0.0, answer, f"answer nested deeper than {self.max_nesting} braces")
+        too_big = self._too_big(answer)
+        if too_big is not None:
+            return Verdict(0.0, answer, too_big)
         if _latex_key(answer) == _latex_key(bare):
             return Verdict(1.0, answer, "correct: the same expression")
-        same, why = symbolic_equal(_synonyms(bare), _synonyms(answer), self.timeout, self.isolate)
+        same, why = self._symbolic(bare, answer)
         return Verdict(1.0 if same else 0.0, answer, why if same is not False else f"wrong: {why}")
+
+    def _too_big(self, answer: str) -> str | None:
+        """Why `answer` is refused a symbolic check (too long, nested too deep), or None."""
+        if len(answer) > self.max_answer_chars:
+            return f"answer too long for a symbolic check ({len(answer)})"
+        if _brace_depth(answer) > self.max_nesting:
+            return f"answer nested deeper than {self.max_nesting} braces"
+        return None
+
+    def _symbolic(self, first: str, second: str) -> tuple[bool | None, str]:
+        """math-verify on the two texts, synonyms normalised, within this verifier's bounds."""
+        return symbolic_equal(_synonyms(first), _synonyms(second), self.timeout, self.isolate)
 
     def _same(self, first: str, second: str, asked: list[str]) -> bool:
         """Whether two final-answer markers state one value (``\\boxed{\\sqrt{2}/2}`` and
@@ -247,11 +258,9 @@ class MathVerifier:
         math-verify's reasons."""
         if _latex_key(first) == _latex_key(second):
             return True
-        if max(len(first), len(second)) > self.max_answer_chars:
+        if self._too_big(first) is not None or self._too_big(second) is not None:
             return False
-        if max(_brace_depth(first), _brace_depth(second)) > self.max_nesting:
-            return False
-        same, why = symbolic_equal(_synonyms(first), _synonyms(second), self.timeout, self.isolate)
+        same, why = self._symbolic(first, second)
         asked.append(why)
         return same is True
 

@@ -268,7 +268,9 @@ def add_robustness_parser(subparsers: Any) -> None:
             "child process with a hard deadline per call."
         ),
     )
-    parser.add_argument("--corpus", type=Path, default=REPO / "tests" / "data" / "robustness.jsonl")
+    parser.add_argument(
+        "--corpus", type=Path, default=None, help="a corpus file (default: robustness.CORPUS)"
+    )
     parser.add_argument(
         "--verifiers",
         nargs="+",
@@ -325,6 +327,7 @@ def run_robustness(args: argparse.Namespace) -> dict[str, Any]:
     import robustness
 
     logging.getLogger("math_verify").setLevel(logging.CRITICAL)
+    args.corpus = args.corpus or robustness.CORPUS
     items = robustness.load_corpus(args.corpus)
     results: dict[str, Any] = {}
     with contextlib.ExitStack() as stack:
