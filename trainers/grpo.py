@@ -172,7 +172,7 @@ def rows_from_episodes(
             if _trainable(turn):
                 weight = float(weights.get(turn.agent, weights.get(role_of(turn.agent), 1.0)))
                 if turn.info.get("balance_reviews"):
-                    weight *= class_weights.get(turn.info.get("reviewed_correct"), 1.0)
+                    weight *= class_weights.get(bool(turn.info.get("reviewed_correct")), 1.0)
                 out["prompt_ids"].append(list(turn.prompt_ids))
                 out["completion_ids"].append(list(turn.completion_ids))
                 out["logprobs"].append(list(turn.logprobs))
