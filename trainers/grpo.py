@@ -361,6 +361,105 @@ def resolve_problems(env: Any, train_problems: int | Sequence[str] | None) -> li
     return [str(pid) for pid in train_problems]
 
 
+class EnvBundle(Mapping[str, Any]):
+    """What a stock TRL `GRPOTrainer` needs to train a registered env: ``**bundle`` gives it
+    ``train_dataset``, ``rollout_func`` and ``reward_funcs``, and `config` holds the `GRPOConfig`
+    values the bundle relies on. Built by `load_environment`.
+
+    Attributes:
+        env_id (`str`), env_kwargs (`dict`): the env.
+        slots (`int`): turn slots per problem (rows per problem in `train_dataset`).
+        problems (`list[str]`): the training problem ids, in dataset order.
+        env: an instance of the env (for its agents, roles and task).
+        config (`dict`): ``{"shuffle_dataset": False}``: the dataset holds each problem's turn
+            slots next to each other and is shuffled by problem already.
+    """
+
+    def __init__(
+        self,
+        env_id: str,
+        env_kwargs: Mapping[str, Any],
+        slots: int,
+        problems: list[str],
+        rollout_func: TurnRollout,
+        env: Any,
+    ) -> None:
+        self.env_id, self.env_kwargs, self.env = env_id, dict(env_kwargs), env
+        self.slots, self.problems = slots, problems
+        self.config: dict[str, Any] = {"shuffle_dataset": False}
+        self._items = {
+            "train_dataset": slot_dataset(problems, slots),
+            "rollout_func": rollout_func,
+            "reward_funcs": [turn_reward],
+        }
+
+    def __getitem__(self, key: str) -> Any:
+        if key not in self._items:
+            raise KeyError(f"an env bundle holds {sorted(self._items)}, not {key!r}")
+        return self._items[key]
+
+    def __iter__(self) -> Any:
+        return iter(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def batch_rows(self, num_generations: int, problems_per_batch: int = 1) -> int:
+        """Rows of a generation batch that plays `problems_per_batch` whole problems with
+        `num_generations` samples each: make ``per_device_train_batch_size *
+        steps_per_generation`` (times the processes) this, or a multiple of it."""
+        return self.slots * num_generations * problems_per_batch
+
+    def __repr__(self) -> str:
+        return (
+            f"EnvBundle({self.env_id!r}, {len(self.problems)} problems x {self.slots} slots, "
+            f"config={self.config})"
+        )
+
+
+def load_environment(
+    env_id: str = "math/reflection-v0",
+    *,
+    train_problems: int | Sequence[str] | None = None,
+    seed: int = 0,
+    role_weights: Mapping[str, float] | None = None,
+    num_envs: int = 64,
+    rollout_cls: type[TurnRollout] = TurnRollout,
+    **env_kwargs: Any,
+) -> EnvBundle:
+    """Any registered env, ready for a stock TRL `GRPOTrainer`: no project trainer class.
+
+    ::
+
+        bundle = load_environment("math/reflection-v0", task="unknown", rounds=2)
+        args = GRPOConfig(output_dir="out", num_generations=4,
+                          per_device_train_batch_size=bundle.batch_rows(4), **bundle.config)
+        GRPOTrainer(model=model_path, args=args, **bundle).train()
+
+    Every agent's turns train the one model (see the module docstring for the rows and
+    grouping); `build_grpo_trainer` adds length-grouped micro-batches, role adapters and role
+    models on top of this.
+
+    Args:
+        env_id (`str`): a registered env id (`envs.list_envs()`).
+        train_problems (`int | Sequence[str]`, None): problem ids, or the first n, or all.
+        seed (`int`, 0): shuffles the problems (once, here: `config` turns TRL's shuffle off).
+        role_weights (`Mapping[str, float]`, None): reward weight per role or agent name.
+        num_envs (`int`, 64): env copies the rollout engine runs at once.
+        rollout_cls (`type[TurnRollout]`): the rollout function's class (PPO subclasses it).
+        **env_kwargs: the env's own kwargs (``task``, ``rounds``, ``critic_reward``, ...).
+    """
+    probe = envs_pkg.make(env_id, **env_kwargs)
+    problems = resolve_problems(probe, train_problems)
+    if not problems:
+        raise ValueError(
+            "no training problems: pass train_problems as a count >= 1 or a list of ids"
+        )
+    random.Random(seed).shuffle(problems)
+    rollout = rollout_cls(env_id, env_kwargs, role_weights, num_envs)
+    return EnvBundle(env_id, env_kwargs, turn_slots(probe), problems, rollout, probe)
+
+
 def build_grpo_trainer(
     model_path: str,
     env_id: str = "math/reflection-v0",
@@ -402,23 +501,23 @@ def build_grpo_trainer(
         **trainer_kwargs: passed to `GRPOTrainer` (callbacks, peft_config, eval_dataset, ...).
     """
     args = args or GRPOConfig(output_dir="outputs/grpo")
-    env_kwargs = dict(env_kwargs or {})
-    probe = envs_pkg.make(env_id, **env_kwargs)
-    slots = turn_slots(probe)
-    problems = resolve_problems(probe, train_problems)
-    if not problems:
-        raise ValueError(
-            "no training problems: pass train_problems as a count >= 1 or a list of ids"
-        )
-    random.Random(args.seed).shuffle(problems)
-    args.shuffle_dataset = False
-    block = slots * args.num_generations
-    if args.generation_batch_size % block:
+    bundle = load_environment(
+        env_id,
+        train_problems=train_problems,
+        seed=args.seed,
+        role_weights=role_weights,
+        num_envs=num_envs,
+        rollout_cls=rollout_cls,
+        **dict(env_kwargs or {}),
+    )
+    for key, value in bundle.config.items():
+        setattr(args, key, value)
+    if args.generation_batch_size % bundle.batch_rows(args.num_generations):
         logger.warning(
             "generation_batch_size=%d is not a multiple of turn slots x num_generations = %d x %d; "
             "a problem's turns will be split across batches and more episodes played than needed",
             args.generation_batch_size,
-            slots,
+            bundle.slots,
             args.num_generations,
         )
     model: Any = model_path
@@ -435,7 +534,7 @@ def build_grpo_trainer(
             with_role_models,
         )
 
-        paths = resolve_role_paths(env_roles(probe), model_path, role_models)
+        paths = resolve_role_paths(env_roles(bundle.env), model_path, role_models)
         check_shared_tokenizer(paths)
         model = load_role_models(paths, args.model_init_kwargs)
         trainer_cls = with_role_models(trainer_cls)
@@ -445,7 +544,7 @@ def build_grpo_trainer(
 
         from trainers.role_adapters import add_role_adapters, env_roles, with_role_adapters
 
-        roles = env_roles(probe)
+        roles = env_roles(bundle.env)
         base = AutoModelForCausalLM.from_pretrained(model_path, **(args.model_init_kwargs or {}))
         model = add_role_adapters(base, roles, r=lora_r, alpha=lora_alpha)
         trainer_cls = with_role_adapters(trainer_cls)
@@ -454,14 +553,7 @@ def build_grpo_trainer(
         from transformers import AutoTokenizer  # TRL loads it only when given a path
 
         trainer_kwargs["processing_class"] = AutoTokenizer.from_pretrained(model_path)
-    trainer = trainer_cls(
-        model=model,
-        reward_funcs=[turn_reward],
-        args=args,
-        train_dataset=slot_dataset(problems, slots),
-        rollout_func=rollout_cls(env_id, env_kwargs, role_weights, num_envs),
-        **trainer_kwargs,
-    )
+    trainer = trainer_cls(model=model, args=args, **bundle, **trainer_kwargs)
     if trainable:  # before train() builds the optimizer from the parameters that require grad
         freeze_except(trainer.model, trainable)
     return trainer

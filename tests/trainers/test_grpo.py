@@ -10,6 +10,7 @@ import envs
 from trainers import grpo
 from trainers.grpo import (
     build_grpo_trainer,
+    load_environment,
     parse_slot_prompt,
     rows_from_episodes,
     slot_dataset,
@@ -329,3 +330,48 @@ def test_resume_from_a_checkpoint_continues_like_the_uninterrupted_run(tiny_mode
     assert {"train/agents/solver_0/accuracy", "train/agents/critic_0/reward", "train/loss"} <= set(
         tags
     )
+
+
+@pytest.mark.parametrize(
+    ("env_id", "env_kwargs"),
+    [("math/reflection-v0", {"rounds": 1}), ("math/debate-v0", {"num_agents": 2, "rounds": 1})],
+)
+def test_load_environment_trains_with_a_stock_grpo_trainer(
+    tiny_model, tmp_path, env_id, env_kwargs
+):
+    """`GRPOTrainer(model=..., args=..., **bundle)`: no project trainer class, every agent logs."""
+    bundle = load_environment(env_id, train_problems=4, seed=3, num_envs=8, **env_kwargs)
+    assert set(bundle) == {"train_dataset", "rollout_func", "reward_funcs"}
+    assert bundle.config == {"shuffle_dataset": False}
+    assert len(bundle["train_dataset"]) == 4 * bundle.slots
+    args = config(
+        tmp_path, max_steps=2, per_device_train_batch_size=bundle.batch_rows(2), **bundle.config
+    )
+    trainer = GRPOTrainer(model=tiny_model, args=args, **bundle)
+    assert type(trainer) is GRPOTrainer
+    trainer.reward_funcs[0] = shaped
+    before = {k: v.detach().clone() for k, v in trainer.model.named_parameters()}
+    trainer.train()
+    assert any(not torch.equal(before[k], v) for k, v in trainer.model.named_parameters())
+    logs = {k: v for entry in trainer.state.log_history for k, v in entry.items()}
+    for agent in bundle.env.possible_agents:
+        assert f"agents/{agent}/reward" in logs
+    # one generation batch is one problem's slots x G: one rollout per optimizer step
+    assert bundle["rollout_func"].calls == 2
+
+
+def test_load_environment_shuffles_problems_by_seed_and_names_bad_input():
+    a = load_environment("math/reflection-v0", train_problems=20, seed=0, rounds=1)
+    b = load_environment("math/reflection-v0", train_problems=20, seed=0, rounds=1)
+    c = load_environment("math/reflection-v0", train_problems=20, seed=1, rounds=1)
+    assert a.problems == b.problems and sorted(a.problems) == sorted(c.problems)
+    assert a.problems != c.problems
+    rows = a["train_dataset"]
+    assert rows["prompt"][: a.slots] == [slot_prompt(a.problems[0], s) for s in range(a.slots)]
+    with pytest.raises(ValueError, match="no training problems"):
+        load_environment("math/reflection-v0", train_problems=[])
+    with pytest.raises(KeyError, match="bundle"):
+        a["model"]
+    import trainers
+
+    assert trainers.load_environment is load_environment
