@@ -48,6 +48,7 @@ class DebateEnv(TaskEnvMixin, ParallelEnv):
 
     metadata = {"name": "math/debate-v0", "render_modes": ["ansi"], "is_parallelizable": True}
     agent_prefix = "debater"
+    answer_roles: tuple[str, ...] = ("debater",)  # envs.roles
 
     def __init__(
         self,

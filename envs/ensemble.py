@@ -40,6 +40,7 @@ class EnsembleEnv(DebateEnv):
 
     metadata = {"name": "math/ensemble-v0", "render_modes": ["ansi"], "is_parallelizable": True}
     agent_prefix = "variant"
+    answer_roles = ("variant",)
     _role = "solver"
 
     def __init__(

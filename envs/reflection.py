@@ -87,6 +87,7 @@ class ReflectionEnv(TaskEnvMixin, AECEnv):
     """See the module docstring."""
 
     metadata = {"name": "math/reflection-v0", "render_modes": ["ansi"], "is_parallelizable": False}
+    answer_roles = ("solver", "refiner")  # envs.roles
 
     def __init__(
         self,

@@ -40,6 +40,7 @@ class SolveEnv(TaskEnvMixin, AECEnv):
     """See the module docstring."""
 
     metadata = {"name": "math/solve-v0", "render_modes": ["ansi"], "is_parallelizable": True}
+    answer_roles = ("solver",)  # envs.roles
 
     def __init__(
         self,

@@ -198,6 +198,7 @@ class ToolEnv(TaskEnvMixin, AECEnv):
     """See the module docstring."""
 
     metadata = {"name": "math/tool-v0", "render_modes": ["ansi"], "is_parallelizable": False}
+    answer_roles = ("executor",)  # envs.roles: its program's output is the answer
 
     def __init__(
         self,

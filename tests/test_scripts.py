@@ -90,6 +90,16 @@ def test_evaluate_with_an_ensemble(tiny_model, monkeypatch, ensemble):
     sys.path.insert(0, str(REPO / "scripts"))
     import evaluate
 
+    from trainers import policies
+
+    built = []
+
+    def spy(name, policy, size, answer_format):
+        built.append((name, size))
+        return real(name, policy, size, answer_format)
+
+    real = policies.build_ensemble
+    monkeypatch.setattr(policies, "build_ensemble", spy)
     results = evaluate.main(
         [
             "--model",
@@ -107,6 +117,16 @@ def test_evaluate_with_an_ensemble(tiny_model, monkeypatch, ensemble):
         ]
     )
     assert results["metrics"]["episodes"] == 2
+    assert built == [(ensemble, 2)]  # the flag reaches the role map (it once did not)
+
+
+def test_ensemble_plays_the_answering_roles_only(tiny_model):
+    from trainers.policies import build_role_map
+
+    roles = build_role_map(tiny_model, ensemble="majority_vote", answer_roles=("solver", "refiner"))
+    team = roles.policy_for("solver_0")
+    assert roles.policy_for("refiner_0") is team
+    assert roles.policy_for("critic_0") is not team
 
 
 def test_evaluate_rejects_malformed_role_model(capsys):

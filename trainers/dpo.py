@@ -45,8 +45,9 @@ from datasets import Dataset
 from trl import DPOConfig, DPOTrainer
 
 from agents.prompts import build_messages
+from envs.roles import answer_roles, role_of
 from trainers.rollout import Episode, Turn
-from trainers.sft import good_turn, parse_roles, role_of, rollout_episodes, run_sft_stage
+from trainers.sft import good_turn, parse_roles, rollout_episodes, run_sft_stage
 from trainers.trainable import freeze_except
 
 
@@ -85,6 +86,7 @@ def refiner_pairs(episode: Episode) -> list[dict[str, Any]]:
     """Initial (or previous) answer vs refined answer, on the refiner's prompt."""
     out = []
     previous: Turn | None = None
+    answering = answer_roles(episode.env_id)
     for turn in episode.turns:
         role = role_of(turn.agent)
         if role == "refiner" and previous is not None:
@@ -93,7 +95,7 @@ def refiner_pairs(episode: Episode) -> list[dict[str, Any]]:
                 good, bad = (turn, previous) if now else (previous, turn)
                 if good.text.strip() and bad.text.strip() and good.text != bad.text:
                     out.append(_pair(turn, good.text, bad.text, "refiner", episode.problem_id))
-        if role in ("solver", "refiner"):
+        if role in answering:
             previous = turn
     return out
 

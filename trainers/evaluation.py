@@ -96,14 +96,18 @@ def run_env(config: EvalConfig, env_id: str, policies: RoleMap) -> tuple[dict[st
 
 def evaluate(config: EvalConfig, policies: RoleMap | None = None) -> dict[str, Any]:
     """Run the evaluation (and the single-agent baseline when `config.compare`)."""
+    from envs.roles import answer_roles
     from trainers.policies import build_role_map
 
     policies = policies or build_role_map(
         config.model,
         config.role_models,
         config.generation_args(),
+        ensemble=config.ensemble,
+        ensemble_size=config.ensemble_size,
         device=config.device,
         role_adapters=config.role_adapters,
+        answer_roles=answer_roles(config.env_id),
     )
     metrics, episodes = run_env(config, config.env_id, policies)
     if config.save_episodes:

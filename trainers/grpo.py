@@ -77,6 +77,7 @@ from trl import GRPOConfig, GRPOTrainer
 import envs as envs_pkg
 from agents.base import GenerationArguments
 from agents.hf import HFPolicy
+from envs.roles import env_roles, role_of
 from trainers.microbatch import LengthGroupedMixin
 from trainers.rollout import Episode, RolloutEngine, Turn
 from trainers.trainable import freeze_except
@@ -119,11 +120,6 @@ def slot_dataset(problem_ids: Sequence[str], slots: int) -> Dataset:
             "slot": [s for _, s in rows],
         }
     )
-
-
-def role_of(agent: str) -> str:
-    """``"critic_0"`` -> ``"critic"``."""
-    return agent.rsplit("_", 1)[0] if agent.rsplit("_", 1)[-1].isdigit() else agent
 
 
 def _trainable(turn: Turn | None) -> bool:
@@ -526,7 +522,6 @@ def build_grpo_trainer(
     if role_adapters and trainable:
         raise ValueError("trainable applies to full models; role adapters train the adapters")
     if role_models:
-        from trainers.role_adapters import env_roles
         from trainers.role_models import (
             check_shared_tokenizer,
             load_role_models,
@@ -542,7 +537,7 @@ def build_grpo_trainer(
     elif role_adapters:
         from transformers import AutoModelForCausalLM
 
-        from trainers.role_adapters import add_role_adapters, env_roles, with_role_adapters
+        from trainers.role_adapters import add_role_adapters, with_role_adapters
 
         roles = env_roles(bundle.env)
         base = AutoModelForCausalLM.from_pretrained(model_path, **(args.model_init_kwargs or {}))

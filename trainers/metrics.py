@@ -25,10 +25,9 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
+from envs.roles import answer_roles, role_of
 from rewards import canonical_answer, majority_vote
 from trainers.rollout import Episode, Turn
-
-ANSWER_ROLES = ("solver", "refiner", "executor")
 
 
 def answer_sequence(episode: Episode) -> list[tuple[str | None, bool]]:
@@ -42,10 +41,11 @@ def answer_sequence(episode: Episode) -> list[tuple[str | None, bool]]:
             (t.info.get("team_answer"), bool(t.info.get("team_correct")))
             for _, t in sorted(by_round.items())
         ]
+    answering = answer_roles(episode.env_id)
     return [
         (t.info.get("extracted"), bool(t.info.get("correct")))
         for t in turns
-        if t.info.get("role", t.agent.rsplit("_", 1)[0]) in ANSWER_ROLES
+        if role_of(t.agent) in answering
     ]
 
 
@@ -112,13 +112,13 @@ def review_metrics(episodes: Sequence[Episode]) -> dict[str, float]:
     hits: dict[bool, list[bool]] = {True: [], False: []}
     fixed, broke = [], []
     for episode in episodes:
-        turns = episode.turns
+        turns, answering = episode.turns, answer_roles(episode.env_id)
         for i, turn in enumerate(turns):
             if "reviewed_correct" not in turn.info:
                 continue
             truth, verdict = bool(turn.info["reviewed_correct"]), turn.info.get("verdict")
             hits[truth].append(verdict is truth)
-            nxt = next((t for t in turns[i + 1 :] if t.info.get("role") in ANSWER_ROLES), None)
+            nxt = next((t for t in turns[i + 1 :] if role_of(t.agent) in answering), None)
             if nxt is None:
                 continue
             if truth:

@@ -3,17 +3,16 @@ optionally with an instruction-variant ensemble playing the answering roles."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from agents.base import GenerationArguments, Policy
 from agents.ensemble import make_ensemble
 from agents.hf import HFPolicy
 from agents.roles import RoleMap
 from envs import prompts
+from envs.roles import answer_roles as builtin_answer_roles
 from rewards import canonical_answer, extract_answer
 from trainers.embedded import resolve_model
-
-ANSWER_ROLES = ("solver", "refiner", "debater", "variant")
 
 
 def vote_key(text: str) -> str | None:
@@ -46,11 +45,12 @@ def build_role_map(
     answer_format: str = "give the final answer as \\boxed{...} at the end.",
     device: str | None = None,
     role_adapters: str | None = None,
+    answer_roles: Sequence[str] | None = None,
 ) -> RoleMap:
     """A role map: `model` (default: the embedded model) for every agent, `role_models` overriding
     single roles (``{"critic": "path/to/critic"}``; different architectures are fine), and with
-    `ensemble` an ensemble of `ensemble_size` instruction variants answering for the answering
-    roles (solver, refiner, debater, variant). `device` ("cuda", "cpu", ...) moves every model there.
+    `ensemble` an ensemble of `ensemble_size` instruction variants playing `answer_roles` (the
+    env's answering roles, `envs.roles.answer_roles`; default: every built-in env's). `device` ("cuda", "cpu", ...) moves every model there.
     `role_adapters` is a folder holding one LoRA adapter per role (``<folder>/<role>/``, as a run
     with ``--role_adapters true`` saves) to put on `model`: each role plays under its adapter.
     """
@@ -73,7 +73,8 @@ def build_role_map(
         policies = dict(lora)
     if ensemble:
         team = build_ensemble(ensemble, shared, ensemble_size, answer_format)
-        policies.update(dict.fromkeys(ANSWER_ROLES, team))
+        roles = builtin_answer_roles() if answer_roles is None else answer_roles
+        policies.update(dict.fromkeys(roles, team))
     for role, path in (role_models or {}).items():
         policies[role] = HFPolicy.from_pretrained(
             resolve_model(path), generation_args, model_kwargs=model_kwargs

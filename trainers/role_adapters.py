@@ -37,14 +37,9 @@ from typing import Any
 
 import torch
 
+from envs.roles import role_of
+
 logger = logging.getLogger(__name__)
-
-
-def env_roles(env: Any) -> list[str]:
-    """The env's roles in turn order: ``solver_0``/``solver`` -> ``solver``, duplicates dropped."""
-    from trainers.grpo import role_of
-
-    return list(dict.fromkeys(role_of(agent) for agent in env.unwrapped.possible_agents))
 
 
 def add_role_adapters(
@@ -151,8 +146,6 @@ class PerRoleMixin:
     # ------------------------------------------------------------------ row roles
     def role_index(self, agents: Sequence[str | None]) -> torch.Tensor:
         """One role index per row; padding rows (agent None) map to 0, unknown roles raise."""
-        from trainers.grpo import role_of
-
         index = []
         for agent in agents:
             if agent is None:

@@ -32,23 +32,15 @@ from datasets import Dataset
 from trl import SFTConfig, SFTTrainer
 
 from agents.prompts import build_messages
+from envs.roles import role_of
 from trainers.checkpoint import resume_checkpoint
 from trainers.rollout import Episode, Turn
 from trainers.trainable import freeze_except
 
-ANSWER_ROLES = ("solver", "refiner", "debater", "variant")
-
-
-def role_of(agent: str) -> str:
-    """``"critic_0"`` -> ``"critic"``."""
-    head, _, tail = agent.rpartition("_")
-    return head if head and tail.isdigit() else agent
-
 
 def good_turn(turn: Turn) -> bool:
     """A correct answer, or a critic verdict that matched the truth of the reviewed answer."""
-    role = role_of(turn.agent)
-    if role == "critic":
+    if "reviewed_correct" in turn.info:  # a review (critic, verifier): its verdict
         verdict = turn.info.get("verdict")
         return verdict is not None and verdict == turn.info.get("reviewed_correct")
     return bool(turn.info.get("correct"))

@@ -21,8 +21,9 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from envs.roles import answer_roles, role_of
+
 __all__ = [
-    "ANSWER_ROLES",
     "balance_rows",
     "correlation",
     "default_p_correct",
@@ -31,14 +32,13 @@ __all__ = [
     "scripted_rows",
 ]
 
-ANSWER_ROLES = ("solver", "refiner", "debater", "variant")
 _LEVEL = re.compile(r"/d(\d+)/")
 
 
 def rows_from_episodes(
     episodes: Iterable[Any],
     references: Mapping[str, str] | Callable[[str], str] | Any,
-    roles: Sequence[str] = ANSWER_ROLES,
+    roles: Sequence[str] | None = None,
 ) -> list[dict[str, Any]]:
     """Verifier rows from recorded episodes (`trainers.rollout.Episode`, or their dicts).
 
@@ -47,7 +47,8 @@ def rows_from_episodes(
             in `roles` gives a row (critic turns are left out: their ``correct`` is the verdict's).
         references: the reference answer of a problem id: a mapping, a callable, or a task /
             problem source with ``get(problem_id)`` (episodes never hold the reference).
-        roles: answering roles.
+        roles: the roles whose turns give rows (default: each episode's env's answering
+            roles, `envs.roles.answer_roles`).
 
     Returns:
         Rows ``{problem_id, question, response, reference, correct, role}``.
@@ -62,10 +63,11 @@ def rows_from_episodes(
     rows = []
     for episode in episodes:
         data = episode if isinstance(episode, Mapping) else episode.to_dict()
+        keep = answer_roles(data["env_id"]) if roles is None else tuple(roles)
         for turn in data["turns"]:
             info = turn.get("info") or {}
-            role = info.get("role", turn["agent"].split("_")[0])
-            if role not in roles or not isinstance(info.get("correct"), bool):
+            role = role_of(turn["agent"])
+            if role not in keep or not isinstance(info.get("correct"), bool):
                 continue
             rows.append(
                 {
