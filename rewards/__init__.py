@@ -17,10 +17,9 @@ from rewards.base import Verdict, Verifier
 from rewards.batch import verify_batch
 from rewards.client import RemoteVerifier, RewardRequestError, RewardServerError
 from rewards.extract import canonical_answer, extract_answer, last_boxed, majority_vote
-from rewards.registry import get_verifier, list_verifiers, register_verifier
+from rewards.registry import CompositeVerifier, get_verifier, list_verifiers, register_verifier
 from rewards.reward_funcs import as_reward_func
 from rewards.shaping import (
-    CompositeVerifier,
     FormatVerifier,
     PartialNumericVerifier,
     SimilarityVerifier,

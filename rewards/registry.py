@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import difflib
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from rewards.base import Verifier
+from rewards.base import Verdict, Verifier
 from rewards.client import RemoteVerifier, parse_remote_name
 from rewards.shaping import (
-    CompositeVerifier,
     FormatVerifier,
     PartialNumericVerifier,
     SimilarityVerifier,
@@ -26,7 +25,7 @@ from rewards.shaping import (
 )
 from rewards.verifiers import ExactVerifier, LabelVerifier, MathVerifier, NumericVerifier
 
-__all__ = ["get_verifier", "list_verifiers", "register_verifier"]
+__all__ = ["CompositeVerifier", "get_verifier", "list_verifiers", "register_verifier"]
 
 VerifierFactory = Callable[..., Verifier]
 
@@ -123,6 +122,54 @@ def get_verifier(name: str, **options: Any) -> Verifier:
             "name and verify(response, reference)"
         )
     return verifier
+
+
+class CompositeVerifier:
+    """Weighted mean of several verifiers' scores.
+
+    Args:
+        components: ``{verifier or registry name: weight}``; weights are >= 0 with a positive sum.
+
+    Examples:
+        >>> v = CompositeVerifier({"gsm8k": 3.0, "format": 1.0})
+        >>> v.verify("\\\\boxed{18}", "18").score
+        1.0
+        >>> v.verify("18", "18").score  # right, but not boxed
+        0.75
+    """
+
+    name = "composite"
+
+    def __init__(self, components: Mapping[str | Verifier, float]) -> None:
+        if not components:
+            raise ValueError("composite verifier: components must name at least one verifier")
+        parts: list[tuple[Verifier, float]] = []
+        for component, weight in components.items():
+            verifier = get_verifier(component) if isinstance(component, str) else component
+            if not isinstance(verifier, Verifier):
+                raise TypeError(
+                    f"composite verifier: {component!r} has no verify(response, reference)"
+                )
+            if not weight >= 0:
+                raise ValueError(
+                    f"composite verifier: weight of {component!r} must be >= 0, got {weight!r}"
+                )
+            parts.append((verifier, float(weight)))
+        self.total = sum(weight for _, weight in parts)
+        if not self.total > 0:
+            raise ValueError("composite verifier: the weights must have a positive sum")
+        self.parts = tuple(parts)
+
+    def verify(self, response: str, reference: str) -> Verdict:
+        """Score one response with every component and average by weight."""
+        verdicts = [(v, w, v.verify(response, reference)) for v, w in self.parts]
+        score = sum(w * verdict.score for _, w, verdict in verdicts) / self.total
+        extracted = next((d.extracted for _, _, d in verdicts if d.extracted is not None), None)
+        reason = "; ".join(
+            f"{v.name}={d.score:.2f} x{w:g}" + (f" ({d.reason})" if d.score < 1 else "")
+            for v, w, d in verdicts
+        )
+        return Verdict(min(1.0, max(0.0, score)), extracted, reason)
 
 
 def _boxed_format(**options: Any) -> FormatVerifier:

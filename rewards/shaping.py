@@ -10,16 +10,14 @@ from __future__ import annotations
 import difflib
 import math
 import re
-from collections.abc import Mapping
 
-from rewards.base import Verdict, Verifier
+from rewards.base import Verdict
 from rewards.extract import TAIL_CHARS, analyze, has_closed_box, sanitize
 from rewards.hedge import hedge_reason
 from rewards.numeric import numbers_match
 from rewards.verifiers import NO_ANSWER, answer_number, check_reference, not_a_string
 
 __all__ = [
-    "CompositeVerifier",
     "FormatVerifier",
     "PartialNumericVerifier",
     "SimilarityVerifier",
@@ -212,53 +210,3 @@ class FormatVerifier:
                 "any": "no <answer> tags and no \\boxed{} answer",
             }[self.style]
         return Verdict(1.0, None, "format ok") if ok else Verdict(0.0, None, missing)
-
-
-class CompositeVerifier:
-    """Weighted mean of several verifiers' scores.
-
-    Args:
-        components: ``{verifier or registry name: weight}``; weights are >= 0 with a positive sum.
-
-    Examples:
-        >>> v = CompositeVerifier({"gsm8k": 3.0, "format": 1.0})
-        >>> v.verify("\\\\boxed{18}", "18").score
-        1.0
-        >>> v.verify("18", "18").score  # right, but not boxed
-        0.75
-    """
-
-    name = "composite"
-
-    def __init__(self, components: Mapping[str | Verifier, float]) -> None:
-        from rewards.registry import get_verifier
-
-        if not components:
-            raise ValueError("composite verifier: components must name at least one verifier")
-        parts: list[tuple[Verifier, float]] = []
-        for component, weight in components.items():
-            verifier = get_verifier(component) if isinstance(component, str) else component
-            if not isinstance(verifier, Verifier):
-                raise TypeError(
-                    f"composite verifier: {component!r} has no verify(response, reference)"
-                )
-            if not weight >= 0:
-                raise ValueError(
-                    f"composite verifier: weight of {component!r} must be >= 0, got {weight!r}"
-                )
-            parts.append((verifier, float(weight)))
-        self.total = sum(weight for _, weight in parts)
-        if not self.total > 0:
-            raise ValueError("composite verifier: the weights must have a positive sum")
-        self.parts = tuple(parts)
-
-    def verify(self, response: str, reference: str) -> Verdict:
-        """Score one response with every component and average by weight."""
-        verdicts = [(v, w, v.verify(response, reference)) for v, w in self.parts]
-        score = sum(w * verdict.score for _, w, verdict in verdicts) / self.total
-        extracted = next((d.extracted for _, _, d in verdicts if d.extracted is not None), None)
-        reason = "; ".join(
-            f"{v.name}={d.score:.2f} x{w:g}" + (f" ({d.reason})" if d.score < 1 else "")
-            for v, w, d in verdicts
-        )
-        return Verdict(min(1.0, max(0.0, score)), extracted, reason)

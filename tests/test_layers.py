@@ -56,3 +56,22 @@ def test_import_direction(package):
                 if n.split(".")[0] in FORBIDDEN[package]
             ]
     assert not offenders, f"{package} must not import: {offenders}"
+
+
+def test_import_contracts_hold():
+    """pyproject's import-linter contracts (layers, light envs/rewards, no cycles in a package),
+    checked the way `lint-imports` checks them."""
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from importlinter.cli import lint_imports_command; lint_imports_command()",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    assert "0 broken" in result.stdout
