@@ -37,6 +37,8 @@ from typing import Any
 
 import torch
 
+from trainers import compat
+
 logger = logging.getLogger(__name__)
 
 
@@ -219,6 +221,7 @@ class PerRoleMixin:
         return loss
 
     # ------------------------------------------------------------------ TRL hooks
+    @compat.hook
     def _get_per_token_logps_and_entropies(
         self, model, input_ids, attention_mask, logits_to_keep, batch_size=None, **kwargs
     ):
@@ -244,6 +247,7 @@ class PerRoleMixin:
 
         return tuple(self.per_role(input_ids.size(0), run, model))
 
+    @compat.hook
     def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
         self._row_roles = None
         try:
@@ -255,6 +259,7 @@ class PerRoleMixin:
             self._row_roles = None
         return output
 
+    @compat.hook
     def _compute_loss(self, model, inputs):
         self._row_roles = inputs["role_index"]
         try:
@@ -312,6 +317,7 @@ class RoleAdapterMixin(PerRoleMixin):
             peft_model.set_adapter(previous)
             _train_all(peft_model, self.roles)
 
+    @compat.hook
     def _load_from_checkpoint(self, resume_from_checkpoint: str, model: Any = None) -> None:
         """Every role's adapter from ``checkpoint/<role>/`` (`Trainer` would load one adapter)."""
         from peft import set_peft_model_state_dict
