@@ -13,7 +13,8 @@ must be inside their range: outside it an `ImportError` names the installed vers
 supported range, the private names that need it, and the ``pip install`` that fixes it.
 ``MATHTEAMS_ALLOW_UNSUPPORTED=1`` turns that error into a warning, to try a new release; the
 private-API check below still runs, and still raises. torch, accelerate, peft and datasets are
-used through their public API only: outside their tested range they warn.
+used through their public API only, as are math-verify, gymnasium and pettingzoo (but for the
+helpers below): outside their tested range they warn.
 
 **Private names**, each declared once here (a `Private`) and checked by `check_private_api` at
 import, which raises an `AttributeError` naming the class, the attribute and the installed
@@ -70,6 +71,9 @@ SUPPORTED: dict[str, str] = {
     "accelerate": ">=1.15,<2",
     "peft": ">=0.21,<0.22",
     "datasets": ">=5.2,<6",
+    "math-verify": ">=0.9,<0.10",
+    "gymnasium": ">=1.4,<2",
+    "pettingzoo": ">=1.27,<2",
 }
 """Tested ranges, as ``pyproject.toml`` pins them (its comment says why each bound)."""
 
@@ -118,7 +122,10 @@ HOOKS: dict[str, Private] = {
         ),
         Private(_GRPO, "_compute_loss", "trl", ("self", "model", "inputs")),
         Private(
-            _TRAINER, "_load_from_checkpoint", "transformers", ("self", "resume_from_checkpoint")
+            _TRAINER,
+            "_load_from_checkpoint",
+            "transformers",
+            ("self", "resume_from_checkpoint", "model"),
         ),
         Private(_TRAINER, "_save", "transformers", ("self", "output_dir", "state_dict")),
         Private(_TRAINER, "save_model", "transformers", ("self", "output_dir", "_internal_call")),
@@ -240,15 +247,14 @@ def check_versions(versions: Mapping[str, str | None] | None = None) -> list[str
 def _versions_note(dist: str) -> str:
     return (
         f"{dist} {installed_version(dist)} is installed; mathteams was written against "
-        f"{dist}{SUPPORTED.get(dist, ' (any)')}"
+        f"{dist}{SUPPORTED[dist]}"
     )
 
 
 def _missing(private: Private, detail: str) -> AttributeError:
     return AttributeError(
         f"{private.where} ({private.owner.replace(':', '.')}) {detail}; mathteams relies on "
-        f"it. {_versions_note(private.dist)}: pip install '{private.dist}"
-        f"{SUPPORTED.get(private.dist, '')}'"
+        f"it. {_versions_note(private.dist)}: pip install '{private.dist}{SUPPORTED[private.dist]}'"
     )
 
 

@@ -157,3 +157,11 @@ def test_lazy_names_resolve_on_use_and_unknown_names_raise():
     assert Lazy is VLLMClient
     with pytest.raises(AttributeError, match="has no attribute 'VLLMClients'"):
         _ = compat.VLLMClients
+
+
+def test_a_missing_pettingzoo_helper_is_reported(monkeypatch):
+    from pettingzoo import AECEnv
+
+    monkeypatch.delattr(AECEnv, "_was_dead_step")
+    with pytest.raises(AttributeError, match=r"^AECEnv\._was_dead_step .*pettingzoo>=1\.27,<2"):
+        compat.check_private_api()
