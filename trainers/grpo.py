@@ -254,7 +254,7 @@ def rollout_policy(trainer: GRPOTrainer, model: Any, generation: GenerationArgum
 
     client = getattr(getattr(trainer, "vllm_generation", None), "vllm_client", None)
     if client is None:  # a non-main process: generation only, weights are pushed by the main one
-        from trl.generation.vllm_client import VLLMClient
+        from trainers.compat import VLLMClient
 
         base_url = (
             args.vllm_server_base_url or f"http://{args.vllm_server_host}:{args.vllm_server_port}"

@@ -26,7 +26,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
-from trl.trainer.utils import split_tensor_dict
+
+from trainers import compat
 
 logger = logging.getLogger(__name__)
 
@@ -112,7 +113,7 @@ def regroup_by_length(batches: Sequence[dict[str, Any]]) -> list[dict[str, Any]]
     lengths = merged["prompt_mask"].sum(1) + merged["completion_mask"].sum(1)
     order = torch.argsort(lengths.cpu(), descending=True, stable=True)
     merged = {key: _take(value, order) for key, value in merged.items()}
-    return [trim_padding(batch) for batch in split_tensor_dict(merged, len(batches))]
+    return [trim_padding(batch) for batch in compat.split_tensor_dict(merged, len(batches))]
 
 
 class LengthGroupedMixin:
@@ -121,6 +122,7 @@ class LengthGroupedMixin:
 
     def __init__(self, *args: Any, length_grouped: bool = True, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        compat.check_trainer(self)
         self.length_grouped = length_grouped and groupable(self.args, self.num_iterations)
         if length_grouped and not self.length_grouped:
             logger.info(
@@ -130,15 +132,17 @@ class LengthGroupedMixin:
                 GROUPABLE_LOSSES,
             )
 
+    @compat.hook
     def _prepare_inputs(self, generation_batch: Any) -> Any:
-        buffered = self._buffered_inputs
+        buffered = compat.buffered_inputs(self)
         inputs = super()._prepare_inputs(generation_batch)
         # TRL replaces its buffer only when it generated a new training batch (never in eval).
-        if not self.length_grouped or self._buffered_inputs is buffered:
+        if not self.length_grouped or compat.buffered_inputs(self) is buffered:
             return inputs
-        if not all(row_aligned(batch) for batch in self._buffered_inputs):
+        if not all(row_aligned(batch) for batch in compat.buffered_inputs(self)):
             logger.warning("micro-batches hold values that are not one per row: not regrouped")
             self.length_grouped = False
             return inputs
-        self._buffered_inputs = regroup_by_length(self._buffered_inputs)
-        return self._buffered_inputs[self._step % self.args.steps_per_generation]
+        regrouped = regroup_by_length(compat.buffered_inputs(self))
+        compat.set_buffered_inputs(self, regrouped)
+        return regrouped[compat.micro_step(self) % self.args.steps_per_generation]

@@ -51,6 +51,7 @@ from typing import Any
 import torch
 from trl import GRPOTrainer
 
+from trainers import compat
 from trainers.args import CPUGRPOConfig
 from trainers.grpo import (
     MultiAgentGRPOTrainer,
@@ -200,6 +201,7 @@ class MultiAgentPPOTrainer(MultiAgentGRPOTrainer):
         return loss_value
 
     # ------------------------------------------------------------------ advantages
+    @compat.hook
     def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
         output = super()._generate_and_score_completions(inputs)
         rows, self._ppo_rows = self._ppo_rows, None
@@ -227,11 +229,11 @@ class MultiAgentPPOTrainer(MultiAgentGRPOTrainer):
             residual = (returns[keep] - values[keep]).var(unbiased=False)
             spread = returns[keep].var(unbiased=False)
             explained = float(1 - residual / spread) if spread > 0 else 0.0
-            self._metrics[mode]["ppo/value_loss"].append(value_loss)
-            self._metrics[mode]["ppo/explained_variance"].append(explained)
-            self._metrics[mode]["ppo/advantage_mean"].append(float(advantages[keep].mean()))
-            self._metrics[mode]["ppo/return_mean"].append(float(returns[keep].mean()))
-            self._metrics[mode]["ppo/value_mean"].append(float(values[keep].mean()))
+            compat.log_metric(self, mode, "ppo/value_loss", value_loss)
+            compat.log_metric(self, mode, "ppo/explained_variance", explained)
+            compat.log_metric(self, mode, "ppo/advantage_mean", float(advantages[keep].mean()))
+            compat.log_metric(self, mode, "ppo/return_mean", float(returns[keep].mean()))
+            compat.log_metric(self, mode, "ppo/value_mean", float(values[keep].mean()))
             if self.args.whiten_advantages and int(keep.sum()) > 1:
                 kept = advantages[keep]
                 advantages[keep] = (kept - kept.mean()) / (kept.std() + 1e-8)
@@ -266,10 +268,12 @@ class MultiAgentPPOTrainer(MultiAgentGRPOTrainer):
         if not self.load_value_head(folder):
             logger.warning("%s has no %s: the value head starts fresh", folder, VALUE_HEAD)
 
+    @compat.hook
     def _load_from_checkpoint(self, resume_from_checkpoint: str, model: Any = None) -> None:
         super()._load_from_checkpoint(resume_from_checkpoint, model)
         self.resume_value_head(resume_from_checkpoint)
 
+    @compat.hook
     def save_model(self, output_dir: str | None = None, _internal_call: bool = False) -> None:
         # A checkpoint save calls this first (`_internal_call`), so the head is on disk before the
         # optimizer, RNG and trainer_state.json, the last file a complete checkpoint gets.

@@ -38,6 +38,7 @@ from typing import Any
 import torch
 
 from envs.roles import role_of
+from trainers import compat
 
 logger = logging.getLogger(__name__)
 
@@ -212,6 +213,7 @@ class PerRoleMixin:
         return loss
 
     # ------------------------------------------------------------------ TRL hooks
+    @compat.hook
     def _get_per_token_logps_and_entropies(
         self, model, input_ids, attention_mask, logits_to_keep, batch_size=None, **kwargs
     ):
@@ -237,6 +239,7 @@ class PerRoleMixin:
 
         return tuple(self.per_role(input_ids.size(0), run, model))
 
+    @compat.hook
     def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
         self._row_roles = None
         try:
@@ -248,6 +251,7 @@ class PerRoleMixin:
             self._row_roles = None
         return output
 
+    @compat.hook
     def _compute_loss(self, model, inputs):
         self._row_roles = inputs["role_index"]
         try:
@@ -305,6 +309,7 @@ class RoleAdapterMixin(PerRoleMixin):
             peft_model.set_adapter(previous)
             _train_all(peft_model, self.roles)
 
+    @compat.hook
     def _load_from_checkpoint(self, resume_from_checkpoint: str, model: Any = None) -> None:
         """Every role's adapter from ``checkpoint/<role>/`` (`Trainer` would load one adapter)."""
         from peft import set_peft_model_state_dict

@@ -41,6 +41,7 @@ from typing import Any
 
 import torch
 
+from trainers import compat
 from trainers.role_adapters import PerRoleMixin, with_mixin
 
 logger = logging.getLogger(__name__)
@@ -95,17 +96,14 @@ def load_role_models(
 @contextlib.contextmanager
 def detached(main: Any) -> Iterator[None]:
     """`main` without its attached role models (to save or load its own weights alone)."""
-    extra = main._modules.pop(ROLE_MODULES, None)
+    extra = dict(main.named_children()).get(ROLE_MODULES)
+    if extra is not None:
+        delattr(main, ROLE_MODULES)
     try:
         yield
     finally:
         if extra is not None:
-            main._modules[ROLE_MODULES] = extra
-
-
-def _tied_keys(module: Any) -> set[str]:
-    keys = getattr(module, "_tied_weights_keys", None) or ()
-    return set(keys)
+            main.add_module(ROLE_MODULES, extra)
 
 
 def load_weights(module: Any, folder: Path) -> None:
@@ -116,7 +114,7 @@ def load_weights(module: Any, folder: Path) -> None:
     if not path.is_file():
         raise FileNotFoundError(f"{path} is missing: cannot resume role {folder.name!r}")
     missing, unexpected = module.load_state_dict(load_file(str(path)), strict=False)
-    missing = [k for k in missing if k not in _tied_keys(module)]
+    missing = [k for k in missing if k not in compat.tied_weight_keys(module)]
     if missing or unexpected:
         raise ValueError(
             f"{path} does not match the role's model: missing {missing[:5]}, "
@@ -186,9 +184,7 @@ class RoleModelMixin(PerRoleMixin):
 
     def _add_log_prob_head(self, module: Any) -> None:
         """TRL's fused log-prob head on `module`, as TRL patches its own model and reference."""
-        from trl.trainer.utils import add_fused_lm_head
-
-        add_fused_lm_head(
+        compat.add_fused_lm_head(
             module,
             temperature=self.temperature,
             cast_lm_head_to_fp32=self.args.cast_lm_head_to_fp32,
@@ -210,7 +206,6 @@ class RoleModelMixin(PerRoleMixin):
                 "(role_models as {role: path}, as build_grpo_trainer passes it)"
             )
         from transformers import AutoModelForCausalLM
-        from trl.trainer.utils import disable_dropout_in_model
 
         first = role_models[self.roles[0]]
         loaded = {first: self.ref_model}
@@ -221,7 +216,7 @@ class RoleModelMixin(PerRoleMixin):
                 ref = AutoModelForCausalLM.from_pretrained(path, dtype=self.ref_model.dtype)
                 ref.requires_grad_(False).eval()
                 if self.args.disable_dropout:
-                    disable_dropout_in_model(ref)
+                    compat.disable_dropout_in_model(ref)
                 self._add_log_prob_head(ref)
                 loaded[path] = ref.to(self.accelerator.device)
             refs[role] = loaded[path]
@@ -262,10 +257,9 @@ class RoleModelMixin(PerRoleMixin):
         return torch.cat([features, roles.unsqueeze(1)], dim=1)
 
     # ------------------------------------------------------------------ save / resume
+    @compat.hook
     def _save(self, output_dir: str | None = None, state_dict: Any = None) -> None:
         """One complete model per role in ``output_dir/<role>/`` (weights, config, tokenizer)."""
-        from transformers.trainer import TRAINING_ARGS_NAME
-
         output_dir = output_dir or self.args.output_dir
         main = self.accelerator.unwrap_model(self.model)
         modules = {role: self.role_module(role) for role in self.roles}
@@ -275,8 +269,9 @@ class RoleModelMixin(PerRoleMixin):
                 module.save_pretrained(str(folder))
                 if self.processing_class is not None:
                     self.processing_class.save_pretrained(str(folder))
-        torch.save(self.args, os.path.join(output_dir, TRAINING_ARGS_NAME))
+        torch.save(self.args, os.path.join(output_dir, compat.TRAINING_ARGS_NAME))
 
+    @compat.hook
     def _load_from_checkpoint(self, resume_from_checkpoint: str, model: Any = None) -> None:
         """Every role's model from ``checkpoint/<role>/`` (plus PPO's value head)."""
         main = self.accelerator.unwrap_model(model if model is not None else self.model)
