@@ -16,7 +16,9 @@ from trainers.embedded import (
     EmbeddedModelError,
     EmbeddedRecipe,
     build_embedded,
+    calibrate,
     check_model_dir,
+    fit_logit_scale,
     resolve_model,
 )
 from trainers.embedded.transcripts import (
@@ -43,6 +45,7 @@ TINY = EmbeddedRecipe(
     number_features=0,
     vocab_size=300,
     drill_rows=0,
+    calibration_problems=0,
     threads=1,
 )
 # The shipped recipe's features at a tiny size: whole-number tokens, number features, drills.
@@ -54,6 +57,7 @@ TINY_NUMBERS = dataclasses.replace(
     vocab_size=512,
     drill_rows=12,
     drill_facts=4,
+    calibration_problems=6,
 )
 
 
@@ -197,6 +201,7 @@ def test_build_writes_a_checked_loadable_model(tmp_path, recipe):
     files = {p.name for p in path.iterdir()}
     assert set(MODEL_FILES) | {"recipe.json"} <= files
     assert set(info["files"]) == files - {"recipe.json"}
+    assert ("calibration" in info["sft"]) == bool(recipe.calibration_problems)
     policy = HFPolicy.from_pretrained(str(path), GenerationArguments(max_new_tokens=4, seed=0))
     (gen,) = policy.generate([{"instruction": "Solve.", "prompt": "1 + 1?"}])
     assert 1 <= gen.num_tokens <= 4
@@ -209,6 +214,32 @@ def test_same_recipe_gives_the_same_bytes(tmp_path):
     assert names == sorted(p.name for p in second.iterdir())
     for name in names:
         assert (first / name).read_bytes() == (second / name).read_bytes(), name
+
+
+def test_fit_logit_scale_recovers_the_temperature_the_targets_were_drawn_at():
+    import torch
+
+    generator = torch.Generator().manual_seed(0)
+    logits = torch.randn(20000, 12, generator=generator) * 2
+    targets = torch.multinomial((logits * 2.5).softmax(-1), 1, generator=generator)[:, 0]
+    scale, before, after = fit_logit_scale(logits, targets)
+    assert scale == pytest.approx(2.5, abs=0.15)
+    assert after < before
+    assert fit_logit_scale(logits, logits.argmax(-1))[0] == 6.0  # always right: the sharpest
+
+
+def test_calibrate_scales_every_logit_by_the_fitted_scale(tmp_path):
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    recipe = dataclasses.replace(TINY_NUMBERS, calibration_problems=0)
+    path = build_embedded(recipe, tmp_path / "model")
+    ids = torch.tensor([[1, 5, 9, 14, 3]])
+    before = AutoModelForCausalLM.from_pretrained(path)(input_ids=ids).logits
+    fitted = calibrate(path, dataclasses.replace(recipe, calibration_problems=4))
+    after = AutoModelForCausalLM.from_pretrained(path)(input_ids=ids).logits
+    assert fitted["nll_after"] <= fitted["nll_before"]
+    assert torch.allclose(after, before * fitted["logit_scale"], rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.slow
