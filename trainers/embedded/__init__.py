@@ -15,11 +15,15 @@ CPU with the recipe's thread count the rebuild is bit-identical), in about 20 mi
    token, and a Mistral-style model (a folder whose tokenizer transformers loads as saved) built
    from a config with random weights (`agents.tiny`), number embeddings starting as cos/sin
    features;
-3. SFT with TRL's `SFTTrainer`, loss on the assistant reply only.
+3. SFT with TRL's `SFTTrainer`, loss on the assistant reply only;
+4. calibration (`calibrate`): the temperature that minimises the NLL of held-out transcripts is
+   folded into the final norm, so sampling at T=1 draws from calibrated distributions.
 
-The shipped build (recipe v8, 1184 s on 2 idle cores, 0.95M parameters): solver pass1@turn1 0.367,
-critic balanced verdict accuracy 0.625 (200 held-out problems x 2 samples at T=1;
-docs/results.md has every build tried).
+The shipped build (recipe v10: v8's SFT, then a logit scale of 2.15; 0.95M parameters): solver
+pass1@turn1 0.417, critic balanced verdict accuracy 0.719, the refiner fixes 0.229 of the wrong
+answers its critic flags and breaks 0.430 of the right ones under review (200 held-out problems x
+2 samples at T=1; v8 uncalibrated: 0.367, 0.625, 0.168, 0.613). docs/results.md has every build
+tried.
 """
 
 from __future__ import annotations
