@@ -10,6 +10,7 @@ for agent in env.agent_iter():
 
 from __future__ import annotations
 
+from envs.client import EnvRequestError, EnvServerError, RemoteAECEnv, RemoteParallelEnv, remote
 from envs.errors import (
     DataLoadError,
     DuplicateEnvError,
@@ -54,12 +55,16 @@ __all__ = [
     "DataLoadError",
     "DuplicateEnvError",
     "DuplicateTaskError",
+    "EnvRequestError",
+    "EnvServerError",
     "EnvSpec",
     "ExecResult",
     "ListSource",
     "Problem",
     "ProblemSource",
     "RegistryError",
+    "RemoteAECEnv",
+    "RemoteParallelEnv",
     "SandboxConfig",
     "Task",
     "UnknownEnvError",
@@ -74,6 +79,7 @@ __all__ = [
     "make_task",
     "register",
     "register_task",
+    "remote",
     "run_code",
     "run_many",
     "spec",
