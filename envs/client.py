@@ -202,6 +202,9 @@ class _HTTPConnection:
     def close(self) -> None:
         self.call("DELETE", f"/sessions/{self.session_id}", None, self._what("close"))
 
+    def abandon(self) -> None:
+        """Nothing to release: HTTP holds no connection of its own."""
+
 
 class _WSConnection:
     """One session over one WebSocket connection."""
@@ -315,8 +318,22 @@ class _WSConnection:
         finally:
             self.socket.close()
 
+    def abandon(self) -> None:
+        """Close the connection without a word (making the session failed)."""
+        self.socket.close()
+
 
 Connection = _HTTPConnection | _WSConnection
+
+
+def _open(url: str, transport: str, timeout_s: float, env_id: str, kwargs: Mapping) -> tuple:
+    """A connection holding a new session of `env_id`, and the session's description."""
+    connection = _connect(url, transport, timeout_s)
+    try:
+        return connection, connection.create(env_id, kwargs)
+    except BaseException:
+        connection.abandon()
+        raise
 
 
 def _connect(url: str, transport: str, timeout_s: float) -> Connection:
@@ -518,8 +535,7 @@ class RemoteAECEnv(_RemoteEnv, AECEnv):
         **kwargs: Any,
     ) -> None:
         super().__init__()
-        connection = _connect(url, transport, timeout_s)
-        description = connection.create(env_id, kwargs)
+        connection, description = _open(url, transport, timeout_s, env_id, kwargs)
         try:
             self._init_remote(connection, description, None)
         except (TypeError, EnvServerError):
@@ -574,8 +590,7 @@ class RemoteParallelEnv(_RemoteEnv, ParallelEnv):
         timeout_s: float = 30.0,
         **kwargs: Any,
     ) -> None:
-        connection = _connect(url, transport, timeout_s)
-        description = connection.create(env_id, kwargs)
+        connection, description = _open(url, transport, timeout_s, env_id, kwargs)
         try:
             self._init_remote(connection, description, None)
         except (TypeError, EnvServerError):
@@ -633,8 +648,7 @@ def remote(
         >>> env = remote("http://127.0.0.1:8001", "math/debate-v0", rounds=1)  # doctest: +SKIP
         >>> observations, infos = env.reset(seed=0)  # doctest: +SKIP
     """
-    connection = _connect(url, transport, timeout_s)
-    description = connection.create(env_id, kwargs)
+    connection, description = _open(url, transport, timeout_s, env_id, kwargs)
     cls = RemoteParallelEnv if description.get("api") == "parallel" else RemoteAECEnv
     try:
         return cls._from_connection(connection, description)

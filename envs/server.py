@@ -126,6 +126,7 @@ DEFAULT_KWARG_LIMITS = {
     "cache_size": 4096,
 }
 MAX_SEED = 2**63
+IDLE_CLOSE_CODE = 4408  # WebSocket close code of an idle session (private range; HTTP's 408)
 MAX_EXPIRED_REMEMBERED = 4096
 
 
@@ -860,13 +861,10 @@ def create_app(config: EnvServerConfig | None = None) -> Any:
                 try:
                     message = await asyncio.wait_for(ws.receive(), config.idle_timeout_s)
                 except asyncio.TimeoutError:
-                    error = ApiError(
-                        408,
-                        "session_id",
-                        "SESSION_CLOSED",
-                        f"idle for more than idle_timeout_s={config.idle_timeout_s:g} s; closing",
-                    )
-                    await ws.send_text(_ws_json({"type": "error", "data": _ws_error(error)}))
+                    # A close frame, not an error message: the client may be sending right now,
+                    # and it learns the reason from the close either way.
+                    reason = f"idle for more than idle_timeout_s={config.idle_timeout_s:g} s"
+                    await ws.close(code=IDLE_CLOSE_CODE, reason=reason)
                     break
                 if message["type"] == "websocket.disconnect":
                     break
