@@ -377,10 +377,12 @@ class _RemoteEnv:
             )
         self._connection = connection
         self.url = connection.url
-        self.env_id = description["env_id"]
-        self.session_id = description["session_id"]
+        self.env_id = description.get("env_id")
+        self.session_id = description.get("session_id")
         self._closed = False
         try:
+            if not isinstance(self.session_id, str) or not isinstance(self.env_id, str):
+                raise TypeError("no session_id or env_id")
             self.possible_agents = list(description["possible_agents"])
             self.metadata = dict(description.get("metadata") or {})
             self.render_mode = description.get("render_mode")
@@ -398,8 +400,7 @@ class _RemoteEnv:
                 f"env server {self.url} described session {self.session_id} badly: {exc}",
                 self.url,
             ) from exc
-        self._state = dict(state or _EMPTY_STATE)
-        self._apply(self._state)
+        self._checked(state or _EMPTY_STATE, "describe")
 
     @classmethod
     def _from_connection(
@@ -409,13 +410,14 @@ class _RemoteEnv:
         env._init_remote(connection, description, state)
         return env
 
-    def _apply(self, state: Mapping[str, Any]) -> None:
+    def _read(self, state: Mapping[str, Any]) -> dict[str, Any]:
+        """The attributes `state` gives this env (raises on a malformed state)."""
         raise NotImplementedError
 
     def _checked(self, state: Any, verb: str) -> dict[str, Any]:
-        """`state` applied to this env, or EnvServerError when it is not a valid state."""
+        """`state` applied to this env, all of it or (EnvServerError) none of it."""
         try:
-            self._apply(state)
+            self.__dict__.update(self._read(state))
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise EnvServerError(
                 f"env server {self.url}: {verb} of session {self.session_id} ({self.env_id}) "
@@ -542,16 +544,19 @@ class RemoteAECEnv(_RemoteEnv, AECEnv):
             connection.close()
             raise
 
-    def _apply(self, state: Mapping[str, Any]) -> None:
-        self.agents = [str(a) for a in state["agents"]]
-        self.agent_selection = state["agent_selection"]
-        self._observations = dict(state["observations"])
-        self.rewards = {a: float(v) for a, v in state["rewards"].items()}
-        self._cumulative_rewards = {a: float(v) for a, v in state["cumulative_rewards"].items()}
-        self.terminations = {a: bool(v) for a, v in state["terminations"].items()}
-        self.truncations = {a: bool(v) for a, v in state["truncations"].items()}
-        self.infos = {a: dict(v) for a, v in state["infos"].items()}
-        self.step_count, self.episode_id = int(state["step_count"]), state["episode_id"]
+    def _read(self, state: Mapping[str, Any]) -> dict[str, Any]:
+        return {
+            "agents": [str(a) for a in state["agents"]],
+            "agent_selection": state["agent_selection"],
+            "_observations": dict(state["observations"]),
+            "rewards": {a: float(v) for a, v in state["rewards"].items()},
+            "_cumulative_rewards": {a: float(v) for a, v in state["cumulative_rewards"].items()},
+            "terminations": {a: bool(v) for a, v in state["terminations"].items()},
+            "truncations": {a: bool(v) for a, v in state["truncations"].items()},
+            "infos": {a: dict(v) for a, v in state["infos"].items()},
+            "step_count": int(state["step_count"]),
+            "episode_id": state["episode_id"],
+        }
 
     def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> None:
         self._checked(self._call("reset", {"seed": seed, "options": options}), "reset")
@@ -597,16 +602,20 @@ class RemoteParallelEnv(_RemoteEnv, ParallelEnv):
             connection.close()
             raise
 
-    def _apply(self, state: Mapping[str, Any]) -> None:
-        self.agents = [str(a) for a in state["agents"]]
-        self._last = (
+    def _read(self, state: Mapping[str, Any]) -> dict[str, Any]:
+        last = (
             dict(state["observations"]),
             {a: float(v) for a, v in state["rewards"].items()},
             {a: bool(v) for a, v in state["terminations"].items()},
             {a: bool(v) for a, v in state["truncations"].items()},
             {a: dict(v) for a, v in state["infos"].items()},
         )
-        self.step_count, self.episode_id = int(state["step_count"]), state["episode_id"]
+        return {
+            "agents": [str(a) for a in state["agents"]],
+            "_last": last,
+            "step_count": int(state["step_count"]),
+            "episode_id": state["episode_id"],
+        }
 
     def reset(
         self, seed: int | None = None, options: dict[str, Any] | None = None

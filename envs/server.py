@@ -784,17 +784,22 @@ def create_app(config: EnvServerConfig | None = None) -> Any:
     async def invalid_request(request: Request, exc: RequestValidationError) -> Any:
         return failure(_validation_error(exc.errors()))
 
+    # Routes answer with `respond(...)` rather than a dict: FastAPI would pass a dict through
+    # jsonable_encoder first, slow on a state with long observations, and it is JSON already.
+
     async def body(request: Request, name: str) -> Any:
         return _validate(_loads(await request.body()), models[name])
 
     @app.get("/health")
     async def health() -> Any:
-        return {
-            "status": "healthy",
-            "sessions": len(store.sessions),
-            "max_sessions": config.max_sessions,
-            "uptime_s": time.time() - started,
-        }
+        return respond(
+            {
+                "status": "healthy",
+                "sessions": len(store.sessions),
+                "max_sessions": config.max_sessions,
+                "uptime_s": time.time() - started,
+            }
+        )
 
     @app.get("/envs")
     async def served_envs() -> Any:
@@ -808,7 +813,7 @@ def create_app(config: EnvServerConfig | None = None) -> Any:
                     "max_turns": env_spec.max_turns,
                 }
             )
-        return {"envs": entries, "limits": config.limits()}
+        return respond({"envs": entries, "limits": config.limits()})
 
     @app.post("/sessions", status_code=201)
     async def create(request: Request) -> Any:
@@ -818,27 +823,27 @@ def create_app(config: EnvServerConfig | None = None) -> Any:
 
     @app.get("/sessions/{session_id}")
     async def describe(session_id: str) -> Any:
-        return store.get(session_id).description
+        return respond(store.get(session_id).description)
 
     @app.post("/sessions/{session_id}/reset")
     async def reset(session_id: str, request: Request) -> Any:
         session = store.get(session_id)
         parsed = await body(request, "reset")
-        return await store.reset(session, parsed.seed, parsed.options, parsed.episode_id)
+        return respond(await store.reset(session, parsed.seed, parsed.options, parsed.episode_id))
 
     @app.post("/sessions/{session_id}/step")
     async def step(session_id: str, request: Request) -> Any:
         session = store.get(session_id)
         parsed = await body(request, "parallel_step" if session.parallel else "aec_step")
-        return await store.step(session, parsed.model_dump())
+        return respond(await store.step(session, parsed.model_dump()))
 
     @app.get("/sessions/{session_id}/state")
     async def state(session_id: str) -> Any:
-        return await store.state(store.get(session_id))
+        return respond(await store.state(store.get(session_id)))
 
     @app.get("/sessions/{session_id}/render")
     async def render(session_id: str) -> Any:
-        return await store.render(store.get(session_id))
+        return respond(await store.render(store.get(session_id)))
 
     @app.post("/sessions/{session_id}/fork", status_code=201)
     async def fork(session_id: str) -> Any:
@@ -850,7 +855,7 @@ def create_app(config: EnvServerConfig | None = None) -> Any:
         session = store.get(session_id)
         async with session.lock:  # let a running step finish first
             await store.close(session, "closed: deleted by its client")
-        return {"session_id": session_id, "closed": True}
+        return respond({"session_id": session_id, "closed": True})
 
     @app.websocket("/ws")
     async def websocket(ws: WebSocket) -> None:
@@ -875,7 +880,7 @@ def create_app(config: EnvServerConfig | None = None) -> Any:
                 await ws.send_text(_ws_json(reply))
                 if done:
                     break
-        except WebSocketDisconnect:
+        except WebSocketDisconnect:  # the client went away mid-reply: the session closes below
             pass
         finally:
             session = holder["session"]

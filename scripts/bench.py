@@ -984,9 +984,19 @@ def _serve_episode(env: Any, seed: int) -> tuple[int, float, float]:
     return calls, waited, earned
 
 
+def _cpu_seconds(pid: int) -> float | None:
+    """CPU time (user + system) a process has used so far, from /proc (None elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 @contextmanager
-def _env_server(env_id: str, sessions: int, workers: int) -> Iterator[str]:
-    """scripts/serve_envs.py on a free loopback port, in its own process; yields its URL."""
+def _env_server(env_id: str, sessions: int, workers: int) -> Iterator[tuple[str, int]]:
+    """scripts/serve_envs.py on a free loopback port, in its own process; yields its URL and
+    process id."""
     import socket
     import subprocess
 
@@ -1024,7 +1034,7 @@ def _env_server(env_id: str, sessions: int, workers: int) -> Iterator[str]:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"the env server did not answer on {url} within 120 s")
             time.sleep(0.1)
-        yield url
+        yield url, server.pid
     finally:
         server.terminate()
         server.wait(timeout=30)
@@ -1049,9 +1059,9 @@ def run_serve(args: argparse.Namespace) -> dict[str, Any]:
     }
     local = envs.make(args.env, **kwargs)
     _serve_episode(local, -1)  # warm-up: imports, caches
-    began = time.perf_counter()
+    began, cpu = time.perf_counter(), time.process_time()
     played = [_serve_episode(local, seed) for row in seeds for seed in row]
-    elapsed = time.perf_counter() - began
+    elapsed, cpu = time.perf_counter() - began, time.process_time() - cpu
     steps, earned = sum(p[0] for p in played), sum(p[2] for p in played)
     base_us = 1e6 * elapsed / steps
     figures["in_process"] = {
@@ -1059,11 +1069,18 @@ def run_serve(args: argparse.Namespace) -> dict[str, Any]:
         "seconds": elapsed,
         "steps_per_s": steps / elapsed,
         "us_per_step": base_us,
+        "cpu_us_per_step": 1e6 * cpu / steps,
     }
     print(f"{args.env}: {args.sessions} sessions x {args.episodes} episodes = {steps} env calls")
-    print(f"{'mode':12} {'steps/s':>9} {'us/step':>9} {'wait us/step':>13} {'overhead us':>12}")
-    print(f"{'in-process':12} {steps / elapsed:9.0f} {base_us:9.1f} {base_us:13.1f} {0:12.1f}")
-    with _env_server(args.env, args.sessions, args.workers) as url:
+    print(
+        f"{'mode':12} {'steps/s':>9} {'us/step':>9} {'wait us/step':>13} {'overhead us':>12} "
+        f"{'CPU us/step: client + server':>29}"
+    )
+    print(
+        f"{'in-process':12} {steps / elapsed:9.0f} {base_us:9.1f} {base_us:13.1f} {0:12.1f} "
+        f"{1e6 * cpu / steps:29.1f}"
+    )
+    with _env_server(args.env, args.sessions, args.workers) as (url, pid):
         for transport in args.transport or ["http", "ws"]:
             remotes = [
                 envs.remote(url, args.env, transport=transport, **kwargs)
@@ -1079,9 +1096,10 @@ def run_serve(args: argparse.Namespace) -> dict[str, Any]:
             with ThreadPoolExecutor(args.sessions) as pool:
                 futures = [pool.submit(play, i) for i in range(args.sessions)]
                 start.wait()
-                began = time.perf_counter()
+                began, cpu, server_cpu = time.perf_counter(), time.process_time(), _cpu_seconds(pid)
                 results = [p for future in futures for p in future.result()]
-                wall = time.perf_counter() - began
+                wall, cpu = time.perf_counter() - began, time.process_time() - cpu
+                server_end = _cpu_seconds(pid)
             for env in remotes:
                 env.close()
             served_steps = sum(r[0] for r in results)
@@ -1092,6 +1110,11 @@ def run_serve(args: argparse.Namespace) -> dict[str, Any]:
                     f"calls, rewards {served_earned} vs {steps} calls, rewards {earned})"
                 )
             wait_us = 1e6 * sum(r[1] for r in results) / served_steps
+            server_us = (
+                None
+                if server_cpu is None or server_end is None
+                else 1e6 * (server_end - server_cpu) / served_steps
+            )
             row = {
                 "steps": served_steps,
                 "seconds": wall,
@@ -1099,16 +1122,21 @@ def run_serve(args: argparse.Namespace) -> dict[str, Any]:
                 "us_per_step": 1e6 * wall / served_steps,
                 "client_wait_us_per_step": wait_us,
                 "overhead_us_per_step": 1e6 * wall / served_steps - base_us,
+                "client_cpu_us_per_step": 1e6 * cpu / served_steps,
+                "server_cpu_us_per_step": server_us,
             }
             figures[transport] = row
+            shown = "?" if server_us is None else f"{server_us:.0f}"
+            split = f"{row['client_cpu_us_per_step']:.0f} + {shown}"
             print(
                 f"{transport:12} {row['steps_per_s']:9.0f} {row['us_per_step']:9.1f} "
-                f"{wait_us:13.1f} {row['overhead_us_per_step']:12.1f}"
+                f"{wait_us:13.1f} {row['overhead_us_per_step']:12.1f} {split:>29}"
             )
     figures["load_average_after"] = list(os.getloadavg())
     print(
         "us/step: wall time per step over all sessions; wait: mean time one client waits for a "
-        "step; overhead: us/step minus in-process us/step"
+        "step; overhead: us/step minus in-process us/step; CPU: processor time per step of the "
+        "client process and of the server process (less sensitive to a shared machine)"
     )
     return figures
 

@@ -682,7 +682,8 @@ def test_bench_serve_smoke(tmp_path):
     for transport in TRANSPORTS:
         row = figures[transport]
         assert row["steps"] == steps and row["steps_per_s"] > 0
-        assert row["client_wait_us_per_step"] > 0
+        assert row["client_wait_us_per_step"] > 0 and row["client_cpu_us_per_step"] > 0
+        assert row["server_cpu_us_per_step"] is None or row["server_cpu_us_per_step"] >= 0
     assert "ws" in result.stdout and "overhead" in result.stdout
 
 
