@@ -31,15 +31,16 @@ closed by the server's idle timeout. Sessions the client never closes are closed
 too (nothing is sent from ``__del__``).
 
 httpx (``pip install -e ".[server]"``) and, for ``transport="ws"``, websockets are imported on
-first use; one httpx client per server URL is shared by every remote env of a process.
+first use; each remote env holds its own connection, closed by ``close()`` (or, without a
+request, when the env is garbage-collected).
 """
 
 from __future__ import annotations
 
 import copy
 import json
-import os
 import threading
+import weakref
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -75,26 +76,32 @@ class EnvRequestError(EnvServerError, ValueError):
     """The server refused the request (HTTP 4xx): its message names the field at fault."""
 
 
-_CLIENTS: dict[tuple[int, str], Any] = {}
-_CLIENTS_LOCK = threading.Lock()
+# The client drops a connection idle this long, well before a server closes it (uvicorn's
+# keep-alive default is 5 s, `envs.server.serve` sets 75 s): a request sent on a connection the
+# server is closing at that moment fails ("server disconnected"), and a step cannot be retried.
+KEEPALIVE_EXPIRY_S = 2.0
+_SSL: dict[str, Any] = {}
 
 
-def _http_client(base_url: str) -> Any:
-    """The process's shared httpx client for `base_url` (a new one after a fork)."""
-    key = (os.getpid(), base_url)
-    with _CLIENTS_LOCK:
-        client = _CLIENTS.get(key)
-        if client is None:
-            try:
-                import httpx
-            except ImportError as exc:
-                raise ImportError(
-                    "remote envs need httpx: pip install -e '.[server]' (or pip install httpx)"
-                ) from exc
-            # Many envs of one process talk to one server at once: keep their connections.
-            limits = httpx.Limits(max_connections=None, max_keepalive_connections=1024)
-            client = _CLIENTS[key] = httpx.Client(limits=limits)
-        return client
+def _http_client() -> Any:
+    """A new httpx client for one remote env (one connection, kept alive between calls).
+
+    One client per env rather than one pool per process: with tens of threads, a shared pool
+    cost more CPU per request than the request (measured by ``bench.py serve``). The TLS
+    context, slow to build, is built once and shared.
+    """
+    try:
+        import httpx
+    except ImportError as exc:
+        raise ImportError(
+            "remote envs need httpx: pip install -e '.[server]' (or pip install httpx)"
+        ) from exc
+    if "context" not in _SSL:
+        _SSL["context"] = httpx.create_ssl_context()
+    limits = httpx.Limits(
+        max_connections=4, max_keepalive_connections=1, keepalive_expiry=KEEPALIVE_EXPIRY_S
+    )
+    return httpx.Client(limits=limits, verify=_SSL["context"])
 
 
 def _base_url(url: str) -> str:
@@ -124,12 +131,17 @@ class _HTTPConnection:
         self.url, self.timeout_s = url, timeout_s
         self.session_id: str | None = None
         self.env_id = "?"
+        self._client: Any = None
 
     def _what(self, verb: str) -> str:
         return f"{verb} of session {self.session_id} ({self.env_id})"
 
     def call(self, method: str, path: str, payload: Any, what: str) -> Any:
-        client = _http_client(self.url)
+        if self._client is None:
+            self._client = client = _http_client()
+            # closes the socket when the env is dropped unclosed (no request is sent)
+            weakref.finalize(self, client.close)
+        client = self._client
         import httpx
 
         # ensure_ascii keeps the lone surrogates of model output as escapes (valid UTF-8).
@@ -200,10 +212,15 @@ class _HTTPConnection:
         return self.call("POST", f"/sessions/{self.session_id}/fork", None, self._what("fork"))
 
     def close(self) -> None:
-        self.call("DELETE", f"/sessions/{self.session_id}", None, self._what("close"))
+        try:
+            self.call("DELETE", f"/sessions/{self.session_id}", None, self._what("close"))
+        finally:
+            self.abandon()
 
     def abandon(self) -> None:
-        """Nothing to release: HTTP holds no connection of its own."""
+        """Close the connection without a request."""
+        if self._client is not None:
+            self._client.close()
 
 
 class _WSConnection:
@@ -353,7 +370,10 @@ def _restore(
     """Unpickle a remote env: fork its snapshot session again and attach to the fork."""
     forked = _HTTPConnection(url, timeout_s)
     forked.session_id = snapshot_id
-    description = forked.fork()
+    try:
+        description = forked.fork()
+    finally:
+        forked.abandon()
     connection = _connect(url, transport, timeout_s)
     description = connection.attach(description["session_id"])
     return cls._from_connection(connection, description, state)
