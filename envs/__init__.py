@@ -6,6 +6,9 @@ env.reset(seed=0)
 for agent in env.agent_iter():
     obs, reward, terminated, truncated, info = env.last()
     env.step(None if terminated or truncated else my_policy(obs))
+
+The same env served by ``python scripts/serve_envs.py`` (`envs.server`) is
+``envs.remote("http://127.0.0.1:8001", "math/reflection-v0")`` (`envs.client`).
 """
 
 from __future__ import annotations
