@@ -33,6 +33,7 @@ from pettingzoo import AECEnv, ParallelEnv
 
 import envs
 from envs.client import EnvRequestError, EnvServerError, RemoteAECEnv
+from envs.debate import DebateEnv
 from envs.protocol import build_space, describe_space, jsonable
 from envs.server import EnvServerConfig, create_app
 from envs.solve import SolveEnv
@@ -174,25 +175,48 @@ def test_copies_fork_the_session(server):
         each.close()
 
 
-def test_concurrent_requests_to_one_session_are_serialised(server):
-    client = httpx.Client(timeout=60)
-    create = {"env_id": "math/debate-v0", "kwargs": {"rounds": 24}}
-    sid = client.post(server.url + "/sessions", json=create).json()["session_id"]
-    client.post(f"{server.url}/sessions/{sid}/reset", json={"seed": 0})
-    actions = {f"debater_{i}": f"\\boxed{{{i}}}" for i in range(3)}
+class OverlapEnv(DebateEnv):
+    """A debate env that records how many of its steps run at once (each takes a moment)."""
 
-    def step(_: int) -> httpx.Response:
-        return client.post(f"{server.url}/sessions/{sid}/step", json={"actions": actions})
+    guard = threading.Lock()
+    inside = 0
+    most = 0
 
-    with ThreadPoolExecutor(8) as pool:
-        answers = list(pool.map(step, range(24)))
+    def step(self, actions):
+        with OverlapEnv.guard:
+            OverlapEnv.inside += 1
+            OverlapEnv.most = max(OverlapEnv.most, OverlapEnv.inside)
+        try:
+            time.sleep(0.02)  # long enough for a second step to start, were it let in
+            return super().step(actions)
+        finally:
+            with OverlapEnv.guard:
+                OverlapEnv.inside -= 1
+
+
+def test_concurrent_requests_to_one_session_are_serialised():
+    envs.register("test/overlap-v0", lambda **kw: OverlapEnv(**kw), max_turns=24)
+    OverlapEnv.most = 0
+    try:
+        with BackgroundServer(create_app()) as running, httpx.Client(timeout=60) as client:
+            create = {"env_id": "test/overlap-v0", "kwargs": {"rounds": 24}}
+            sid = client.post(running.url + "/sessions", json=create).json()["session_id"]
+            client.post(f"{running.url}/sessions/{sid}/reset", json={"seed": 0})
+            actions = {f"debater_{i}": f"\\boxed{{{i}}}" for i in range(3)}
+
+            def step(_: int) -> httpx.Response:
+                return client.post(f"{running.url}/sessions/{sid}/step", json={"actions": actions})
+
+            with ThreadPoolExecutor(8) as pool:
+                answers = list(pool.map(step, range(24)))
+    finally:
+        envs.deregister("test/overlap-v0")
     assert [a.status_code for a in answers] == [200] * 24
+    assert OverlapEnv.most == 1  # never two steps of one env at once
     assert sorted(a.json()["step_count"] for a in answers) == list(range(1, 25))
     assert sum(a.json()["done"] for a in answers) == 1
     rounds = [a.json()["infos"]["debater_0"]["round"] for a in answers]
     assert sorted(rounds) == list(range(24))  # each round played once, none lost or repeated
-    client.delete(f"{server.url}/sessions/{sid}")
-    client.close()
 
 
 class GatedEnv(SolveEnv):
