@@ -1022,7 +1022,7 @@ def _env_server(env_id: str, sessions: int, workers: int) -> Iterator[tuple[str,
     server = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + 300
         while True:
             if server.poll() is not None:
                 raise RuntimeError(f"the env server exited: {server.stderr.read()[-2000:]}")
@@ -1032,7 +1032,7 @@ def _env_server(env_id: str, sessions: int, workers: int) -> Iterator[tuple[str,
             except httpx.TransportError:
                 pass  # not listening yet
             if time.monotonic() > deadline:
-                raise RuntimeError(f"the env server did not answer on {url} within 120 s")
+                raise RuntimeError(f"the env server did not answer on {url} within 300 s")
             time.sleep(0.1)
         yield url, server.pid
     finally:
@@ -1083,7 +1083,7 @@ def run_serve(args: argparse.Namespace) -> dict[str, Any]:
     with _env_server(args.env, args.sessions, args.workers) as (url, pid):
         for transport in args.transport or ["http", "ws"]:
             remotes = [
-                envs.remote(url, args.env, transport=transport, **kwargs)
+                envs.remote(url, args.env, transport=transport, timeout_s=300, **kwargs)
                 for _ in range(args.sessions)
             ]
             _serve_episode(remotes[0], -1)  # warm-up: the connection pool, the server's imports

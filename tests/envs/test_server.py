@@ -7,8 +7,10 @@ subprocess, which the test then kills.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
+import functools
 import json
 import math
 import pickle
@@ -41,13 +43,28 @@ from rewards.server import BackgroundServer
 
 REPO = Path(__file__).resolve().parents[2]
 TRANSPORTS = ["http", "ws"]
+# Generous bounds: the suite runs niced beside training jobs, where a request can take seconds.
+# No test waits for them unless something is broken.
+STARTUP_S = 300
+CALL_S = 300
+_remote = functools.partial(envs.remote, timeout_s=CALL_S)
 REFLECTION = ("math/reflection-v0", {"rounds": 1})
 DEBATE = ("math/debate-v0", {"num_agents": 2, "rounds": 2})
 
 
+@contextlib.contextmanager
+def _serving(app):
+    """`app` on a uvicorn thread, started with a bound fit for a loaded machine."""
+    running = BackgroundServer(app).start(timeout_s=STARTUP_S)
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
 @pytest.fixture(scope="module")
 def server():
-    with BackgroundServer(create_app(EnvServerConfig(idle_timeout_s=120))) as running:
+    with _serving(create_app(EnvServerConfig(idle_timeout_s=600))) as running:
         yield running
 
 
@@ -86,11 +103,11 @@ def _parallel_turn(env, turn: int) -> tuple:
 def test_check_env_passes_against_a_served_env(server, env_id, kwargs, transport):
     """PettingZoo's api_test / parallel_api_test and seed tests, and the project's text checks,
     against the served env; only the answer-leak check (it reads the env's task) is skipped."""
-    probe = envs.remote(server.url, env_id, transport=transport, **kwargs)
+    probe = _remote(server.url, env_id, transport=transport, **kwargs)
     assert isinstance(probe, ParallelEnv if env_id == DEBATE[0] else AECEnv)
     probe.close()
     with pytest.warns(UserWarning, match="answer-leak check is skipped") as caught:
-        envs.check_env(lambda: envs.remote(server.url, env_id, transport=transport, **kwargs))
+        envs.check_env(lambda: _remote(server.url, env_id, transport=transport, **kwargs))
     # any other warning (PettingZoo's parallel_api_test warns on wrong keys) fails the test
     assert [str(w.message) for w in caught] == [
         "check_env: not a TaskEnvMixin env, the answer-leak check is skipped"
@@ -100,7 +117,7 @@ def test_check_env_passes_against_a_served_env(server, env_id, kwargs, transport
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_spaces_and_attributes_match_the_local_env(server, transport):
     local = envs.make("math/reflection-v0", rounds=1, render_mode="ansi")
-    with envs.remote(
+    with _remote(
         server.url, "math/reflection-v0", transport=transport, rounds=1, render_mode="ansi"
     ) as env:
         assert env.possible_agents == local.possible_agents
@@ -124,7 +141,7 @@ def test_spaces_and_attributes_match_the_local_env(server, transport):
 def test_interleaved_sessions_match_in_process_envs(server, transport):
     """Two sessions of one env, stepped in turn, play exactly what two local envs play."""
     env_id, kwargs = REFLECTION
-    remotes = [envs.remote(server.url, env_id, transport=transport, **kwargs) for _ in range(2)]
+    remotes = [_remote(server.url, env_id, transport=transport, **kwargs) for _ in range(2)]
     locals_ = [envs.make(env_id, **kwargs) for _ in range(2)]
     seeds = [11, 12]
     played: dict[str, list[list[tuple]]] = {"remote": [[], []], "local": [[], []]}
@@ -146,7 +163,7 @@ def test_interleaved_sessions_match_in_process_envs(server, transport):
 
 def test_parallel_sessions_match_in_process_envs(server):
     env_id, kwargs = DEBATE
-    remote = [envs.remote(server.url, env_id, transport=t, **kwargs) for t in TRANSPORTS]
+    remote = [_remote(server.url, env_id, transport=t, **kwargs) for t in TRANSPORTS]
     local = [envs.make(env_id, **kwargs) for _ in TRANSPORTS]
     played: dict[str, list[list[tuple]]] = {"remote": [[], []], "local": [[], []]}
     for name, pair in (("remote", remote), ("local", local)):
@@ -161,7 +178,7 @@ def test_parallel_sessions_match_in_process_envs(server):
 
 
 def test_copies_fork_the_session(server):
-    env = envs.remote(server.url, "math/reflection-v0", rounds=1)
+    env = _remote(server.url, "math/reflection-v0", rounds=1)
     env.reset(seed=4)
     _aec_turn(env, 0)
     clones = [copy.deepcopy(env), pickle.loads(pickle.dumps(env))]
@@ -198,7 +215,7 @@ def test_concurrent_requests_to_one_session_are_serialised():
     envs.register("test/overlap-v0", lambda **kw: OverlapEnv(**kw), max_turns=24)
     OverlapEnv.most = 0
     try:
-        with BackgroundServer(create_app()) as running, httpx.Client(timeout=60) as client:
+        with _serving(create_app()) as running, httpx.Client(timeout=CALL_S) as client:
             create = {"env_id": "test/overlap-v0", "kwargs": {"rounds": 24}}
             sid = client.post(running.url + "/sessions", json=create).json()["session_id"]
             client.post(f"{running.url}/sessions/{sid}/reset", json={"seed": 0})
@@ -228,7 +245,7 @@ class GatedEnv(SolveEnv):
 
     def step(self, action):
         GatedEnv.entered.set()
-        assert GatedEnv.gate.wait(timeout=30), "the test never opened the gate"
+        assert GatedEnv.gate.wait(timeout=CALL_S), "the test never opened the gate"
         super().step(action)
 
 
@@ -237,21 +254,23 @@ def test_blocking_env_work_holds_up_only_its_own_session():
     GatedEnv.gate.clear()
     envs.register("test/gated-v0", lambda **kw: GatedEnv(**kw), max_turns=1)
     try:
-        with BackgroundServer(create_app(EnvServerConfig(envs=("test/gated-v0",)))) as running:
-            blocked = envs.remote(running.url, "test/gated-v0")
+        with _serving(create_app(EnvServerConfig(envs=("test/gated-v0",)))) as running:
+            blocked = _remote(running.url, "test/gated-v0")
             blocked.reset(seed=0)
-            other = envs.remote(running.url, "test/gated-v0", transport="ws")
+            other = _remote(running.url, "test/gated-v0", transport="ws")
             with ThreadPoolExecutor(1) as pool:
                 stepping = pool.submit(blocked.step, "\\boxed{1}")
-                assert GatedEnv.entered.wait(timeout=30)
+                assert GatedEnv.entered.wait(timeout=CALL_S)
                 # the step is stuck inside the env: other sessions and routes still answer
                 other.reset(seed=1)
-                assert httpx.get(running.url + "/health", timeout=30).status_code == 200
-                state = httpx.get(f"{running.url}/sessions/{other.session_id}/state", timeout=30)
+                assert httpx.get(running.url + "/health", timeout=CALL_S).status_code == 200
+                state = httpx.get(
+                    f"{running.url}/sessions/{other.session_id}/state", timeout=CALL_S
+                )
                 assert state.json()["agents"] == ["solver_0"]
                 assert not stepping.done()
                 GatedEnv.gate.set()
-                stepping.result(timeout=30)
+                stepping.result(timeout=CALL_S)
             assert blocked.terminations["solver_0"]
     finally:
         GatedEnv.gate.set()
@@ -261,26 +280,43 @@ def test_blocking_env_work_holds_up_only_its_own_session():
 # ---------------------------------------------------------------------- idle timeout
 
 
-def test_idle_sessions_expire_and_busy_ones_stay():
-    config = EnvServerConfig(idle_timeout_s=0.4)
-    with BackgroundServer(create_app(config)) as running:
-        idle = envs.remote(running.url, "math/solve-v0")
-        busy = envs.remote(running.url, "math/solve-v0")
-        ws = envs.remote(running.url, "math/solve-v0", transport="ws")
-        deadline = time.monotonic() + 1.5
-        while time.monotonic() < deadline:
-            busy.reset(seed=0)  # a request every 0.1 s keeps it open
-            time.sleep(0.1)
+def test_idle_sessions_are_reaped_and_others_kept():
+    with TestClient(create_app(EnvServerConfig(idle_timeout_s=60))) as client:
+        store = client.app.store
+        idle, recent, busy = (_session(client, "math/solve-v0") for _ in range(3))
+        lock = store.sessions[busy].lock
+        client.portal.call(lock.acquire)  # a request in progress: never reaped, however old
+        store.sessions[busy].last_used -= 61
+        store.sessions[idle].last_used -= 61
+        client.portal.call(store.reap)  # (the background reaper may have been first: same end)
+        assert idle not in store.sessions and {recent, busy} <= set(store.sessions)
+        store.sessions[busy].touch()  # as the request in progress would on its way out
+        client.portal.call(lock.release)
+        _refused(
+            client.post(f"/sessions/{idle}/reset", json={}),
+            404,
+            "session_id",
+            "expired: idle for more than idle_timeout_s=60 s",
+        )
+        for kept in (recent, busy):
+            assert client.post(f"/sessions/{kept}/reset", json={}).status_code == 200
+        assert client.get("/health").json()["sessions"] == 2
+
+
+def test_the_background_reaper_closes_idle_sessions_of_both_transports():
+    with _serving(create_app(EnvServerConfig(idle_timeout_s=1.0))) as running:
+        over_http = _remote(running.url, "math/solve-v0")
+        over_ws = _remote(running.url, "math/solve-v0", transport="ws")
+        deadline = time.monotonic() + STARTUP_S
+        while httpx.get(running.url + "/health", timeout=CALL_S).json()["sessions"]:
+            assert time.monotonic() < deadline, "idle sessions were never closed"
+            time.sleep(0.05)
         with pytest.raises(EnvRequestError, match="expired: idle for more than") as refused:
-            idle.reset(seed=0)
+            over_http.reset(seed=0)
         assert refused.value.status == 404 and refused.value.field == "session_id"
-        busy.step("\\boxed{1}")  # still open
-        with pytest.raises(EnvServerError, match=r"idle for more than idle_timeout_s=0\.4"):
-            ws.reset(seed=0)  # the server closed the connection, saying why
-        assert httpx.get(running.url + "/health").json()["sessions"] == 1
-        idle.close()  # already gone: closing is a no-op
-        busy.close()
-        assert httpx.get(running.url + "/health").json()["sessions"] == 0
+        with pytest.raises(EnvServerError, match="idle for more than idle_timeout_s=1 s"):
+            over_ws.reset(seed=0)  # the server closed the connection, saying why
+        over_http.close()  # already gone: closing is a no-op
 
 
 # ---------------------------------------------------------------------- refusals
@@ -456,16 +492,16 @@ def test_a_failing_env_is_500_and_the_server_goes_on():
 
 def test_client_refusals_are_request_errors(server):
     with pytest.raises(EnvRequestError, match=r"HTTP 404.*Did you mean") as unknown:
-        envs.remote(server.url, "math/reflection-v9")
+        _remote(server.url, "math/reflection-v9")
     assert unknown.value.field == "env_id" and isinstance(unknown.value, ValueError)
     with pytest.raises(EnvRequestError, match="rounds must be an int") as bad:
-        envs.remote(server.url, "math/reflection-v0", transport="ws", rounds=0)
+        _remote(server.url, "math/reflection-v0", transport="ws", rounds=0)
     assert bad.value.status == 422 and bad.value.field == "kwargs.rounds"
     with pytest.raises(TypeError, match="RemoteParallelEnv"):
-        RemoteAECEnv(server.url, "math/debate-v0")
+        RemoteAECEnv(server.url, "math/debate-v0", timeout_s=CALL_S)
     with pytest.raises(ValueError, match="http"):
-        envs.remote("ftp://127.0.0.1:1", "math/solve-v0")
-    env = envs.remote(server.url, "math/solve-v0")
+        _remote("ftp://127.0.0.1:1", "math/solve-v0")
+    env = _remote(server.url, "math/solve-v0")
     env.reset(seed=0)
     with pytest.raises(TypeError, match=r"action of 'solver_0' must be a str.*got int"):
         env.step(12345)
@@ -525,7 +561,7 @@ def test_websocket_session_closes_with_its_connection(app_client):
         ws.send_json({"type": "create", "data": {"env_id": "math/solve-v0"}})
         sid = ws.receive_json()["data"]["session_id"]
         assert app_client.get("/health").json()["sessions"] == 1
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + STARTUP_S
     while app_client.get("/health").json()["sessions"] and time.monotonic() < deadline:
         time.sleep(0.02)
     _refused(app_client.get(f"/sessions/{sid}"), 404, "session_id", "WebSocket connection ended")
@@ -585,7 +621,7 @@ class OddInfosEnv(SolveEnv):
 def test_odd_infos_are_served_as_json(server):
     envs.register("test/odd-v0", lambda **kw: OddInfosEnv(**kw), max_turns=1)
     try:
-        env = envs.remote(server.url, "test/odd-v0")
+        env = _remote(server.url, "test/odd-v0")
         env.reset(seed=0)
         env.step("\\boxed{1}")
         info = env.infos["solver_0"]
@@ -616,7 +652,7 @@ def test_killed_server_gives_a_clear_error_not_a_default():
         text=True,
     )
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + STARTUP_S
         while True:
             try:
                 assert httpx.get(url + "/envs", timeout=1).json()["envs"][0]["id"] == (
@@ -625,14 +661,14 @@ def test_killed_server_gives_a_clear_error_not_a_default():
                 break
             except httpx.TransportError:
                 assert process.poll() is None, process.communicate()[0]
-                assert time.monotonic() < deadline, "server did not start in 60 s"
+                assert time.monotonic() < deadline, f"server did not start in {STARTUP_S} s"
                 time.sleep(0.2)
-        remotes = {t: envs.remote(url, "math/reflection-v0", transport=t) for t in TRANSPORTS}
+        remotes = {t: _remote(url, "math/reflection-v0", transport=t) for t in TRANSPORTS}
         for env in remotes.values():
             env.reset(seed=0)
             env.step("\\boxed{1}")
         process.send_signal(signal.SIGKILL)
-        process.wait(timeout=10)
+        process.wait(timeout=60)
         for transport, env in remotes.items():
             before = (env.agent_selection, dict(env.rewards), env.step_count)
             with pytest.raises(EnvServerError) as failed:
@@ -643,11 +679,11 @@ def test_killed_server_gives_a_clear_error_not_a_default():
             assert failed.value.status is None
             assert (env.agent_selection, dict(env.rewards), env.step_count) == before
         with pytest.raises(EnvServerError, match="unreachable"):
-            envs.remote(url, "math/reflection-v0")
+            _remote(url, "math/reflection-v0")
     finally:
         if process.poll() is None:
             process.kill()
-        process.communicate(timeout=10)
+        process.communicate(timeout=60)
 
 
 def test_serve_script_refuses_bad_arguments():
@@ -696,7 +732,7 @@ def test_bench_serve_smoke(tmp_path):
         cwd=REPO,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=3 * STARTUP_S,
         check=False,
     )
     assert result.returncode == 0, result.stderr[-3000:]
@@ -713,10 +749,10 @@ def test_bench_serve_smoke(tmp_path):
 
 def test_server_threads_leave_with_it():
     before = threading.active_count()
-    with BackgroundServer(create_app()) as running:
-        env = envs.remote(running.url, "math/solve-v0")
+    with _serving(create_app()) as running:
+        env = _remote(running.url, "math/solve-v0")
         env.reset(seed=0)
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + STARTUP_S
     while threading.active_count() > before and time.monotonic() < deadline:
         time.sleep(0.05)
     assert threading.active_count() <= before
