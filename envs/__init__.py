@@ -6,10 +6,14 @@ env.reset(seed=0)
 for agent in env.agent_iter():
     obs, reward, terminated, truncated, info = env.last()
     env.step(None if terminated or truncated else my_policy(obs))
+
+The same env served by ``python scripts/serve_envs.py`` (`envs.server`) is
+``envs.remote("http://127.0.0.1:8001", "math/reflection-v0")`` (`envs.client`).
 """
 
 from __future__ import annotations
 
+from envs.client import EnvRequestError, EnvServerError, RemoteAECEnv, RemoteParallelEnv, remote
 from envs.errors import (
     DataLoadError,
     DuplicateEnvError,
@@ -54,12 +58,16 @@ __all__ = [
     "DataLoadError",
     "DuplicateEnvError",
     "DuplicateTaskError",
+    "EnvRequestError",
+    "EnvServerError",
     "EnvSpec",
     "ExecResult",
     "ListSource",
     "Problem",
     "ProblemSource",
     "RegistryError",
+    "RemoteAECEnv",
+    "RemoteParallelEnv",
     "SandboxConfig",
     "Task",
     "UnknownEnvError",
@@ -74,6 +82,7 @@ __all__ = [
     "make_task",
     "register",
     "register_task",
+    "remote",
     "run_code",
     "run_many",
     "spec",

@@ -171,7 +171,7 @@ class GeneratedSource(ProblemSource):
             raise ValueError(f"{name} size must be a positive int, got {size!r}")
         self.generate = generate
         self.size, self.levels, self.split, self.seed = size, levels, split, seed
-        self.name = name
+        self.name, self.max_difficulty = name, max_difficulty
 
     def __len__(self) -> int:
         return self.size
@@ -189,13 +189,16 @@ class GeneratedSource(ProblemSource):
     def get(self, problem_id: str) -> Problem:
         try:
             _, split, level, seed, index = problem_id.split("/")
+            difficulty = int(level[1:])
+            if not 1 <= difficulty <= self.max_difficulty:  # d999999999 would never finish
+                raise ValueError(f"level {difficulty} is outside 1..{self.max_difficulty}")
             problem = self.generate(
-                int(index), difficulty=int(level[1:]), split=split, seed=int(seed[1:])
+                int(index), difficulty=difficulty, split=split, seed=int(seed[1:])
             )
         except ValueError as err:
             raise KeyError(
                 f"{problem_id!r} is not a problem id of the {self.name} family "
-                f"('{self.name}/<split>/d<level>/s<seed>/<index>')"
+                f"('{self.name}/<split>/d<level>/s<seed>/<index>'): {err}"
             ) from err
         if problem["id"] != problem_id:
             raise KeyError(f"{problem_id!r} is not a valid {self.name} problem id")

@@ -39,7 +39,16 @@ from rewards.base import Verdict, Verifier
 from rewards.batch import verify_batch
 from rewards.registry import get_verifier
 
-__all__ = ["BackgroundServer", "ServerConfig", "build_verifiers", "create_app", "serve"]
+__all__ = [
+    "BackgroundServer",
+    "BodyLimit",
+    "ServerConfig",
+    "build_verifiers",
+    "create_app",
+    "field_name",
+    "json_response_class",
+    "serve",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -105,7 +114,8 @@ def build_verifiers(
     return served
 
 
-def _json_response_class() -> Any:
+def json_response_class() -> Any:
+    """A FastAPI response class writing ASCII-only JSON (shared with `envs.server`)."""
     from fastapi.responses import JSONResponse
 
     class AsciiJSONResponse(JSONResponse):
@@ -117,13 +127,15 @@ def _json_response_class() -> Any:
     return AsciiJSONResponse
 
 
-def _field(loc: Sequence[Any]) -> str:
+def field_name(loc: Sequence[Any]) -> str:
+    """A pydantic error location as a dotted field name (``items.3.response``), body dropped."""
     parts = [str(p) for p in loc if p != "body"]
     return ".".join(parts) or "body"
 
 
-class _BodyLimit:
-    """ASGI middleware: 413 for a body over `limit` bytes, declared or streamed."""
+class BodyLimit:
+    """ASGI middleware: 413 for a body over `limit` bytes, declared or streamed (shared with
+    `envs.server`)."""
 
     def __init__(self, app: Any, limit: int) -> None:
         self.app, self.limit = app, limit
@@ -161,7 +173,10 @@ class _BodyLimit:
 
     async def _reject(self, send: Any, size: int) -> None:
         body = json.dumps(
-            {"error": f"request body of {size} bytes exceeds max_body_bytes={self.limit}"}
+            {
+                "error": f"body: request body of {size} bytes exceeds max_body_bytes={self.limit}",
+                "field": "body",
+            }
         ).encode()
         headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
         await send({"type": "http.response.start", "status": 413, "headers": headers})
@@ -204,7 +219,7 @@ def create_app(verifiers: Mapping[str, Verifier], config: ServerConfig | None = 
     for key, verifier in served.items():
         if not isinstance(verifier, Verifier):
             raise TypeError(f"served verifier {key!r} has no name and verify(): {verifier!r}")
-    respond = _json_response_class()
+    respond = json_response_class()
     executor = ThreadPoolExecutor(max_workers=config.workers, thread_name_prefix="reward-batch")
     pending = {"count": 0}
     pending_lock = threading.Lock()
@@ -234,7 +249,7 @@ def create_app(verifiers: Mapping[str, Verifier], config: ServerConfig | None = 
         return respond({"error": message, **extra}, status_code=status, headers=headers)
 
     def invalid(errors: Sequence[Any]) -> Any:
-        problems = [f"{_field(e.get('loc', ()))}: {e.get('msg', 'invalid')}" for e in errors]
+        problems = [f"{field_name(e.get('loc', ()))}: {e.get('msg', 'invalid')}" for e in errors]
         # The offending input is left out: echoing a 60 MB body back helps nobody.
         detail = [{k: e[k] for k in ("type", "loc", "msg") if k in e} for e in errors]
         return error(422, "invalid request: " + "; ".join(problems[:10]), detail=detail)
@@ -338,7 +353,7 @@ def create_app(verifiers: Mapping[str, Verifier], config: ServerConfig | None = 
             "elapsed_s": time.perf_counter() - clock,
         }
 
-    return _BodyLimit(app, config.max_body_bytes)
+    return BodyLimit(app, config.max_body_bytes)
 
 
 def serve(
@@ -372,7 +387,9 @@ class BackgroundServer:
 
         import uvicorn
 
-        self.socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        # IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY only on accepted sockets whose proto
+        # says TCP, and without it every response waits ~40 ms for the delayed ACK (Nagle).
+        self.socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.socket.bind((host, port))
         self.host, self.port = host, self.socket.getsockname()[1]

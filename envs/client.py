@@ -1,0 +1,686 @@
+"""PettingZoo envs whose every call goes to an env server (`envs.server`).
+
+``envs.remote(url, env_id, **kwargs)`` opens a session of `env_id` on the server at `url` and
+returns a `RemoteAECEnv` or a `RemoteParallelEnv` (whichever the served env is): a PettingZoo
+env like the one `envs.make(env_id, **kwargs)` builds, so `envs.check_env` and PettingZoo's
+``api_test`` / ``parallel_api_test`` run against it unchanged::
+
+    env = envs.remote("http://127.0.0.1:8001", "math/reflection-v0", rounds=2)
+    env.reset(seed=0)
+    for agent in env.agent_iter():
+        obs, reward, terminated, truncated, info = env.last()
+        env.step(None if terminated or truncated else my_llm(obs["prompt"]))
+    env.close()  # closes the session on the server
+
+``transport="ws"`` speaks the server's WebSocket instead of HTTP (one connection per env, no
+HTTP request per call). Spaces are rebuilt from the server's description
+(`envs.protocol.build_space`); infos and observations arrive as JSON (`envs.protocol.jsonable`:
+tuples come back as lists).
+
+Failures are loud and never replaced by defaults: a server that cannot be reached, dies or answers
+garbage raises `EnvServerError` naming the URL, the session and the call; a request the server
+refuses (a 4xx: an unknown env, bad kwargs, a session that expired, a step after the episode
+ended) raises `EnvRequestError` (also a `ValueError`) with the server's message, which names the
+field. Nothing is retried: a step is not idempotent. A non-string action raises `TypeError` here,
+as the local env does, before any request.
+
+Copies: ``copy.deepcopy(env)`` forks the session on the server (``POST /sessions/{id}/fork``), so
+the copy continues from the same point on its own. ``pickle.dumps(env)`` forks a snapshot
+session, and each ``pickle.loads`` of the bytes forks the snapshot again; the snapshot is
+closed by the server's idle timeout. Sessions the client never closes are closed by that timeout
+too (nothing is sent from ``__del__``).
+
+httpx (``pip install -e ".[server]"``) and, for ``transport="ws"``, websockets are imported on
+first use; each remote env holds its own connection, closed by ``close()`` (or, without a
+request, when the env is garbage-collected).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import threading
+import weakref
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from gymnasium import spaces
+from pettingzoo import AECEnv, ParallelEnv
+
+from envs.protocol import build_space
+
+__all__ = ["EnvRequestError", "EnvServerError", "RemoteAECEnv", "RemoteParallelEnv", "remote"]
+
+TRANSPORTS = ("http", "ws")
+
+
+class EnvServerError(RuntimeError):
+    """The env server is unreachable, died, or answered something that is not a valid reply.
+
+    Attributes:
+        url: the server's base URL.
+        status: the HTTP status (for a WebSocket error, the status the server gave it), or None
+            when no answer came back.
+        field: the request field the server named, when it named one.
+    """
+
+    def __init__(
+        self, message: str, url: str, status: int | None = None, field: str | None = None
+    ) -> None:
+        super().__init__(message)
+        self.url, self.status, self.field = url, status, field
+
+
+class EnvRequestError(EnvServerError, ValueError):
+    """The server refused the request (HTTP 4xx): its message names the field at fault."""
+
+
+# The client drops a connection idle this long, well before a server closes it (uvicorn's
+# keep-alive default is 5 s, `envs.server.serve` sets 75 s): a request sent on a connection the
+# server is closing at that moment fails ("server disconnected"), and a step cannot be retried.
+KEEPALIVE_EXPIRY_S = 2.0
+_SSL: dict[str, Any] = {}
+
+
+def _http_client() -> Any:
+    """A new httpx client for one remote env (one connection, kept alive between calls).
+
+    One client per env rather than one pool per process: with tens of threads, a shared pool
+    cost more CPU per request than the request (measured by ``bench.py serve``). The TLS
+    context, slow to build, is built once and shared.
+    """
+    try:
+        import httpx
+    except ImportError as exc:
+        raise ImportError(
+            "remote envs need httpx: pip install -e '.[server]' (or pip install httpx)"
+        ) from exc
+    if "context" not in _SSL:
+        _SSL["context"] = httpx.create_ssl_context()
+    limits = httpx.Limits(
+        max_connections=4, max_keepalive_connections=1, keepalive_expiry=KEEPALIVE_EXPIRY_S
+    )
+    return httpx.Client(limits=limits, verify=_SSL["context"])
+
+
+def _base_url(url: str) -> str:
+    parts = urlsplit(url) if isinstance(url, str) else None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ValueError(f"env server url must be 'http(s)://host:port[/prefix]', got {url!r}")
+    return urlunsplit((parts.scheme, parts.netloc, parts.path.rstrip("/"), "", ""))
+
+
+def _refusal(url: str, status: int, body: Any, what: str) -> EnvServerError:
+    """The exception for an error answer of the server."""
+    if isinstance(body, Mapping):
+        message = body.get("error") or body.get("message") or json.dumps(body)[:500]
+        field = body.get("field")
+    else:
+        message, field = str(body)[:500], None
+    kind = EnvRequestError if 400 <= status < 500 else EnvServerError
+    return kind(f"env server {url} refused {what} (HTTP {status}): {message}", url, status, field)
+
+
+class _HTTPConnection:
+    """One session over HTTP."""
+
+    transport = "http"
+
+    def __init__(self, url: str, timeout_s: float) -> None:
+        self.url, self.timeout_s = url, timeout_s
+        self.session_id: str | None = None
+        self.env_id = "?"
+        self._client: Any = None
+
+    def _what(self, verb: str) -> str:
+        return f"{verb} of session {self.session_id} ({self.env_id})"
+
+    def call(self, method: str, path: str, payload: Any, what: str) -> Any:
+        if self._client is None:
+            self._client = client = _http_client()
+            # closes the socket when the env is dropped unclosed (no request is sent)
+            weakref.finalize(self, client.close)
+        client = self._client
+        import httpx
+
+        # ensure_ascii keeps the lone surrogates of model output as escapes (valid UTF-8).
+        content = None if payload is None else json.dumps(payload, ensure_ascii=True)
+        headers = None if content is None else {"content-type": "application/json"}
+        try:
+            response = client.request(
+                method, self.url + path, content=content, headers=headers, timeout=self.timeout_s
+            )
+        except httpx.TimeoutException as exc:
+            raise EnvServerError(
+                f"env server {self.url}: {what} timed out after {self.timeout_s:g} s "
+                f"({type(exc).__name__})",
+                self.url,
+            ) from exc
+        except httpx.TransportError as exc:
+            raise EnvServerError(
+                f"env server {self.url} is unreachable: {what} failed "
+                f"({type(exc).__name__}: {exc})",
+                self.url,
+            ) from exc
+        try:
+            body = response.json()
+        except ValueError as exc:
+            if response.is_success:
+                raise EnvServerError(
+                    f"env server {self.url}: {what} answered invalid JSON: {exc}",
+                    self.url,
+                    response.status_code,
+                ) from exc
+            body = response.text
+        if not response.is_success:
+            raise _refusal(self.url, response.status_code, body, what)
+        if not isinstance(body, dict):
+            raise EnvServerError(
+                f"env server {self.url}: {what} answered {type(body).__name__}, not an object",
+                self.url,
+                response.status_code,
+            )
+        return body
+
+    def create(self, env_id: str, kwargs: Mapping[str, Any]) -> dict[str, Any]:
+        self.env_id = env_id
+        body = {"env_id": env_id, "kwargs": dict(kwargs)}
+        return self._adopt(self.call("POST", "/sessions", body, f"making a {env_id} session"))
+
+    def attach(self, session_id: str) -> dict[str, Any]:
+        self.session_id = session_id
+        return self._adopt(self.call("GET", f"/sessions/{session_id}", None, self._what("attach")))
+
+    def _adopt(self, description: dict[str, Any]) -> dict[str, Any]:
+        self.session_id, self.env_id = description.get("session_id"), description.get("env_id")
+        return description
+
+    def reset(self, body: dict[str, Any]) -> dict[str, Any]:
+        return self.call("POST", f"/sessions/{self.session_id}/reset", body, self._what("reset"))
+
+    def step(self, body: dict[str, Any]) -> dict[str, Any]:
+        return self.call("POST", f"/sessions/{self.session_id}/step", body, self._what("step"))
+
+    def state(self) -> dict[str, Any]:
+        return self.call("GET", f"/sessions/{self.session_id}/state", None, self._what("state"))
+
+    def render(self) -> dict[str, Any]:
+        return self.call("GET", f"/sessions/{self.session_id}/render", None, self._what("render"))
+
+    def fork(self) -> dict[str, Any]:
+        return self.call("POST", f"/sessions/{self.session_id}/fork", None, self._what("fork"))
+
+    def close(self) -> None:
+        try:
+            self.call("DELETE", f"/sessions/{self.session_id}", None, self._what("close"))
+        finally:
+            self.abandon()
+
+    def abandon(self) -> None:
+        """Close the connection without a request."""
+        if self._client is not None:
+            self._client.close()
+
+
+class _WSConnection:
+    """One session over one WebSocket connection."""
+
+    transport = "ws"
+
+    def __init__(self, url: str, timeout_s: float) -> None:
+        try:
+            from websockets.exceptions import WebSocketException
+            from websockets.sync.client import connect
+        except ImportError as exc:
+            raise ImportError(
+                "transport='ws' needs websockets: pip install -e '.[server]' "
+                "(or pip install websockets)"
+            ) from exc
+        self.url, self.timeout_s = url, timeout_s
+        self.session_id: str | None = None
+        self.env_id = "?"
+        self._errors = (OSError, TimeoutError, WebSocketException)
+        self._lock = threading.Lock()
+        parts = urlsplit(url)
+        scheme = "wss" if parts.scheme == "https" else "ws"
+        self.ws_url = urlunsplit((scheme, parts.netloc, parts.path + "/ws", "", ""))
+        try:
+            # Observations can be large; loopback and LAN servers gain nothing from compression.
+            opener = connect(self.ws_url, open_timeout=timeout_s, max_size=None, compression=None)
+            # websockets >= 17 wants a context manager; entering it opens the connection (on
+            # older versions it is the connection, and entering returns it).
+            self.socket = opener.__enter__()
+        except self._errors as exc:
+            raise EnvServerError(
+                f"env server {url} is unreachable: opening {self.ws_url} failed "
+                f"({type(exc).__name__}: {exc})",
+                url,
+            ) from exc
+
+    def _what(self, verb: str) -> str:
+        return f"{verb} of session {self.session_id} ({self.env_id}) over {self.ws_url}"
+
+    def call(self, kind: str, data: Any, expect: str, what: str) -> dict[str, Any]:
+        message: dict[str, Any] = {"type": kind}
+        if data is not None:
+            message["data"] = data
+        with self._lock:
+            try:
+                self.socket.send(json.dumps(message, ensure_ascii=True))
+                raw = self.socket.recv(timeout=self.timeout_s)
+            except self._errors as exc:
+                raise EnvServerError(
+                    f"env server {self.url}: {what} failed, the connection is gone "
+                    f"({type(exc).__name__}: {exc})",
+                    self.url,
+                ) from exc
+        try:
+            reply = json.loads(raw)
+        except ValueError as exc:
+            raise EnvServerError(
+                f"env server {self.url}: {what} answered invalid JSON: {exc}", self.url
+            ) from exc
+        if not isinstance(reply, dict) or not isinstance(reply.get("data"), dict):
+            raise EnvServerError(
+                f"env server {self.url}: {what} answered {str(reply)[:200]!r}, not "
+                "{'type', 'data': {...}}",
+                self.url,
+            )
+        if reply.get("type") == "error":
+            status = reply["data"].get("status")
+            raise _refusal(
+                self.url, status if isinstance(status, int) else 500, reply["data"], what
+            )
+        if reply.get("type") != expect:
+            raise EnvServerError(
+                f"env server {self.url}: {what} answered a {reply.get('type')!r} message, "
+                f"expected {expect!r}",
+                self.url,
+            )
+        return reply["data"]
+
+    def create(self, env_id: str, kwargs: Mapping[str, Any]) -> dict[str, Any]:
+        self.env_id = env_id
+        data = {"env_id": env_id, "kwargs": dict(kwargs)}
+        return self._adopt(self.call("create", data, "session", f"making a {env_id} session"))
+
+    def attach(self, session_id: str) -> dict[str, Any]:
+        self.session_id = session_id
+        data = {"session_id": session_id}
+        return self._adopt(self.call("attach", data, "session", self._what("attach")))
+
+    def _adopt(self, description: dict[str, Any]) -> dict[str, Any]:
+        self.session_id, self.env_id = description.get("session_id"), description.get("env_id")
+        return description
+
+    def reset(self, body: dict[str, Any]) -> dict[str, Any]:
+        return self.call("reset", body, "observation", self._what("reset"))
+
+    def step(self, body: dict[str, Any]) -> dict[str, Any]:
+        return self.call("step", body, "observation", self._what("step"))
+
+    def state(self) -> dict[str, Any]:
+        return self.call("state", None, "state", self._what("state"))
+
+    def render(self) -> dict[str, Any]:
+        return self.call("render", None, "render", self._what("render"))
+
+    def fork(self) -> dict[str, Any]:
+        return self.call("fork", None, "session", self._what("fork"))
+
+    def close(self) -> None:
+        try:
+            self.call("close", None, "closed", self._what("close"))
+        finally:
+            self.socket.close()
+
+    def abandon(self) -> None:
+        """Close the connection without a word (making the session failed)."""
+        self.socket.close()
+
+
+Connection = _HTTPConnection | _WSConnection
+
+
+def _open(url: str, transport: str, timeout_s: float, env_id: str, kwargs: Mapping) -> tuple:
+    """A connection holding a new session of `env_id`, and the session's description."""
+    connection = _connect(url, transport, timeout_s)
+    try:
+        return connection, connection.create(env_id, kwargs)
+    except BaseException:
+        connection.abandon()
+        raise
+
+
+def _connect(url: str, transport: str, timeout_s: float) -> Connection:
+    if transport not in TRANSPORTS:
+        raise ValueError(f"transport must be one of {TRANSPORTS}, got {transport!r}")
+    if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or timeout_s <= 0:
+        raise ValueError(f"timeout_s must be a number > 0, got {timeout_s!r}")
+    base = _base_url(url)
+    return (
+        _HTTPConnection(base, timeout_s) if transport == "http" else _WSConnection(base, timeout_s)
+    )
+
+
+def _restore(
+    cls: type, url: str, transport: str, timeout_s: float, snapshot_id: str, state: dict
+) -> Any:
+    """Unpickle a remote env: fork its snapshot session again and attach to the fork."""
+    forked = _HTTPConnection(url, timeout_s)
+    forked.session_id = snapshot_id
+    try:
+        description = forked.fork()
+    finally:
+        forked.abandon()
+    connection = _connect(url, transport, timeout_s)
+    description = connection.attach(description["session_id"])
+    return cls._from_connection(connection, description, state)
+
+
+class _RemoteEnv:
+    """What both remote env kinds share: the session, the spaces, copies, closing."""
+
+    api = ""
+    _connection: Connection
+    _state: dict[str, Any]
+
+    def _init_remote(
+        self, connection: Connection, description: Mapping[str, Any], state: Mapping | None
+    ) -> None:
+        if description.get("api") != self.api:
+            raise TypeError(
+                f"{description.get('env_id')} is served as a {description.get('api')} env; use "
+                f"{'RemoteAECEnv' if description.get('api') == 'aec' else 'RemoteParallelEnv'} "
+                "or envs.remote(), which picks the kind"
+            )
+        self._connection = connection
+        self.url = connection.url
+        self.env_id = description.get("env_id")
+        self.session_id = description.get("session_id")
+        self._closed = False
+        try:
+            if not isinstance(self.session_id, str) or not isinstance(self.env_id, str):
+                raise TypeError("no session_id or env_id")
+            self.possible_agents = list(description["possible_agents"])
+            self.metadata = dict(description.get("metadata") or {})
+            self.render_mode = description.get("render_mode")
+            self.max_turns = description.get("max_turns")
+            self._observation_spaces = {
+                a: build_space(description["observation_spaces"][a], f"observation_spaces.{a}")
+                for a in self.possible_agents
+            }
+            self._action_spaces = {
+                a: build_space(description["action_spaces"][a], f"action_spaces.{a}")
+                for a in self.possible_agents
+            }
+        except (KeyError, TypeError, ValueError) as exc:
+            raise EnvServerError(
+                f"env server {self.url} described session {self.session_id} badly: {exc}",
+                self.url,
+            ) from exc
+        self._checked(state or _EMPTY_STATE, "describe")
+
+    @classmethod
+    def _from_connection(
+        cls, connection: Connection, description: Mapping[str, Any], state: Mapping | None = None
+    ) -> Any:
+        env = cls.__new__(cls)
+        env._init_remote(connection, description, state)
+        return env
+
+    def _read(self, state: Mapping[str, Any]) -> dict[str, Any]:
+        """The attributes `state` gives this env (raises on a malformed state)."""
+        raise NotImplementedError
+
+    def _checked(self, state: Any, verb: str) -> dict[str, Any]:
+        """`state` applied to this env, all of it or (EnvServerError) none of it."""
+        try:
+            self.__dict__.update(self._read(state))
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise EnvServerError(
+                f"env server {self.url}: {verb} of session {self.session_id} ({self.env_id}) "
+                f"answered a malformed state ({type(exc).__name__}: {exc})",
+                self.url,
+            ) from exc
+        self._state = dict(state)
+        return self._state
+
+    def _call(self, verb: str, *args: Any) -> dict[str, Any]:
+        if self._closed:
+            raise EnvRequestError(
+                f"remote env {self.env_id} (session {self.session_id}) is closed; make a new one",
+                self.url,
+            )
+        return getattr(self._connection, verb)(*args)
+
+    # ------------------------------------------------------------------ PettingZoo
+
+    def observation_space(self, agent: str) -> spaces.Space:
+        return self._observation_spaces[agent]
+
+    def action_space(self, agent: str) -> spaces.Space:
+        return self._action_spaces[agent]
+
+    def render(self) -> Any:
+        """The served env's ``render()`` (mode ``"ansi"``: the transcript)."""
+        return self._call("render")["render"]
+
+    def close(self) -> None:
+        """Close the session on the server; closing again does nothing. A session the server
+        has already dropped (expired, restarted) counts as closed."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._connection.close()
+        except EnvRequestError as exc:
+            if exc.status != 404:
+                raise
+
+    def remote_state(self) -> dict[str, Any]:
+        """The server's state of this session (``GET /sessions/{id}/state``), fetched now."""
+        return self._checked(self._call("state"), "state")
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}({self.url!r}, {self.env_id!r}, session={self.session_id!r}, "
+            f"transport={self._connection.transport!r})"
+        )
+
+    def __str__(self) -> str:
+        return str(self.metadata.get("name", self.env_id))
+
+    # ------------------------------------------------------------------ copies
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Any:
+        description = self._call("fork")
+        connection = _connect(self.url, self._connection.transport, self._connection.timeout_s)
+        connection.attach(description["session_id"])
+        return type(self)._from_connection(connection, description, copy.deepcopy(self._state))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        snapshot = self._call("fork")
+        transport, timeout_s = self._connection.transport, self._connection.timeout_s
+        return (
+            _restore,
+            (type(self), self.url, transport, timeout_s, snapshot["session_id"], self._state),
+        )
+
+
+_EMPTY_STATE: dict[str, Any] = {
+    "agents": [],
+    "agent_selection": None,
+    "observations": {},
+    "rewards": {},
+    "cumulative_rewards": {},
+    "terminations": {},
+    "truncations": {},
+    "infos": {},
+    "step_count": 0,
+    "episode_id": None,
+}
+
+
+class RemoteAECEnv(_RemoteEnv, AECEnv):
+    """An AEC env served by an env server (see the module docstring).
+
+    Args:
+        url: the server's base URL, ``http(s)://host:port``.
+        env_id: a served env id (``math/reflection-v0``).
+        transport: ``"http"`` or ``"ws"``.
+        timeout_s: seconds one call may take.
+        **kwargs: the env's keyword arguments, as for `envs.make`.
+
+    Raises:
+        EnvRequestError: the server refused the env id or the kwargs.
+        EnvServerError: the server cannot be reached.
+        TypeError: the env is a Parallel env (use `RemoteParallelEnv` or `envs.remote`).
+    """
+
+    api = "aec"
+
+    def __init__(
+        self,
+        url: str,
+        env_id: str,
+        *,
+        transport: str = "http",
+        timeout_s: float = 30.0,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__()
+        connection, description = _open(url, transport, timeout_s, env_id, kwargs)
+        try:
+            self._init_remote(connection, description, None)
+        except (TypeError, EnvServerError):
+            connection.close()
+            raise
+
+    def _read(self, state: Mapping[str, Any]) -> dict[str, Any]:
+        return {
+            "agents": [str(a) for a in state["agents"]],
+            "agent_selection": state["agent_selection"],
+            "_observations": dict(state["observations"]),
+            "rewards": {a: float(v) for a, v in state["rewards"].items()},
+            "_cumulative_rewards": {a: float(v) for a, v in state["cumulative_rewards"].items()},
+            "terminations": {a: bool(v) for a, v in state["terminations"].items()},
+            "truncations": {a: bool(v) for a, v in state["truncations"].items()},
+            "infos": {a: dict(v) for a, v in state["infos"].items()},
+            "step_count": int(state["step_count"]),
+            "episode_id": state["episode_id"],
+        }
+
+    def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> None:
+        self._checked(self._call("reset", {"seed": seed, "options": options}), "reset")
+
+    def observe(self, agent: str) -> Any:
+        try:
+            observation = self._observations[agent]
+        except KeyError:
+            raise KeyError(
+                f"no observation of {agent!r} in session {self.session_id}: the server sends "
+                f"those of live agents, {self.agents}"
+            ) from None
+        return copy.deepcopy(observation)
+
+    def step(self, action: str | None) -> None:
+        agent = self.agent_selection
+        dead = bool(self.terminations.get(agent) or self.truncations.get(agent))
+        if not isinstance(action, str) and not (action is None and dead):
+            raise TypeError(
+                f"action of {agent!r} must be a str (the agent's reply), got {type(action).__name__}"
+            )
+        self._checked(self._call("step", {"action": action, "agent": agent}), "step")
+
+
+class RemoteParallelEnv(_RemoteEnv, ParallelEnv):
+    """A Parallel env served by an env server (arguments as for `RemoteAECEnv`)."""
+
+    api = "parallel"
+
+    def __init__(
+        self,
+        url: str,
+        env_id: str,
+        *,
+        transport: str = "http",
+        timeout_s: float = 30.0,
+        **kwargs: Any,
+    ) -> None:
+        connection, description = _open(url, transport, timeout_s, env_id, kwargs)
+        try:
+            self._init_remote(connection, description, None)
+        except (TypeError, EnvServerError):
+            connection.close()
+            raise
+
+    def _read(self, state: Mapping[str, Any]) -> dict[str, Any]:
+        last = (
+            dict(state["observations"]),
+            {a: float(v) for a, v in state["rewards"].items()},
+            {a: bool(v) for a, v in state["terminations"].items()},
+            {a: bool(v) for a, v in state["truncations"].items()},
+            {a: dict(v) for a, v in state["infos"].items()},
+        )
+        return {
+            "agents": [str(a) for a in state["agents"]],
+            "_last": last,
+            "step_count": int(state["step_count"]),
+            "episode_id": state["episode_id"],
+        }
+
+    def reset(
+        self, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+        self._checked(self._call("reset", {"seed": seed, "options": options}), "reset")
+        observations, _, _, _, infos = self._last
+        return observations, infos
+
+    def step(self, actions: Mapping[str, str]) -> tuple[dict, dict, dict, dict, dict]:
+        if not isinstance(actions, Mapping):
+            raise TypeError(f"actions must be a dict agent -> str, got {type(actions).__name__}")
+        for agent, action in actions.items():
+            if not isinstance(action, str):
+                raise TypeError(
+                    f"action of {agent!r} must be a str (the agent's reply), "
+                    f"got {type(action).__name__}"
+                )
+        self._checked(self._call("step", {"actions": dict(actions)}), "step")
+        return self._last
+
+
+def remote(
+    url: str, env_id: str, *, transport: str = "http", timeout_s: float = 30.0, **kwargs: Any
+) -> RemoteAECEnv | RemoteParallelEnv:
+    """A session of `env_id` on the env server at `url`, as the right kind of PettingZoo env.
+
+    Args:
+        url: the server's base URL, ``http(s)://host:port``.
+        env_id: a served env id.
+        transport: ``"http"`` (a request per call) or ``"ws"`` (one WebSocket connection).
+        timeout_s: seconds one call may take.
+        **kwargs: the env's keyword arguments, as for `envs.make`.
+
+    Raises:
+        EnvRequestError: the server refused the env id or the kwargs (the message names which).
+        EnvServerError: the server cannot be reached.
+
+    Example:
+        >>> env = remote("http://127.0.0.1:8001", "math/debate-v0", rounds=1)  # doctest: +SKIP
+        >>> observations, infos = env.reset(seed=0)  # doctest: +SKIP
+    """
+    connection, description = _open(url, transport, timeout_s, env_id, kwargs)
+    cls = RemoteParallelEnv if description.get("api") == "parallel" else RemoteAECEnv
+    try:
+        return cls._from_connection(connection, description)
+    except (TypeError, EnvServerError):
+        connection.close()
+        raise
