@@ -632,7 +632,7 @@ class RemoteParallelEnv(_RemoteEnv, ParallelEnv):
         )
         return {
             "agents": [str(a) for a in state["agents"]],
-            "_last": last,
+            "last_transition": last,
             "step_count": int(state["step_count"]),
             "episode_id": state["episode_id"],
         }
@@ -641,7 +641,7 @@ class RemoteParallelEnv(_RemoteEnv, ParallelEnv):
         self, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
         self._checked(self._call("reset", {"seed": seed, "options": options}), "reset")
-        observations, _, _, _, infos = self._last
+        observations, _, _, _, infos = self.last_transition
         return observations, infos
 
     def step(self, actions: Mapping[str, str]) -> tuple[dict, dict, dict, dict, dict]:
@@ -654,7 +654,7 @@ class RemoteParallelEnv(_RemoteEnv, ParallelEnv):
                     f"got {type(action).__name__}"
                 )
         self._checked(self._call("step", {"actions": dict(actions)}), "step")
-        return self._last
+        return self.last_transition
 
 
 def remote(

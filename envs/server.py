@@ -555,7 +555,7 @@ class SessionStore:
         session.started, session.step_count = True, 0
         return self._state(session)
 
-    def _step(self, session: Session, body: dict[str, Any]) -> dict[str, Any]:
+    def _apply_step(self, session: Session, body: dict[str, Any]) -> dict[str, Any]:
         raw = session.raw
         where = "actions" if session.parallel else "action"
         if not session.started:
@@ -621,7 +621,7 @@ class SessionStore:
         return await self._locked(session, run)
 
     async def step(self, session: Session, body: dict[str, Any]) -> dict[str, Any]:
-        return await self._locked(session, self._step, body)
+        return await self._locked(session, self._apply_step, body)
 
     async def state(self, session: Session) -> dict[str, Any]:
         return await self._locked(session, self._state)
