@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .conftest import generated_gsm8k
+from tests.rewards.helpers import generated_gsm8k
 
 REPO = Path(__file__).resolve().parents[2]
 BENCH = REPO / "scripts" / "bench.py"

@@ -38,7 +38,7 @@ from rewards.server import (
     build_verifiers,
     create_app,
 )
-from tests.rewards.conftest import generated_gsm8k
+from tests.rewards.helpers import generated_gsm8k
 
 REPO = Path(__file__).resolve().parents[2]
 
