@@ -101,7 +101,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
 @pytest.fixture(scope="session")
 def tiny_model(tmp_path_factory) -> str:
     """The tiny embedded-recipe model (random-ish weights, local tokenizer), built once."""
-    from tests.trainers.test_embedded import TINY
+    from tests.trainers.helpers import TINY
     from trainers.embedded import build_embedded
 
     return str(build_embedded(TINY, tmp_path_factory.mktemp("embedded") / "model"))

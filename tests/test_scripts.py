@@ -5,21 +5,11 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-# `accelerate launch` with 2 gloo processes on this CPU (run from REPO), then the script and its args
-ACCELERATE_2PROC = [
-    sys.executable,
-    "-m",
-    "accelerate.commands.launch",
-    "--config_file",
-    "scripts/configs/accelerate/cpu_2proc.yaml",
-    "--main_process_port",
-    "0",
-]
+from tests.utils import ACCELERATE_2PROC, REPO
+
 SCRIPTS = sorted(p.name for p in (REPO / "scripts").glob("*.py"))
 
 

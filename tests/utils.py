@@ -6,10 +6,22 @@ from __future__ import annotations
 import functools
 import json
 import os
+import sys
 from pathlib import Path
 
 import pytest
 
+REPO = Path(__file__).resolve().parents[1]
+# `accelerate launch` with 2 gloo processes on this CPU (run from REPO), then the script and its args
+ACCELERATE_2PROC = [
+    sys.executable,
+    "-m",
+    "accelerate.commands.launch",
+    "--config_file",
+    "scripts/configs/accelerate/cpu_2proc.yaml",
+    "--main_process_port",
+    "0",
+]
 # Real public data (GSM8K, ANLI) lives beside the repository on project machines only.
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import shutil
 
@@ -10,6 +9,7 @@ import pytest
 
 import envs
 from envs.reflection import parse_verdict
+from tests.trainers.helpers import TINY, TINY_NUMBERS
 from trainers.embedded import (
     MODEL_FILES,
     SHIPPED,
@@ -26,34 +26,6 @@ from trainers.embedded.transcripts import (
     sft_rows,
     slip,
     solve_reply,
-)
-
-# The trainer tests' start model (tests/conftest.py): digit tokens and no drills, so two SFT steps
-# leave it random enough to answer right now and then (the DPO and PPO tests need such turns).
-TINY = EmbeddedRecipe(
-    num_problems=12,
-    max_steps=2,
-    batch_size=4,
-    hidden_size=32,
-    intermediate_size=64,
-    num_layers=1,
-    num_heads=2,
-    arch="qwen2",
-    whole_numbers=False,
-    number_features=0,
-    vocab_size=300,
-    drill_rows=0,
-    threads=1,
-)
-# The shipped recipe's features at a tiny size: whole-number tokens, number features, drills.
-TINY_NUMBERS = dataclasses.replace(
-    TINY,
-    arch="mistral",
-    whole_numbers=True,
-    number_features=8,
-    vocab_size=512,
-    drill_rows=12,
-    drill_facts=4,
 )
 
 
