@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -157,11 +158,22 @@ def test_a_missing_or_damaged_file_names_itself_and_the_rebuild(tmp_path):
         check_model_dir(SHIPPED, TINY)
 
 
-@pytest.mark.parametrize("recipe", [TINY, TINY_NUMBERS], ids=["digits", "numbers"])
-def test_build_writes_a_checked_loadable_model(tmp_path, recipe):
+@pytest.fixture(scope="module")
+def tiny_numbers_model(tmp_path_factory) -> Path:
+    """`TINY_NUMBERS` built once for this module's tests, which only read it."""
+    return build_embedded(TINY_NUMBERS, tmp_path_factory.mktemp("numbers") / "model")
+
+
+@pytest.mark.parametrize(
+    ("built", "recipe"),
+    [("tiny_model", TINY), ("tiny_numbers_model", TINY_NUMBERS)],
+    ids=["digits", "numbers"],
+)
+def test_build_writes_a_checked_loadable_model(request, built, recipe):
+    """The session's `tiny_model` and this module's `tiny_numbers_model` are the builds."""
     from agents import GenerationArguments, HFPolicy
 
-    path = build_embedded(recipe, tmp_path / "model")
+    path = Path(request.getfixturevalue(built))
     info = json.loads((path / "recipe.json").read_text())
     assert info["key"] == recipe.key() and info["sft"]["rows"] > 12
     assert info["sft"]["rows_per_role"].get("drill", 0) == recipe.drill_rows
@@ -174,8 +186,8 @@ def test_build_writes_a_checked_loadable_model(tmp_path, recipe):
     assert 1 <= gen.num_tokens <= 4
 
 
-def test_same_recipe_gives_the_same_bytes(tmp_path):
-    first = build_embedded(TINY_NUMBERS, tmp_path / "a")
+def test_same_recipe_gives_the_same_bytes(tmp_path, tiny_numbers_model):
+    first = tiny_numbers_model
     second = build_embedded(TINY_NUMBERS, tmp_path / "b")
     names = sorted(p.name for p in first.iterdir())
     assert names == sorted(p.name for p in second.iterdir())
