@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.utils import HOOK_WARNING, bwrap_problem, write_jsonl
+from tests.utils import HOOK_WARNING, bwrap_problem, run_command, run_in_process, write_jsonl
 
 TIME_PROPERTY = "reported_time"  # (what, seconds, bound)
 FUZZ_PROPERTY = "reported_fuzz"  # {"target": name, **fields of envs.fuzz.Stats}
@@ -96,6 +96,21 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
         if path:
             Path(path).write_text(json.dumps(stats, indent=2) + "\n", encoding="utf-8")
             write(f"fuzz summary written to {path}")
+
+
+@pytest.fixture(
+    params=[
+        pytest.param(run_in_process, id="in-process"),
+        pytest.param(run_command, id="command", marks=pytest.mark.slow),
+    ]
+)
+def run_script(request) -> Callable[..., Any]:
+    """``run_script(name, *args, timeout=300)`` runs ``scripts/<name>`` and returns a
+    `subprocess.CompletedProcess`: in this process in the default run, and as a command in a
+    fresh interpreter under ``-m slow`` (each command pays the torch/transformers imports again,
+    seconds to a minute on a busy machine). Each script's one command run in the default run is
+    its smoke test in ``tests/test_scripts.py``."""
+    return request.param
 
 
 @pytest.fixture(scope="session")

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,8 +16,6 @@ from trainers.ppo import (
     trajectories,
     turn_gae,
 )
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 def test_turn_gae_matches_a_hand_computation():
@@ -100,45 +96,17 @@ def test_value_head_is_checkpointed_and_restored_on_resume(tiny_model, tmp_path)
     assert not fresh.load_value_head(tmp_path)  # no value_head.pt there: nothing loaded
 
 
-def test_ppo_script_end_to_end(tiny_model, tmp_path):
+def test_ppo_script_end_to_end(run_script, tiny_model, tmp_path):
     out = tmp_path / "run"
-    result = subprocess.run(
-        [
-            sys.executable,
-            "scripts/train_debate.py",
-            "ppo",
-            "--model_name_or_path",
-            tiny_model,
-            "--max_steps",
-            "1",
-            "--eval_problems",
-            "1",
-            "--eval_samples",
-            "1",
-            "--train_problems",
-            "2",
-            "--max_completion_length",
-            "4",
-            "--rounds",
-            "1",
-            "--num_agents",
-            "2",
-            "--influence_discount",
-            "0.5",
-            "--num_generations",
-            "2",
-            "--per_device_train_batch_size",
-            "4",
-            "--gradient_accumulation_steps",
-            "1",
-            "--output_dir",
-            str(out),
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
+    result = run_script(
+        "train_debate.py",
+        "ppo",
+        *("--model_name_or_path", tiny_model, "--max_steps", "1"),
+        *("--eval_problems", "1", "--eval_samples", "1", "--train_problems", "2"),
+        *("--max_completion_length", "4", "--rounds", "1", "--num_agents", "2"),
+        *("--influence_discount", "0.5", "--num_generations", "2"),
+        *("--per_device_train_batch_size", "4", "--gradient_accumulation_steps", "1"),
+        *("--output_dir", str(out)),
     )
     assert result.returncode == 0, result.stderr[-3000:]
     metrics = json.loads((out / "metrics.json").read_text())

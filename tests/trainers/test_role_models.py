@@ -257,12 +257,16 @@ def test_ppo_value_head_is_one_head_per_role_model_on_its_own_features(tiny_mode
         assert torch.allclose(features[row, : hidden.numel()], hidden, atol=1e-5)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("layout", ["adapters", "models"])
 def test_per_role_training_under_two_processes(tiny_model, tmp_path, layout):
     """`accelerate launch`, 2 gloo processes, each on its own problems: after two optimizer steps
     (two micro-batches each) both processes hold the same, moved weights. One forward pass per
     role runs outside DDP's wrapper (which refuses them), so the trainer averages the gradients
-    itself; without that the processes drift apart (checked: weights differ by 0.15)."""
+    itself; without that the processes drift apart (checked: weights differ by 0.15).
+
+    Slow: three interpreters (the launcher and two processes), and one process cannot stand in
+    for two."""
     import subprocess
 
     from tests.utils import ACCELERATE_2PROC, REPO
