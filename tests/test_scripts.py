@@ -20,21 +20,22 @@ SCRIPTS = sorted(p.name for p in (REPO / "scripts").glob("*.py"))
 # script -> (arguments, what its stdout must contain); "{tmp}" is the test's tmp_path.
 SMOKE = {
     "bench.py": (["verifiers", "--generate", "20", "--repeat", "1"], "verdicts differ:       0"),
-    "build_embedded.py": (["--help"], "usage"),  # a build takes minutes
+    "build_embedded.py": (["--help"], "usage"),  # a build trains for minutes
     "evaluate.py": (
         ["--num-problems", "1", "--samples", "1", "--max-new-tokens", "4", "--rounds", "1"],
         "pass1@turnK",
     ),
     "fuzz.py": (["--examples", "1", "--only", "^extract$", "--json", "{tmp}/f.json"], "0 failures"),
     "play.py": (["--seed", "2"], "return per agent:"),
-    "probe_embedded.py": (["--help"], "usage"),  # a run plays every probe: seconds
+    "probe_embedded.py": (["--help"], "usage"),  # a run: test_probe_embedded_end_to_end
     "robustness.py": (["--check"], "identical to a fresh build"),
-    "train_debate.py": (["--help"], "usage"),  # training runs take minutes as commands
+    # Training runs end to end: test_train_script_end_to_end and tests/trainers, in-process.
+    "train_debate.py": (["--help"], "usage"),
     "train_ensemble.py": (["--help"], "usage"),
     "train_reflection.py": (["--help"], "usage"),
     "train_solve.py": (["--help"], "usage"),
     "train_tool.py": (["--help"], "usage"),
-    "train_verifier.py": (["--help"], "usage"),
+    "train_verifier.py": (["--help"], "usage"),  # a run: test_train_verifier_script_in_process
 }
 SMOKE_ELSEWHERE = {
     "serve_rewards.py": "tests/rewards/test_server.py::test_serve_script_one_command"

@@ -27,7 +27,8 @@ Properties:
 - the inputs the fuzz once found slow (`KNOWN_SLOW`), each within its own bound.
 
 Modules, in the order they build on each other: `generators` (what is fed in), `timing` (bounds,
-records, the watchdog), `properties` (what must hold), `targets`, `runner` (profiles, runs).
+records, the watchdog), `verifiers` (the verifiers under test), `properties` (what must hold),
+`targets`, `runner` (profiles, runs).
 """
 
 from __future__ import annotations
@@ -47,18 +48,17 @@ from envs.fuzz.targets import (
     Target,
     all_targets,
     batch_target,
-    build_verifier,
     env_scales,
     env_target,
     extract_target,
     known_slow_target,
-    loopback_math_verifier,
     reference_target,
     reward_func_target,
     thread_target,
     verify_target,
 )
 from envs.fuzz.timing import CALL_BOUND_S, COLLECTOR, STEP_BOUND_S, Collector, Hang, Stats, table
+from envs.fuzz.verifiers import build_verifier, loopback_math_verifier
 
 __all__ = [
     "CALL_BOUND_S",

@@ -8,7 +8,6 @@ from __future__ import annotations
 import math
 import os
 import re
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -36,11 +35,10 @@ from envs.fuzz.timing import (
     timed,
     timed_out,
 )
+from envs.fuzz.verifiers import build_verifier, helper_start_s, warm_up
 from envs.reflection import parse_verdict
 from rewards import (
-    CompositeVerifier,
     as_reward_func,
-    get_verifier,
     list_verifiers,
     verify_batch,
 )
@@ -68,62 +66,6 @@ class Target:
     name: str
     check: Callable[[Any], None]
     scale: float = 1.0
-
-
-_WARM: list[bool] = []
-
-
-def warm_up() -> None:
-    """Import math-verify (and sympy) once, outside any timing: the first symbolic check pays it."""
-    if not _WARM:
-        verdict = get_verifier("math").verify("\\boxed{x+1}", "1+x")
-        assert verdict.score == 1.0, verdict
-        _WARM.append(True)
-
-
-_SERVERS: dict[str, Any] = {}
-
-
-def loopback_math_verifier(**math_options: Any) -> Any:
-    """A `RemoteVerifier` for `math` (with `math_options`) on a loopback reward server of this
-    process, started once per option set and kept for the process's life: the `remote`
-    verifier needs a live server. Needs the ``server`` extra (fastapi, uvicorn, httpx)."""
-    from rewards import RemoteVerifier
-    from rewards.server import BackgroundServer, create_app
-
-    key = repr(sorted(math_options.items()))
-    if key not in _SERVERS:
-        app = create_app({"math": get_verifier("math", **math_options)})
-        _SERVERS[key] = BackgroundServer(app).start()
-    return RemoteVerifier(_SERVERS[key].url, verifier="math", retries=0)
-
-
-def build_verifier(name: str, math_timeout: float | None = None) -> Any:
-    """The verifier registered as `name`, built with its defaults.
-
-    Args:
-        name: a name from ``rewards.list_verifiers()``.
-        math_timeout: seconds for the math-verify based verifiers (None: their default); a
-            shorter one only makes symbolic timeouts cheaper to hit while fuzzing.
-    """
-    warm_up()
-    math_options = {} if math_timeout is None else {"timeout": math_timeout}
-    if name == "composite":  # the only verifier that needs options: a few of the others
-        return CompositeVerifier(
-            {
-                get_verifier("math", **math_options): 2.0,
-                "partial_numeric": 1.0,
-                "format": 1.0,
-                "similarity": 0.5,
-            }
-        )
-    if name in ("math", "math_verify"):
-        return get_verifier(name, **math_options)
-    if name == "remote":  # the client, against a real reward server on loopback
-        remote = loopback_math_verifier(**math_options)
-        remote.served = get_verifier("math", **math_options)  # what the server runs, for budgets
-        return remote
-    return get_verifier(name)
 
 
 def verify_target(name: str, math_timeout: float | None = None) -> Target:
@@ -178,23 +120,6 @@ def reference_target(name: str, math_timeout: float | None = None) -> Target:
     return Target(target, check, scale=0.5)
 
 
-_HELPER_START_S: list[float] = []
-
-
-def _helper_start_s() -> float:
-    """Seconds a math-verify helper process takes to start here (measured once, from a thread)."""
-    if not _HELPER_START_S:
-        from rewards.symbolic import shutdown_workers
-
-        shutdown_workers()  # measure a cold start, as after a helper is killed
-        started = time.perf_counter()
-        verify = get_verifier("math").verify
-        verdict = in_thread(verify, "\\boxed{x+1}", "1+x", wait=300)
-        assert verdict.score == 1.0, verdict
-        _HELPER_START_S.append(time.perf_counter() - started)
-    return _HELPER_START_S[0]
-
-
 def thread_target(name: str, math_timeout: float | None = None) -> Target:
     """`verify_target` from a non-main thread, where math-verify's signal timeout cannot work.
 
@@ -207,7 +132,7 @@ def thread_target(name: str, math_timeout: float | None = None) -> Target:
     references = references_for(name)
 
     def check(data: Any) -> None:
-        start_s = _helper_start_s() if budget else 0.0
+        start_s = helper_start_s() if budget else 0.0
         response = data.draw(adversarial_text(), label="response")
         reference = data.draw(st.sampled_from(references), label="reference")
         COLLECTOR.input(target)
