@@ -1,13 +1,27 @@
-"""Shared fixtures. Tests never download: data is generated here, models are built locally."""
+"""Shared fixtures. Tests never download: data is generated here, models are built locally.
+
+Timings are reported, not asserted, where a busy shared machine could fail them: the
+``report_time`` and ``report_fuzz`` fixtures record figures (as the test's user properties, so
+they also reach a JUnit XML report and cross ``pytest -n``), and the end of the run lists them
+under "reported timings", each call over its bound marked.
+"""
 
 from __future__ import annotations
 
+import json
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tests.utils import HOOK_WARNING, bwrap_problem, write_jsonl
+from tests.utils import HOOK_WARNING, bwrap_problem, run_command, run_in_process, write_jsonl
+
+TIME_PROPERTY = "reported_time"  # (what, seconds, bound)
+FUZZ_PROPERTY = "reported_fuzz"  # {"target": name, **fields of envs.fuzz.Stats}
+FUZZ_JSON_VAR = "MATHTEAMS_FUZZ_JSON"
+_REPORTED: dict[str, list[Any]] = {TIME_PROPERTY: [], FUZZ_PROPERTY: []}
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -22,10 +36,87 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("filterwarnings", HOOK_WARNING)
 
 
+@pytest.fixture
+def report_time(record_property) -> Callable[[str, float, float], None]:
+    """``report_time(what, seconds, bound)``: a duration and the bound it should stay under,
+    reported at the end of the run instead of asserted."""
+
+    def report(what: str, seconds: float, bound: float) -> None:
+        record_property(TIME_PROPERTY, (what, round(seconds, 4), bound))
+
+    return report
+
+
+@pytest.fixture
+def report_fuzz(record_property) -> Callable[[str, Any], None]:
+    """``report_fuzz(target_name, stats)``: a fuzz target's `envs.fuzz.Stats`, reported."""
+
+    def report(target: str, stats: Any) -> None:
+        record_property(FUZZ_PROPERTY, {"target": target, **vars(stats)})
+
+    return report
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    # Runs where the terminal summary is written (the controller under pytest -n).
+    if report.when == "call":
+        for key, value in report.user_properties:
+            if key in _REPORTED:
+                _REPORTED[key].append(value)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
+    """Every figure over its bound, and the few closest to theirs (all of them with -v)."""
+    times, fuzz = _REPORTED[TIME_PROPERTY], _REPORTED[FUZZ_PROPERTY]
+    if not (times or fuzz):
+        return
+    shown = None if config.option.verbose > 0 else 5
+    write = terminalreporter.write_line
+    terminalreporter.section("reported timings (not asserted here)")
+    if times:
+        ranked = sorted(times, key=lambda t: t[1] / t[2] if t[2] > 0 else float("inf"))[::-1]
+        over = [t for t in ranked if t[1] > t[2]]
+        write(f"{len(times)} timed calls, {len(over)} over their bound; nearest their bound:")
+        for what, seconds, bound in over + [t for t in ranked if t not in over][:shown]:
+            write(f"  {'OVER ' if seconds > bound else ''}{seconds:.3f} s (bound {bound} s) {what}")
+    if fuzz:
+        from envs.fuzz import table
+
+        stats = {row["target"]: {k: v for k, v in row.items() if k != "target"} for row in fuzz}
+        ranked = sorted(stats, key=lambda name: -stats[name]["worst_ratio"])
+        keep = [n for n in ranked if stats[n]["over_bound"]] + ranked[:shown]
+        over = sum(s["over_bound"] for s in stats.values())
+        inputs = sum(s["inputs"] for s in stats.values())
+        write(
+            f"fuzz: {len(stats)} targets, {inputs} inputs, {over} calls over their bound; "
+            f"nearest their bound (worst s/bound):"
+        )
+        write(table({name: stats[name] for name in dict.fromkeys(keep)}))
+        path = os.environ.get(FUZZ_JSON_VAR)
+        if path:
+            Path(path).write_text(json.dumps(stats, indent=2) + "\n", encoding="utf-8")
+            write(f"fuzz summary written to {path}")
+
+
+@pytest.fixture(
+    params=[
+        pytest.param(run_in_process, id="in-process"),
+        pytest.param(run_command, id="command", marks=pytest.mark.slow),
+    ]
+)
+def run_script(request) -> Callable[..., Any]:
+    """``run_script(name, *args, timeout=300)`` runs ``scripts/<name>`` and returns a
+    `subprocess.CompletedProcess`: in this process in the default run, and as a command in a
+    fresh interpreter under ``-m slow`` (each command pays the torch/transformers imports again,
+    seconds to a minute on a busy machine). Each script's one command run in the default run is
+    its smoke test in ``tests/test_scripts.py``."""
+    return request.param
+
+
 @pytest.fixture(scope="session")
 def tiny_model(tmp_path_factory) -> str:
     """The tiny embedded-recipe model (random-ish weights, local tokenizer), built once."""
-    from tests.trainers.test_embedded import TINY
+    from tests.trainers.helpers import TINY
     from trainers.embedded import build_embedded
 
     return str(build_embedded(TINY, tmp_path_factory.mktemp("embedded") / "model"))

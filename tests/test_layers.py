@@ -75,3 +75,74 @@ def test_import_contracts_hold():
     )
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
     assert "0 broken" in result.stdout
+
+
+# ---------------------------------------------------------------- tests and scripts
+TEST_INFRASTRUCTURE = ("test_*.py", "conftest.py")  # modules pytest collects or loads itself
+
+
+def _imports(path: Path, root: Path) -> dict[str, set[str]]:
+    """The modules `path` imports (relative imports resolved against its package), each with
+    the names it may bring in as modules: ``from X import a`` gives ``{"X": {"X", "X.a"}}``."""
+    package = path.relative_to(root).parent.parts
+    imports: dict[str, set[str]] = {}
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                imports.setdefault(alias.name, set()).add(alias.name)
+        elif isinstance(node, ast.ImportFrom):
+            parts = list(package[: len(package) - node.level + 1]) if node.level else []
+            base = ".".join([*parts, *([node.module] if node.module else [])])
+            names = imports.setdefault(base, set())
+            names.update([base, *(f"{base}.{alias.name}" for alias in node.names)])
+    return imports
+
+
+def forbidden_imports(root: Path) -> list[str]:
+    """Imports of a test module (``test_*.py``, ``conftest.py``) by any module under
+    ``root/tests``, and imports of ``tests`` by ``root/scripts``: shared test code lives in
+    helper modules (``tests/utils.py``, ``tests/<package>/helpers.py``) or fixtures, and
+    scripts need nothing from the tests."""
+    offenders = []
+    for path in sorted((root / "tests").rglob("*.py")):
+        names = set().union(*_imports(path, root).values())
+        for name in sorted(n for n in names if n.split(".")[0] == "tests"):
+            target = root.joinpath(*name.split(".")).with_suffix(".py")
+            infrastructure = any(target.match(pattern) for pattern in TEST_INFRASTRUCTURE)
+            if infrastructure and target != path and target.is_file():
+                offenders.append(f"{path.relative_to(root)} imports test module {name}")
+    for path in sorted((root / "scripts").rglob("*.py")):
+        offenders += [
+            f"{path.relative_to(root)} imports {module}"
+            for module in sorted(_imports(path, root))
+            if module.split(".")[0] == "tests"
+        ]
+    return offenders
+
+
+def test_no_test_module_imports_another_and_no_script_imports_tests():
+    assert forbidden_imports(REPO) == []
+
+
+def test_forbidden_imports_finds_each_kind(tmp_path):
+    files = {
+        "tests/__init__.py": "",
+        "tests/conftest.py": "X = 1\n",
+        "tests/utils.py": "Y = 2\n",
+        "tests/a/__init__.py": "",
+        "tests/a/helpers.py": "from tests.utils import Y\n",  # allowed: a helper module
+        "tests/a/test_one.py": "from tests.a.helpers import Y\nfrom .test_two import f\n",
+        "tests/a/test_two.py": "import tests.conftest\nfrom tests.a import test_one\n\ndef f(): ...\n",
+        "tests/a/test_three.py": "from ..conftest import X\n",
+        "scripts/run.py": "def main():\n    from tests.utils import Y\n",
+    }
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    assert forbidden_imports(tmp_path) == [
+        "tests/a/test_one.py imports test module tests.a.test_two",
+        "tests/a/test_three.py imports test module tests.conftest",
+        "tests/a/test_two.py imports test module tests.a.test_one",
+        "tests/a/test_two.py imports test module tests.conftest",
+        "scripts/run.py imports tests.utils",
+    ]

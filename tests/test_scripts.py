@@ -1,51 +1,75 @@
-"""Every script answers --help; tiny end-to-end runs of the ones that need a model."""
+"""Every script answers --help; one command run per script; tiny end-to-end runs.
+
+Each script is run as a command (a fresh interpreter, from the repository root) exactly once in
+the default run: its smoke test below (`SMOKE`), the cheapest real run where one takes about a
+second and ``--help`` otherwise; ``serve_rewards.py``'s is in ``tests/rewards/test_server.py``.
+The other end-to-end runs go through the ``run_script`` fixture: in this process by default,
+and as commands too under ``-m slow``.
+"""
 
 from __future__ import annotations
 
 import json
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-# `accelerate launch` with 2 gloo processes on this CPU (run from REPO), then the script and its args
-ACCELERATE_2PROC = [
-    sys.executable,
-    "-m",
-    "accelerate.commands.launch",
-    "--config_file",
-    "scripts/configs/accelerate/cpu_2proc.yaml",
-    "--main_process_port",
-    "0",
-]
+from tests.utils import ACCELERATE_2PROC, REPO, run_command, run_in_process
+
 SCRIPTS = sorted(p.name for p in (REPO / "scripts").glob("*.py"))
+# script -> (arguments, what its stdout must contain); "{tmp}" is the test's tmp_path.
+SMOKE = {
+    "bench.py": (["verifiers", "--generate", "20", "--repeat", "1"], "verdicts differ:       0"),
+    "build_embedded.py": (["--help"], "usage"),  # a build trains for minutes
+    "evaluate.py": (
+        ["--num-problems", "1", "--samples", "1", "--max-new-tokens", "4", "--rounds", "1"],
+        "pass1@turnK",
+    ),
+    "fuzz.py": (["--examples", "1", "--only", "^extract$", "--json", "{tmp}/f.json"], "0 failures"),
+    "play.py": (["--seed", "2"], "return per agent:"),
+    "probe_embedded.py": (["--help"], "usage"),  # a run: test_probe_embedded_end_to_end
+    "robustness.py": (["--check"], "identical to a fresh build"),
+    # Training runs end to end: test_train_script_end_to_end and tests/trainers, in-process.
+    "train_debate.py": (["--help"], "usage"),
+    "train_ensemble.py": (["--help"], "usage"),
+    "train_reflection.py": (["--help"], "usage"),
+    "train_solve.py": (["--help"], "usage"),
+    "train_tool.py": (["--help"], "usage"),
+    "train_verifier.py": (["--help"], "usage"),  # a run: test_train_verifier_script_in_process
+}
+SMOKE_ELSEWHERE = {
+    "serve_rewards.py": "tests/rewards/test_server.py::test_serve_script_one_command"
+}
+
+
+def test_every_script_has_one_smoke_run():
+    assert sorted([*SMOKE, *SMOKE_ELSEWHERE]) == SCRIPTS
+    assert not set(SMOKE) & set(SMOKE_ELSEWHERE)
+
+
+@pytest.mark.parametrize("script", sorted(SMOKE))
+def test_smoke(script, tmp_path):
+    args, expected = SMOKE[script]
+    # A generous timeout: on a shared machine a command's imports alone have taken minutes.
+    arguments = [a.replace("{tmp}", str(tmp_path)) for a in args]
+    result = run_command(script, *arguments, timeout=900)
+    assert result.returncode == 0, result.stderr[-3000:]
+    output = result.stdout.lower() if expected == "usage" else result.stdout
+    assert expected in output, result.stdout[-3000:]
+    if script == "fuzz.py":
+        summary = json.loads((tmp_path / "f.json").read_text())
+        assert summary["targets"]["extract"]["inputs"] >= 1 and summary["failures"] == 0
 
 
 @pytest.mark.parametrize("script", SCRIPTS)
 def test_help(script):
-    result = subprocess.run(
-        [sys.executable, f"scripts/{script}", "--help"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    result = run_in_process(script, "--help")
     assert result.returncode == 0, result.stderr
     assert "usage" in result.stdout.lower()
 
 
 def test_play_prints_transcript_and_returns():
-    result = subprocess.run(
-        [sys.executable, "scripts/play.py", "--seed", "2"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    result = run_in_process("play.py", "--seed", "2")
     assert result.returncode == 0, result.stderr
     assert "[critic_0]" in result.stdout and "Verdict:" in result.stdout
     returns = json.loads(result.stdout.rsplit("return per agent:", 1)[1])
@@ -53,7 +77,7 @@ def test_play_prints_transcript_and_returns():
 
 
 def test_evaluate_end_to_end(tiny_model, tmp_path, monkeypatch):
-    sys.path.insert(0, str(REPO / "scripts"))
+    monkeypatch.syspath_prepend(str(REPO / "scripts"))
     monkeypatch.chdir(REPO)
     import evaluate
 
@@ -87,7 +111,7 @@ def test_evaluate_end_to_end(tiny_model, tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("ensemble", ["majority_vote", "hidden_state_mean"])
 def test_evaluate_with_an_ensemble(tiny_model, monkeypatch, ensemble):
-    sys.path.insert(0, str(REPO / "scripts"))
+    monkeypatch.syspath_prepend(str(REPO / "scripts"))
     import evaluate
 
     from trainers import policies
@@ -129,8 +153,8 @@ def test_ensemble_plays_the_answering_roles_only(tiny_model):
     assert roles.policy_for("critic_0") is not team
 
 
-def test_evaluate_rejects_malformed_role_model(capsys):
-    sys.path.insert(0, str(REPO / "scripts"))
+def test_evaluate_rejects_malformed_role_model(capsys, monkeypatch):
+    monkeypatch.syspath_prepend(str(REPO / "scripts"))
     import evaluate
 
     with pytest.raises(SystemExit):
@@ -147,47 +171,21 @@ def test_evaluate_rejects_malformed_role_model(capsys):
         ("train_reflection.py", ["--role_models", "all", "--beta", "0.1"]),
     ],
 )
-def test_train_script_end_to_end(tiny_model, tmp_path, script, extra):
+def test_train_script_end_to_end(run_script, tiny_model, tmp_path, script, extra):
     """One GRPO step of a training script on the tiny model: eval, train, eval, outputs.
 
     With ``--role_adapters true`` the final folder holds one adapter per role, which the "after"
     evaluation plays on top of the start model; with ``--role_models all`` (and ``--beta``, a
     reference per role) it holds one complete model per role, which the "after" evaluation plays."""
     out = tmp_path / "run"
-    result = subprocess.run(
-        [
-            sys.executable,
-            f"scripts/{script}",
-            "grpo",
-            "--model_name_or_path",
-            tiny_model,
-            "--max_steps",
-            "1",
-            "--eval_problems",
-            "2",
-            "--eval_samples",
-            "1",
-            "--train_problems",
-            "4",
-            "--max_completion_length",
-            "6",
-            "--rounds",
-            "1",
-            "--num_generations",
-            "2",
-            "--per_device_train_batch_size",
-            "6",
-            "--gradient_accumulation_steps",
-            "1",
-            "--output_dir",
-            str(out),
-            *extra,
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
+    result = run_script(
+        script,
+        "grpo",
+        *("--model_name_or_path", tiny_model, "--max_steps", "1"),
+        *("--eval_problems", "2", "--eval_samples", "1", "--train_problems", "4"),
+        *("--max_completion_length", "6", "--rounds", "1", "--num_generations", "2"),
+        *("--per_device_train_batch_size", "6", "--gradient_accumulation_steps", "1"),
+        *("--output_dir", str(out), *extra),
     )
     assert result.returncode == 0, result.stderr[-3000:]
     metrics = json.loads((out / "metrics.json").read_text())
@@ -255,44 +253,19 @@ def test_train_script_reads_a_yaml_config_and_flags_override(tmp_path):
     assert grpo.per_device_train_batch_size == 20  # 5 turn slots x 4 generations
 
 
-def test_train_script_rejects_an_unknown_algorithm():
-    result = subprocess.run(
-        [sys.executable, "scripts/train_debate.py", "nope"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+def test_train_script_rejects_an_unknown_algorithm(run_script):
+    result = run_script("train_debate.py", "nope")
     assert result.returncode != 0
     assert "unknown algorithm 'nope'" in result.stderr and "grpo" in result.stderr
 
 
-def test_bench_train_times_both_trainers(tiny_model, tmp_path):
+def test_bench_train_times_both_trainers(run_script, tiny_model, tmp_path):
     out = tmp_path / "train.json"
-    result = subprocess.run(
-        [
-            sys.executable,
-            "scripts/bench.py",
-            "train",
-            "--model",
-            tiny_model,
-            "--problems",
-            "1",
-            "--steps",
-            "1",
-            "--max-new-tokens",
-            "4",
-            "--repeats",
-            "2",
-            "--json",
-            str(out),
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
+    result = run_script(
+        "bench.py",
+        "train",
+        *("--model", tiny_model, "--problems", "1", "--steps", "1", "--max-new-tokens", "4"),
+        *("--repeats", "2", "--json", str(out)),
     )
     assert result.returncode == 0, result.stderr[-3000:]
     figures = json.loads(out.read_text())
@@ -308,36 +281,23 @@ def test_bench_train_times_both_trainers(tiny_model, tmp_path):
     assert figures["ratio"] == pytest.approx(sum(figures["ratios"]) / 2)  # the median of two
 
 
+@pytest.mark.slow
 def test_train_script_under_accelerate_launch_two_processes(tiny_model, tmp_path):
-    """`accelerate launch` with 2 gloo processes on the CPU: each trains on its own problems."""
+    """`accelerate launch` with 2 gloo processes on the CPU: each trains on its own problems.
+
+    Slow: two processes and a launcher are three interpreters' imports (minutes on a busy
+    machine), and nothing in one process can stand in for them."""
     out = tmp_path / "run"
     result = subprocess.run(
         [
             *ACCELERATE_2PROC,
             "scripts/train_reflection.py",
             "grpo",
-            "--model_name_or_path",
-            tiny_model,
-            "--max_steps",
-            "2",
-            "--eval_problems",
-            "1",
-            "--eval_samples",
-            "1",
-            "--train_problems",
-            "8",
-            "--max_completion_length",
-            "4",
-            "--rounds",
-            "1",
-            "--num_generations",
-            "2",
-            "--per_device_train_batch_size",
-            "6",
-            "--gradient_accumulation_steps",
-            "1",
-            "--output_dir",
-            str(out),
+            *("--model_name_or_path", tiny_model, "--max_steps", "2"),
+            *("--eval_problems", "1", "--eval_samples", "1", "--train_problems", "8"),
+            *("--max_completion_length", "4", "--rounds", "1", "--num_generations", "2"),
+            *("--per_device_train_batch_size", "6", "--gradient_accumulation_steps", "1"),
+            *("--output_dir", str(out)),
         ],
         cwd=REPO,
         capture_output=True,

@@ -5,10 +5,7 @@ from __future__ import annotations
 import pytest
 from transformers import PreTrainedModel, PreTrainedTokenizerFast
 
-from agents.base import GenerationArguments
 from agents.tiny import build_tiny_model, build_tokenizer
-
-GREEDY = GenerationArguments(max_new_tokens=16, do_sample=False)
 
 
 @pytest.fixture(scope="session")

@@ -13,8 +13,7 @@ from agents.ensemble import MajorityVoteEnsemble, Vote, majority, make_ensemble
 from agents.hf import HFPolicy
 from agents.hidden_state import EnsembleGeneration, HiddenStateEnsemble
 from agents.scripted import ScriptedPolicy
-from tests.agents.conftest import GREEDY
-from tests.agents.test_hf import teacher_forced_logprobs
+from tests.agents.helpers import GREEDY, teacher_forced_logprobs
 
 A, B = "You are a careful math solver.", "You are a critic. Check every step."
 ARGS = dataclasses.replace(GREEDY, max_new_tokens=20)

@@ -7,34 +7,13 @@ from pathlib import Path
 
 import pytest
 import torch
-from transformers import PreTrainedModel, PreTrainedTokenizerFast
+from transformers import PreTrainedTokenizerFast
 
 from agents.base import GenerationArguments
 from agents.decoding import truncate_at_stop
 from agents.hf import HFPolicy
 from agents.tiny import build_tokenizer
-from tests.agents.conftest import GREEDY
-
-
-def count_generate_calls(model: PreTrainedModel, monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Wraps model.generate to record the batch size of every call."""
-    calls: list[int] = []
-    original = model.generate
-
-    def wrapped(*args, **kwargs):
-        calls.append(kwargs["input_ids"].shape[0])
-        return original(*args, **kwargs)
-
-    monkeypatch.setattr(model, "generate", wrapped)
-    return calls
-
-
-def teacher_forced_logprobs(model, prompt_ids, completion_ids, temperature=1.0) -> torch.Tensor:
-    ids = torch.tensor([prompt_ids + completion_ids])
-    with torch.no_grad():
-        logits = model(ids).logits[0, len(prompt_ids) - 1 : -1].float()
-    logp = torch.log_softmax(logits / temperature, dim=-1)
-    return logp.gather(1, torch.tensor(completion_ids)[:, None]).squeeze(1)
+from tests.agents.helpers import GREEDY, count_generate_calls, teacher_forced_logprobs
 
 
 def test_batched_generation_shapes(model, tokenizer, observations, monkeypatch) -> None:

@@ -12,8 +12,7 @@ from agents.hf import HFPolicy
 from agents.roles import RoleMap, build_lora_role_map, group_requests
 from agents.scripted import ScriptedPolicy
 from agents.tiny import build_tiny_model, build_tokenizer
-from tests.agents.conftest import GREEDY
-from tests.agents.test_hf import count_generate_calls
+from tests.agents.helpers import GREEDY, count_generate_calls
 
 # peft calls a transformers helper deprecated in 5.x; not ours to fix.
 pytestmark = pytest.mark.filterwarnings("ignore:`is_gradient_checkpointing`:FutureWarning")

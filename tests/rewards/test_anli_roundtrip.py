@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 
 from rewards import LabelVerifier
-
-from .conftest import read_jsonl, shared_data_dir
+from tests.rewards.helpers import read_jsonl, shared_data_dir
 
 FULL = {"e": "entailment", "n": "neutral", "c": "contradiction"}
 

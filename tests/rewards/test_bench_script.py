@@ -1,41 +1,26 @@
-"""scripts/bench.py runs and writes its figures."""
+"""scripts/bench.py runs and writes its figures (run by the ``run_script`` fixture: in this
+process by default, as a command too under ``-m slow``)."""
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
-from .conftest import generated_gsm8k
-
-REPO = Path(__file__).resolve().parents[2]
-BENCH = REPO / "scripts" / "bench.py"
+from tests.rewards.helpers import generated_gsm8k
 
 
-def _run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, str(BENCH), *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=REPO,
-        check=False,
-    )
-
-
-def test_help() -> None:
-    result = _run("--help")
+def test_help(run_script) -> None:
+    result = run_script("bench.py", "--help")
     assert result.returncode == 0
     assert "verifiers" in result.stdout
-    assert _run("verifiers", "--help").returncode == 0
+    assert run_script("bench.py", "verifiers", "--help").returncode == 0
 
 
-def test_verifiers_benchmark_on_a_local_file(tmp_path: Path) -> None:
+def test_verifiers_benchmark_on_a_local_file(run_script, tmp_path: Path) -> None:
     data = tmp_path / "gsm8k.jsonl"
     data.write_text("\n".join(json.dumps(row) for row in generated_gsm8k(40)) + "\n")
     out = tmp_path / "figures.json"
-    result = _run("verifiers", "--data-path", str(data), "--json", str(out))
+    result = run_script("bench.py", "verifiers", "--data-path", str(data), "--json", str(out))
     assert result.returncode == 0, result.stderr[-2000:]
     figures = json.loads(out.read_text())
     assert figures["verifications"] == 80  # each solution right and with a changed final
@@ -45,7 +30,7 @@ def test_verifiers_benchmark_on_a_local_file(tmp_path: Path) -> None:
     assert figures["ours_per_s"] > figures["plain_math_verify_per_s"]
 
 
-def test_verifiers_benchmark_on_math_solutions(tmp_path: Path) -> None:
+def test_verifiers_benchmark_on_math_solutions(run_script, tmp_path: Path) -> None:
     rows = [
         {"solution": "So $x = \\boxed{\\frac{14}{3}}$.", "answer": "\\frac{14}{3}"},
         {"solution": "It is $15\\frac{39}{40}$, or \\boxed{\\frac{639}{40}}.", "answer": "639/40"},
@@ -54,7 +39,9 @@ def test_verifiers_benchmark_on_math_solutions(tmp_path: Path) -> None:
     data = tmp_path / "math.jsonl"
     data.write_text("\n".join(json.dumps(row) for row in rows) + "\n")
     out = tmp_path / "figures.json"
-    result = _run("verifiers", "--data-path", str(data), "--repeat", "1", "--json", str(out))
+    result = run_script(
+        "bench.py", "verifiers", "--data-path", str(data), "--repeat", "1", "--json", str(out)
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     figures = json.loads(out.read_text())
     assert figures["source"].endswith("(MATH solutions)")
@@ -62,9 +49,11 @@ def test_verifiers_benchmark_on_math_solutions(tmp_path: Path) -> None:
     assert figures["ours_match_expected"] == 6
 
 
-def test_robustness_benchmark_writes_rates(tmp_path: Path) -> None:
+def test_robustness_benchmark_writes_rates(run_script, tmp_path: Path) -> None:
     out = tmp_path / "robustness.json"
-    result = _run("robustness", "--verifiers", "gsm8k", "label", "--json", str(out))
+    result = run_script(
+        "bench.py", "robustness", "--verifiers", "gsm8k", "label", "--json", str(out)
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     assert "| gsm8k |" in result.stdout
     figures = json.loads(out.read_text())

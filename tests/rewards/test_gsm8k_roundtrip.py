@@ -7,8 +7,7 @@ import random
 import pytest
 
 from rewards import get_verifier
-
-from .conftest import changed_final, read_jsonl, shared_data_dir
+from tests.rewards.helpers import changed_final, read_jsonl, shared_data_dir
 
 
 def _failures(verifier_name: str, rows: list[dict]) -> list[str]:

@@ -11,8 +11,8 @@ from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 
 import pytest
 
+from envs.fuzz import loopback_math_verifier
 from rewards import MathVerifier, Verdict, get_verifier, list_verifiers, symbolic
-from tests.rewards.conftest import remote_math_verifier
 
 TOWER = "\\boxed{2^{2^{2^{2^{100}}}}}"  # sympy would try to build a number with 2^(2^100) digits
 
@@ -60,7 +60,7 @@ def _verifier(name: str, **math_options: object):
     if name in ("math", "math_verify"):
         return get_verifier(name, timeout=1, **math_options)
     if name == "remote":
-        return remote_math_verifier(timeout=1, **math_options)
+        return loopback_math_verifier(timeout=1, **math_options)
     return get_verifier(name)
 
 

@@ -38,7 +38,7 @@ from rewards.server import (
     build_verifiers,
     create_app,
 )
-from tests.rewards.conftest import generated_gsm8k
+from tests.rewards.helpers import generated_gsm8k
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -382,6 +382,8 @@ def test_env_with_a_dead_server_raises_not_a_default_reward() -> None:
 
 
 def test_serve_script_one_command() -> None:
+    """The script's smoke test (its one command run in the default run, see test_scripts.py):
+    the server starts, serves, and stops on SIGTERM."""
     port = _free_port()
     process = subprocess.Popen(
         [
@@ -420,17 +422,12 @@ def test_serve_script_one_command() -> None:
     assert f"remote:{url}/numbers" in output
 
 
-def test_serve_script_help_and_errors() -> None:
-    run = [sys.executable, "scripts/serve_rewards.py"]
-    shown = subprocess.run([*run, "--help"], cwd=REPO, capture_output=True, text=True, check=True)
-    assert "--verifier-kwargs" in shown.stdout
-    bad = subprocess.run(
-        [*run, "--verifier", "maths"], cwd=REPO, capture_output=True, text=True, check=False
-    )
+def test_serve_script_help_and_errors(run_script) -> None:
+    shown = run_script("serve_rewards.py", "--help")
+    assert shown.returncode == 0 and "--verifier-kwargs" in shown.stdout
+    bad = run_script("serve_rewards.py", "--verifier", "maths")
     assert bad.returncode == 2 and "Did you mean 'math'" in bad.stderr
-    orphan = subprocess.run(
-        [*run, "--verifier-kwargs", "{}"], cwd=REPO, capture_output=True, text=True, check=False
-    )
+    orphan = run_script("serve_rewards.py", "--verifier-kwargs", "{}")
     assert orphan.returncode == 2 and "must follow the --verifier" in orphan.stderr
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from envs.fuzz import loopback_math_verifier
 from rewards import (
     CompositeVerifier,
     FormatVerifier,
@@ -18,7 +19,6 @@ from rewards import (
     get_verifier,
     list_verifiers,
 )
-from tests.rewards.conftest import remote_math_verifier
 
 MATH_CASES = [
     ("#### 18", "18", 1.0),  # GSM8K marker
@@ -184,7 +184,7 @@ def test_composite() -> None:
 @pytest.mark.parametrize("name", list_verifiers())
 def test_every_verifier_follows_the_protocol(name: str) -> None:
     options = {"components": {"gsm8k": 1.0}} if name == "composite" else {}
-    verifier = remote_math_verifier() if name == "remote" else get_verifier(name, **options)
+    verifier = loopback_math_verifier() if name == "remote" else get_verifier(name, **options)
     assert isinstance(verifier, Verifier)
     assert verifier.__doc__ and ">>>" in verifier.__doc__  # a doctest with a pass and a fail
     reference = "entailment" if name == "label" else "18"

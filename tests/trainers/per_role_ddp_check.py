@@ -20,7 +20,7 @@ if str(REPO) not in sys.path:
 
 import torch
 
-from tests.trainers.test_grpo import config
+from tests.trainers.helpers import grpo_config
 from trainers.grpo import build_grpo_trainer
 
 
@@ -36,7 +36,7 @@ def trained(trainer) -> list[torch.Tensor]:
 
 
 def main(model_path: str, tmp: str, layout: str) -> None:
-    args = config(
+    args = grpo_config(
         Path(tmp),
         gradient_accumulation_steps=2,
         max_completion_length=6,

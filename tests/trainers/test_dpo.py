@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,8 +12,6 @@ from trl import DPOTrainer
 from trainers.dpo import CPUDPOConfig, build_dpo_trainer, preference_pairs, refiner_pairs
 from trainers.rollout import Episode, Turn
 from trainers.sft import CPUSFTConfig, build_sft_trainer, sft_rows
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 def turn(agent, text, prompt, index, **info):
@@ -161,50 +157,32 @@ def test_a_dpo_step_changes_the_weights_with_a_finite_loss(tiny_model, tmp_path)
         build_dpo_trainer(tiny_model, [], args)
 
 
-def run_script(tiny_model, out, *extra):
-    return subprocess.run(
-        [
-            sys.executable,
-            "scripts/train_reflection.py",
-            "dpo",
-            "--model_name_or_path",
-            tiny_model,
-            "--max_steps",
-            "1",
-            "--eval_problems",
-            "1",
-            "--eval_samples",
-            "1",
-            "--rollout_problems",
-            "8",
-            "--rollout_samples",
-            "4",
-            "--rollout_max_new_tokens",
-            "8",
-            "--rounds",
-            "1",
-            # level-1 arithmetic: the tiny model's replies sometimes land on its small answers,
-            # so the rollouts hold good turns to train on
-            "--task",
-            "arithmetic",
-            "--difficulty",
-            "1",
-            "--output_dir",
-            str(out),
-            *extra,
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
+def dpo_script(run_script, tiny_model, out, *extra):
+    """``train_reflection.py dpo`` on the tiny model: rollouts, optional SFT, one DPO step."""
+    return run_script(
+        "train_reflection.py",
+        "dpo",
+        *("--model_name_or_path", tiny_model, "--max_steps", "1"),
+        *("--eval_problems", "1", "--eval_samples", "1", "--rollout_problems", "8"),
+        *("--rollout_samples", "4", "--rollout_max_new_tokens", "8", "--rounds", "1"),
+        # level-1 arithmetic: the tiny model's replies sometimes land on its small answers,
+        # so the rollouts hold good turns to train on
+        *("--task", "arithmetic", "--difficulty", "1", "--output_dir", str(out), *extra),
     )
 
 
-def test_dpo_script_runs_the_sft_then_dpo_pipeline(tiny_model, tmp_path):
+def test_dpo_script_runs_the_sft_then_dpo_pipeline(run_script, tiny_model, tmp_path):
     out = tmp_path / "run"
-    result = run_script(
-        tiny_model, out, "--critic_outcome", "false", "--sft_first", "true", "--sft_steps", "1"
+    result = dpo_script(
+        run_script,
+        tiny_model,
+        out,
+        "--critic_outcome",
+        "false",
+        "--sft_first",
+        "true",
+        "--sft_steps",
+        "1",
     )
     assert result.returncode == 0, result.stderr[-3000:]
     metrics = json.loads((out / "metrics.json").read_text())
@@ -239,13 +217,14 @@ def test_sft_and_dpo_train_only_the_parameters_matching_trainable(tiny_model, tm
         build_dpo_trainer(tiny_model, preference_pairs(episodes), dpo_args, trainable="nothing")
 
 
-def test_dpo_script_trains_only_the_final_norm_when_asked(tiny_model, tmp_path):
+def test_dpo_script_trains_only_the_final_norm_when_asked(run_script, tiny_model, tmp_path):
     """--trainable_params reaches both stages of the pipeline: the SFT model and the final one
     differ from the start model in the matching weights only."""
     from safetensors.torch import load_file
 
     out = tmp_path / "run"
-    result = run_script(
+    result = dpo_script(
+        run_script,
         tiny_model,
         out,
         "--critic_outcome",
@@ -269,9 +248,9 @@ def test_dpo_script_trains_only_the_final_norm_when_asked(tiny_model, tmp_path):
         assert changed == {"model.norm.weight"}, (stage, changed)
 
 
-def test_dpo_script_says_what_to_change_when_no_pair_is_found(tiny_model, tmp_path):
-    result = run_script(
-        tiny_model, tmp_path / "run", "--rollout_samples", "1", "--dpo_roles", "solver"
+def test_dpo_script_says_what_to_change_when_no_pair_is_found(run_script, tiny_model, tmp_path):
+    result = dpo_script(
+        run_script, tiny_model, tmp_path / "run", "--rollout_samples", "1", "--dpo_roles", "solver"
     )
     assert result.returncode != 0
     assert "gave no preference pair" in result.stderr and "--rollout_samples" in result.stderr

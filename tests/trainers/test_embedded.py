@@ -5,11 +5,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 
 import envs
 from envs.reflection import parse_verdict
+from tests.trainers.helpers import TINY, TINY_NUMBERS
 from trainers.embedded import (
     MODEL_FILES,
     SHIPPED,
@@ -28,36 +30,6 @@ from trainers.embedded.transcripts import (
     sft_rows,
     slip,
     solve_reply,
-)
-
-# The trainer tests' start model (tests/conftest.py): digit tokens and no drills, so two SFT steps
-# leave it random enough to answer right now and then (the DPO and PPO tests need such turns).
-TINY = EmbeddedRecipe(
-    num_problems=12,
-    max_steps=2,
-    batch_size=4,
-    hidden_size=32,
-    intermediate_size=64,
-    num_layers=1,
-    num_heads=2,
-    arch="qwen2",
-    whole_numbers=False,
-    number_features=0,
-    vocab_size=300,
-    drill_rows=0,
-    calibration_problems=0,
-    threads=1,
-)
-# The shipped recipe's features at a tiny size: whole-number tokens, number features, drills.
-TINY_NUMBERS = dataclasses.replace(
-    TINY,
-    arch="mistral",
-    whole_numbers=True,
-    number_features=8,
-    vocab_size=512,
-    drill_rows=12,
-    drill_facts=4,
-    calibration_problems=6,
 )
 
 
@@ -189,11 +161,22 @@ def test_a_missing_or_damaged_file_names_itself_and_the_rebuild(tmp_path):
         check_model_dir(SHIPPED, TINY)
 
 
-@pytest.mark.parametrize("recipe", [TINY, TINY_NUMBERS], ids=["digits", "numbers"])
-def test_build_writes_a_checked_loadable_model(tmp_path, recipe):
+@pytest.fixture(scope="module")
+def tiny_numbers_model(tmp_path_factory) -> Path:
+    """`TINY_NUMBERS` built once for this module's tests, which only read it."""
+    return build_embedded(TINY_NUMBERS, tmp_path_factory.mktemp("numbers") / "model")
+
+
+@pytest.mark.parametrize(
+    ("built", "recipe"),
+    [("tiny_model", TINY), ("tiny_numbers_model", TINY_NUMBERS)],
+    ids=["digits", "numbers"],
+)
+def test_build_writes_a_checked_loadable_model(request, built, recipe):
+    """The session's `tiny_model` and this module's `tiny_numbers_model` are the builds."""
     from agents import GenerationArguments, HFPolicy
 
-    path = build_embedded(recipe, tmp_path / "model")
+    path = Path(request.getfixturevalue(built))
     info = json.loads((path / "recipe.json").read_text())
     assert info["key"] == recipe.key() and info["sft"]["rows"] > 12
     assert info["sft"]["rows_per_role"].get("drill", 0) == recipe.drill_rows
@@ -207,8 +190,8 @@ def test_build_writes_a_checked_loadable_model(tmp_path, recipe):
     assert 1 <= gen.num_tokens <= 4
 
 
-def test_same_recipe_gives_the_same_bytes(tmp_path):
-    first = build_embedded(TINY_NUMBERS, tmp_path / "a")
+def test_same_recipe_gives_the_same_bytes(tmp_path, tiny_numbers_model):
+    first = tiny_numbers_model
     second = build_embedded(TINY_NUMBERS, tmp_path / "b")
     names = sorted(p.name for p in first.iterdir())
     assert names == sorted(p.name for p in second.iterdir())

@@ -4,9 +4,10 @@ import statistics
 
 import pytest
 import torch
-from trl import GRPOConfig, GRPOTrainer
+from trl import GRPOTrainer
 
 import envs
+from tests.trainers.helpers import grpo_config, shaped
 from trainers import grpo
 from trainers.grpo import (
     build_grpo_trainer,
@@ -153,24 +154,6 @@ def normalised(rewards):
     return [(r - mean) / (std + 1e-4) for r in rewards]
 
 
-def config(tmp_path, **kwargs):
-    base = {
-        "output_dir": str(tmp_path / "out"),
-        "use_cpu": True,
-        "bf16": False,
-        "report_to": "none",
-        "num_generations": 2,
-        "per_device_train_batch_size": 6,
-        "max_completion_length": 12,
-        "max_steps": 1,
-        "logging_steps": 1,
-        "save_strategy": "no",
-        "learning_rate": 1e-2,
-        "seed": 0,
-    }
-    return GRPOConfig(**{**base, **kwargs})
-
-
 def test_advantages_are_normalised_within_problem_role_and_round(tiny_model, tmp_path):
     """Hand-made episodes through TRL's own scoring: groups are (problem, agent, round) blocks."""
     episodes = {
@@ -186,7 +169,7 @@ def test_advantages_are_normalised_within_problem_role_and_round(tiny_model, tmp
     trainer = GRPOTrainer(
         model=tiny_model,
         reward_funcs=[turn_reward],
-        args=config(tmp_path, num_generations=3, per_device_train_batch_size=18),
+        args=grpo_config(tmp_path, num_generations=3, per_device_train_batch_size=18),
         train_dataset=slot_dataset(["p", "q"], 3),
         rollout_func=rollout,
     )
@@ -204,17 +187,8 @@ def test_advantages_are_normalised_within_problem_role_and_round(tiny_model, tmp
     assert out["completion_ids"].shape[0] == 18
 
 
-def shaped(completions, completion_ids, turn_reward, **kwargs):
-    """The turn rewards (logged per agent) plus a spread that any model's samples get."""
-    base = grpo.turn_reward(completions, turn_reward, completion_ids=completion_ids, **kwargs)
-    return [
-        None if r is None else r + len(set(c)) / 10
-        for r, c in zip(base, completion_ids, strict=True)
-    ]
-
-
 def test_training_updates_the_shared_model_and_logs_per_agent_metrics(tiny_model, tmp_path):
-    args = config(tmp_path, max_steps=2)
+    args = grpo_config(tmp_path, max_steps=2)
     trainer = build_grpo_trainer(
         tiny_model,
         "math/reflection-v0",
@@ -243,7 +217,7 @@ def test_trainable_trains_only_the_matching_parameters(tiny_model, tmp_path):
             tiny_model,
             "math/reflection-v0",
             {"rounds": 1},
-            config(tmp_path, max_steps=2, learning_rate=5e-2),
+            grpo_config(tmp_path, max_steps=2, learning_rate=5e-2),
             train_problems=4,
             num_envs=8,
             trainable=trainable,
@@ -267,7 +241,7 @@ def test_trainable_trains_only_the_matching_parameters(tiny_model, tmp_path):
 def test_rollout_rows_are_token_exact_for_the_trainer(tiny_model, tmp_path):
     """The rollout's sampled logprobs equal TRL's recomputation on the rows it built."""
     trainer = build_grpo_trainer(
-        tiny_model, "math/reflection-v0", {"rounds": 1}, config(tmp_path), train_problems=2
+        tiny_model, "math/reflection-v0", {"rounds": 1}, grpo_config(tmp_path), train_problems=2
     )
     assert trainer.train_dataset["prompt"][:3] == [
         slot_prompt(trainer.train_dataset["problem_id"][0], s) for s in range(3)
@@ -297,7 +271,7 @@ def test_resume_from_a_checkpoint_continues_like_the_uninterrupted_run(tiny_mode
             tiny_model,
             "math/reflection-v0",
             {"rounds": 1},
-            config(tmp_path, output_dir=str(out), max_steps=max_steps, **kwargs),
+            grpo_config(tmp_path, output_dir=str(out), max_steps=max_steps, **kwargs),
             train_problems=4,
             num_envs=8,
         )
@@ -344,7 +318,7 @@ def test_load_environment_trains_with_a_stock_grpo_trainer(
     assert set(bundle) == {"train_dataset", "rollout_func", "reward_funcs"}
     assert bundle.config == {"shuffle_dataset": False}
     assert len(bundle["train_dataset"]) == 4 * bundle.slots
-    args = config(
+    args = grpo_config(
         tmp_path, max_steps=2, per_device_train_batch_size=bundle.batch_rows(2), **bundle.config
     )
     trainer = GRPOTrainer(model=tiny_model, args=args, **bundle)

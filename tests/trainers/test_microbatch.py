@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tests.trainers.test_grpo import config, shaped
+from tests.trainers.helpers import grpo_config, shaped
 from trainers.grpo import build_grpo_trainer
 from trainers.microbatch import groupable, regroup_by_length, trim_padding
 
@@ -83,11 +83,13 @@ def test_trim_padding_leaves_a_full_batch_and_an_empty_one_well_formed():
 
 
 def test_only_configurations_whose_update_cannot_change_are_regrouped(tmp_path):
-    args = config(tmp_path, gradient_accumulation_steps=2)
+    args = grpo_config(tmp_path, gradient_accumulation_steps=2)
     assert groupable(args, num_iterations=1)
     assert not groupable(args, num_iterations=2)
-    assert not groupable(config(tmp_path, gradient_accumulation_steps=2, loss_type="bnpo"), 1)
-    assert not groupable(config(tmp_path, gradient_accumulation_steps=1, steps_per_generation=2), 1)
+    assert not groupable(grpo_config(tmp_path, gradient_accumulation_steps=2, loss_type="bnpo"), 1)
+    assert not groupable(
+        grpo_config(tmp_path, gradient_accumulation_steps=1, steps_per_generation=2), 1
+    )
 
 
 def test_grouped_training_gives_the_same_update_on_narrower_micro_batches(tiny_model, tmp_path):
@@ -98,7 +100,7 @@ def test_grouped_training_gives_the_same_update_on_narrower_micro_batches(tiny_m
             tiny_model,
             "math/reflection-v0",
             {"rounds": 1},
-            config(
+            grpo_config(
                 tmp_path / str(grouped),
                 gradient_accumulation_steps=3,
                 optim="sgd",

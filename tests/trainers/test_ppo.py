@@ -3,24 +3,19 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 
+from tests.trainers.helpers import build_ppo
 from trainers.grpo import slot_prompt
 from trainers.ppo import (
     CPUPPOConfig,
-    PPORollout,
-    build_ppo_trainer,
     episode_gae,
     trajectories,
     turn_gae,
 )
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 def test_turn_gae_matches_a_hand_computation():
@@ -62,54 +57,8 @@ def test_bad_ppo_settings_raise_clearly():
         CPUPPOConfig(output_dir="x", value_epochs=0)
 
 
-def ppo_config(tmp_path, **kwargs):
-    base = {
-        "output_dir": str(tmp_path / "out"),
-        "num_generations": 2,
-        "per_device_train_batch_size": 6,
-        "gradient_accumulation_steps": 1,
-        "max_completion_length": 8,
-        "max_steps": 1,
-        "learning_rate": 1e-2,
-        "value_learning_rate": 1e-1,
-        "save_strategy": "no",
-        "seed": 0,
-    }
-    return CPUPPOConfig(**{**base, **kwargs})
-
-
-class ShapedRollout(PPORollout):
-    """Varied rewards on any model: the turn reward plus the share of distinct tokens."""
-
-    def __call__(self, prompts, trainer):
-        rows = super().__call__(prompts, trainer)
-        shaped = [
-            None if r is None else r + len(set(ids)) / (1 + len(ids))
-            for r, ids in zip(rows["turn_reward"], rows["completion_ids"], strict=True)
-        ]
-        rows["turn_reward"] = shaped
-        trainer._ppo_rows["turn_reward"] = shaped
-        return rows
-
-
-def build(tiny_model, tmp_path, role_adapters=False, role_models=False, **kwargs):
-    trainer = build_ppo_trainer(
-        tiny_model,
-        "math/reflection-v0",
-        {"rounds": 1},
-        ppo_config(tmp_path, **kwargs),
-        train_problems=4,
-        num_envs=8,
-        role_adapters=role_adapters,
-        role_models=role_models,
-    )
-    rollout = trainer.rollout_func
-    trainer.rollout_func = ShapedRollout(rollout.env_id, rollout.env_kwargs, None, 8)
-    return trainer
-
-
 def test_advantages_are_per_token_and_zero_where_masked(tiny_model, tmp_path):
-    trainer = build(tiny_model, tmp_path)
+    trainer = build_ppo(tiny_model, tmp_path)
     inputs = [dict(row) for row in trainer.train_dataset.select(range(3)) for _ in range(2)]
     out = trainer._generate_and_score_completions(inputs)
     adv = out["advantages"]
@@ -121,7 +70,7 @@ def test_advantages_are_per_token_and_zero_where_masked(tiny_model, tmp_path):
 
 
 def test_a_step_trains_policy_and_value_head_and_logs_ppo_metrics(tiny_model, tmp_path):
-    trainer = build(tiny_model, tmp_path, max_steps=2)
+    trainer = build_ppo(tiny_model, tmp_path, max_steps=2)
     before = {k: v.detach().clone() for k, v in trainer.model.named_parameters()}
     head = trainer.value_head.weight.detach().clone()
     trainer.train()
@@ -133,59 +82,31 @@ def test_a_step_trains_policy_and_value_head_and_logs_ppo_metrics(tiny_model, tm
 
 
 def test_value_head_is_checkpointed_and_restored_on_resume(tiny_model, tmp_path):
-    trainer = build(tiny_model, tmp_path, max_steps=1, save_strategy="steps", save_steps=1)
+    trainer = build_ppo(tiny_model, tmp_path, max_steps=1, save_strategy="steps", save_steps=1)
     trainer.train()
     checkpoint = Path(trainer.args.output_dir) / "checkpoint-1"
     assert (checkpoint / "value_head.pt").is_file()
     trained = trainer.value_head.weight.detach().clone()
-    resumed = build(tiny_model, tmp_path / "again", max_steps=1)
+    resumed = build_ppo(tiny_model, tmp_path / "again", max_steps=1)
     assert not torch.equal(resumed.value_head.weight, trained)
     resumed._load_from_checkpoint(str(checkpoint))  # the hook train(resume_from_checkpoint=) calls
     assert torch.equal(resumed.value_head.weight, trained)
     assert resumed.value_optimizer.state_dict()["state"]  # Adam moments came back too
-    fresh = build(tiny_model, tmp_path / "fresh", max_steps=1)
+    fresh = build_ppo(tiny_model, tmp_path / "fresh", max_steps=1)
     assert not fresh.load_value_head(tmp_path)  # no value_head.pt there: nothing loaded
 
 
-def test_ppo_script_end_to_end(tiny_model, tmp_path):
+def test_ppo_script_end_to_end(run_script, tiny_model, tmp_path):
     out = tmp_path / "run"
-    result = subprocess.run(
-        [
-            sys.executable,
-            "scripts/train_debate.py",
-            "ppo",
-            "--model_name_or_path",
-            tiny_model,
-            "--max_steps",
-            "1",
-            "--eval_problems",
-            "1",
-            "--eval_samples",
-            "1",
-            "--train_problems",
-            "2",
-            "--max_completion_length",
-            "4",
-            "--rounds",
-            "1",
-            "--num_agents",
-            "2",
-            "--influence_discount",
-            "0.5",
-            "--num_generations",
-            "2",
-            "--per_device_train_batch_size",
-            "4",
-            "--gradient_accumulation_steps",
-            "1",
-            "--output_dir",
-            str(out),
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
+    result = run_script(
+        "train_debate.py",
+        "ppo",
+        *("--model_name_or_path", tiny_model, "--max_steps", "1"),
+        *("--eval_problems", "1", "--eval_samples", "1", "--train_problems", "2"),
+        *("--max_completion_length", "4", "--rounds", "1", "--num_agents", "2"),
+        *("--influence_discount", "0.5", "--num_generations", "2"),
+        *("--per_device_train_batch_size", "4", "--gradient_accumulation_steps", "1"),
+        *("--output_dir", str(out)),
     )
     assert result.returncode == 0, result.stderr[-3000:]
     metrics = json.loads((out / "metrics.json").read_text())

@@ -6,8 +6,12 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from tests.trainers.test_grpo import config
-from tests.trainers.test_ppo import build as build_ppo
+from tests.trainers.helpers import (
+    build_ppo,
+    check_rollout_matches_per_role_loss,
+    grpo_config,
+    solver_only_reward,
+)
 from trainers.checkpoint import checkpoint_problems
 from trainers.grpo import build_grpo_trainer
 from trainers.role_adapters import (
@@ -56,7 +60,7 @@ def trainer_for(tiny_model, tmp_path, role_weights=None, **kwargs):
         tiny_model,
         "math/reflection-v0",
         {"rounds": 1},
-        config(tmp_path, **kwargs),
+        grpo_config(tmp_path, **kwargs),
         role_weights=role_weights,
         train_problems=4,
         num_envs=8,
@@ -89,37 +93,6 @@ def test_rollout_and_loss_run_each_row_under_its_role_adapter(tiny_model, tmp_pa
     ids, attention, keep = check_rollout_matches_per_role_loss(trainer)
     with pytest.raises(RuntimeError, match="row roles"):
         trainer._get_per_token_logps_and_entropies(trainer.model, ids, attention, keep)
-
-
-def check_rollout_matches_per_role_loss(trainer):
-    """The per-role rollout's sampled logprobs equal the loss's per-role forward passes, and differ
-    from running every row as the first role (the roles' weights really differ).
-
-    Returns the (ids, attention, keep) it scored, for further checks."""
-    model = trainer.model
-    inputs = [dict(row) for row in trainer.train_dataset.select(range(3)) for _ in range(2)]
-    out = trainer._generate_and_score_completions(inputs)
-    assert out["role_index"].tolist() == [0, 0, 1, 1, 2, 2]
-    ids = torch.cat([out["prompt_ids"], out["completion_ids"]], dim=1)
-    attention = torch.cat([out["prompt_mask"], out["completion_mask"]], dim=1)
-    keep = out["completion_ids"].size(1)
-    mask = (out["completion_mask"] * out["tool_mask"]).bool()
-    trainer._row_roles = out["role_index"]
-    logps, _, _ = trainer._get_per_token_logps_and_entropies(model, ids, attention, keep)
-    assert torch.allclose(logps[mask], out["sampling_per_token_logps"][mask], atol=1e-4)
-    trainer._row_roles = torch.zeros_like(out["role_index"])
-    single, _, _ = trainer._get_per_token_logps_and_entropies(model, ids, attention, keep)
-    assert not torch.allclose(single[mask], logps[mask], atol=1e-3)
-    trainer._row_roles = None
-    return ids, attention, keep
-
-
-def solver_only_reward(completions, completion_ids, turn_reward, **kwargs):
-    """Reward spread on any model, for the solver's turns only (critic/refiner weighted 0)."""
-    return [
-        None if r is None else r + (sum(c) % 97) / 100 * (r != 0 or a.startswith("solver"))
-        for r, c, a in zip(turn_reward, completion_ids, kwargs["agent"], strict=True)
-    ]
 
 
 def test_each_adapter_learns_from_its_own_role_only(tiny_model, tmp_path):

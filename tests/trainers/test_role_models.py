@@ -6,10 +6,10 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from tests.trainers.test_grpo import config
-from tests.trainers.test_ppo import build as build_ppo
-from tests.trainers.test_role_adapters import (
+from tests.trainers.helpers import (
+    build_ppo,
     check_rollout_matches_per_role_loss,
+    grpo_config,
     solver_only_reward,
 )
 from trainers.checkpoint import checkpoint_problems
@@ -60,7 +60,7 @@ def trainer_for(tiny_model, tmp_path, role_weights=None, role_models=True, **kwa
         tiny_model,
         "math/reflection-v0",
         {"rounds": 1},
-        config(tmp_path, **kwargs),
+        grpo_config(tmp_path, **kwargs),
         role_weights=role_weights,
         train_problems=4,
         num_envs=8,
@@ -92,7 +92,7 @@ def test_bad_role_model_arguments_are_refused(tiny_model, tmp_path):
             tiny_model,
             "math/reflection-v0",
             {"rounds": 1},
-            config(tmp_path),
+            grpo_config(tmp_path),
             train_problems=4,
             role_models=True,
             role_adapters=True,
@@ -257,15 +257,19 @@ def test_ppo_value_head_is_one_head_per_role_model_on_its_own_features(tiny_mode
         assert torch.allclose(features[row, : hidden.numel()], hidden, atol=1e-5)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("layout", ["adapters", "models"])
 def test_per_role_training_under_two_processes(tiny_model, tmp_path, layout):
     """`accelerate launch`, 2 gloo processes, each on its own problems: after two optimizer steps
     (two micro-batches each) both processes hold the same, moved weights. One forward pass per
     role runs outside DDP's wrapper (which refuses them), so the trainer averages the gradients
-    itself; without that the processes drift apart (checked: weights differ by 0.15)."""
+    itself; without that the processes drift apart (checked: weights differ by 0.15).
+
+    Slow: three interpreters (the launcher and two processes), and one process cannot stand in
+    for two."""
     import subprocess
 
-    from tests.test_scripts import ACCELERATE_2PROC, REPO
+    from tests.utils import ACCELERATE_2PROC, REPO
 
     result = subprocess.run(
         [
