@@ -38,7 +38,8 @@ SMOKE = {
     "train_verifier.py": (["--help"], "usage"),  # a run: test_train_verifier_script_in_process
 }
 SMOKE_ELSEWHERE = {
-    "serve_rewards.py": "tests/rewards/test_server.py::test_serve_script_one_command"
+    "serve_envs.py": "tests/envs/test_server.py::test_killed_server_gives_a_clear_error_not_a_default",
+    "serve_rewards.py": "tests/rewards/test_server.py::test_serve_script_one_command",
 }
 
 

@@ -686,6 +686,7 @@ def test_killed_server_gives_a_clear_error_not_a_default():
         process.communicate(timeout=60)
 
 
+@pytest.mark.slow  # two more runs of the script; its smoke run is the killed-server test
 def test_serve_script_refuses_bad_arguments():
     run = [sys.executable, "scripts/serve_envs.py"]
     bad = subprocess.run(
