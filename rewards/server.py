@@ -114,6 +114,35 @@ def build_verifiers(
     return served
 
 
+def add_served_items(
+    parser: Any, flag: str, dest: str, metavar: str, help: str, kwargs_help: str
+) -> None:
+    """`parser` options ``--<flag>`` (repeatable: what to serve) and ``--<flag>-kwargs JSON``
+    (a JSON object of keyword arguments for the ``--<flag>`` before it), collected in
+    ``namespace.<dest>`` as ``[[value, {kwargs}], ...]``; the servers' scripts share them."""
+    import argparse
+
+    class AddItem(argparse.Action):
+        def __call__(self, parser: Any, namespace: Any, values: Any, option_string: Any = None):
+            setattr(namespace, dest, [*(getattr(namespace, dest) or []), [values, {}]])
+
+    class AddKwargs(argparse.Action):
+        def __call__(self, parser: Any, namespace: Any, values: Any, option_string: Any = None):
+            items = getattr(namespace, dest)
+            if not items:
+                parser.error(f"--{flag}-kwargs must follow the --{flag} it applies to")
+            try:
+                options = json.loads(values)
+            except json.JSONDecodeError as exc:
+                parser.error(f"--{flag}-kwargs {values!r} is not JSON: {exc}")
+            if not isinstance(options, dict):
+                parser.error(f"--{flag}-kwargs must be a JSON object, got {values!r}")
+            items[-1][1].update(options)
+
+    parser.add_argument(f"--{flag}", dest=dest, action=AddItem, metavar=metavar, help=help)
+    parser.add_argument(f"--{flag}-kwargs", action=AddKwargs, metavar="JSON", help=kwargs_help)
+
+
 def json_response_class() -> Any:
     """A FastAPI response class writing ASCII-only JSON (shared with `envs.server`)."""
     from fastapi.responses import JSONResponse

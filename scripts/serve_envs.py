@@ -15,52 +15,28 @@ set (`--blocked-kwargs`: file paths, the sandbox). Clients: ``envs.remote(URL, E
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
-from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from envs.server import EnvServerConfig, serve
-
-
-class _AddEnv(argparse.Action):
-    def __call__(self, parser: Any, namespace: Any, values: Any, option_string: Any = None) -> None:
-        namespace.envs = [*(namespace.envs or []), [values, {}]]
-
-
-class _AddKwargs(argparse.Action):
-    def __call__(self, parser: Any, namespace: Any, values: Any, option_string: Any = None) -> None:
-        if not namespace.envs:
-            parser.error("--env-kwargs must follow the --env it applies to")
-        try:
-            options = json.loads(values)
-        except json.JSONDecodeError as exc:
-            parser.error(f"--env-kwargs {values!r} is not JSON: {exc}")
-        if not isinstance(options, dict):
-            parser.error(f"--env-kwargs must be a JSON object, got {values!r}")
-        namespace.envs[-1][1].update(options)
+from rewards.server import add_served_items
 
 
 def make_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument(
-        "--env",
-        dest="envs",
-        action=_AddEnv,
-        metavar="ENV_ID",
-        help="env id to serve (repeatable; default: every registered env)",
-    )
-    parser.add_argument(
-        "--env-kwargs",
-        action=_AddKwargs,
-        metavar="JSON",
-        help='keyword arguments of the --env before it, e.g. \'{"task": "unknown"}\'',
+    add_served_items(
+        parser,
+        "env",
+        "envs",
+        "ENV_ID",
+        "env id to serve (repeatable; default: every registered env)",
+        'keyword arguments of the --env before it, e.g. \'{"task": "unknown"}\'',
     )
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8001)

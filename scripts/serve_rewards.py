@@ -14,52 +14,27 @@ verifier's ``name``) or ``ALIAS=SPEC``, and repeats; `--verifier-kwargs` (JSON) 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
-from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from rewards.server import ServerConfig, build_verifiers, serve
-
-
-class _AddVerifier(argparse.Action):
-    def __call__(self, parser: Any, namespace: Any, values: Any, option_string: Any = None) -> None:
-        namespace.verifiers = [*(namespace.verifiers or []), [values, {}]]
-
-
-class _AddKwargs(argparse.Action):
-    def __call__(self, parser: Any, namespace: Any, values: Any, option_string: Any = None) -> None:
-        if not namespace.verifiers:
-            parser.error("--verifier-kwargs must follow the --verifier it applies to")
-        try:
-            options = json.loads(values)
-        except json.JSONDecodeError as exc:
-            parser.error(f"--verifier-kwargs {values!r} is not JSON: {exc}")
-        if not isinstance(options, dict):
-            parser.error(f"--verifier-kwargs must be a JSON object, got {values!r}")
-        namespace.verifiers[-1][1].update(options)
+from rewards.server import ServerConfig, add_served_items, build_verifiers, serve
 
 
 def make_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument(
-        "--verifier",
-        dest="verifiers",
-        action=_AddVerifier,
-        metavar="SPEC",
-        help="verifier to serve: a name (math), pkg.module:Class, or ALIAS=SPEC (repeatable)",
-    )
-    parser.add_argument(
-        "--verifier-kwargs",
-        action=_AddKwargs,
-        metavar="JSON",
-        help='options of the --verifier before it, e.g. \'{"path": "model_dir"}\'',
+    add_served_items(
+        parser,
+        "verifier",
+        "verifiers",
+        "SPEC",
+        "verifier to serve: a name (math), pkg.module:Class, or ALIAS=SPEC (repeatable)",
+        'options of the --verifier before it, e.g. \'{"path": "model_dir"}\'',
     )
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000)
