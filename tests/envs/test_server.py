@@ -716,26 +716,10 @@ def test_operator_kwargs_apply_and_blocked_ones_stay_blocked():
 # ---------------------------------------------------------------------- load test
 
 
-def test_bench_serve_smoke(tmp_path):
+def test_bench_serve_smoke(tmp_path, run_script):
     out = tmp_path / "serve.json"
-    result = subprocess.run(
-        [
-            sys.executable,
-            "scripts/bench.py",
-            "serve",
-            "--sessions",
-            "3",
-            "--episodes",
-            "2",
-            "--json",
-            str(out),
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=3 * STARTUP_S,
-        check=False,
-    )
+    args = ("serve", "--sessions", "3", "--episodes", "2", "--json", str(out))
+    result = run_script("bench.py", *args, timeout=3 * STARTUP_S)
     assert result.returncode == 0, result.stderr[-3000:]
     figures = json.loads(out.read_text())
     steps = figures["in_process"]["steps"]
