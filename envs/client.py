@@ -386,6 +386,18 @@ class _RemoteEnv:
     _connection: Connection
     _state: dict[str, Any]
 
+    def _connect(
+        self, url: str, env_id: str, transport: str, timeout_s: float, kwargs: dict[str, Any]
+    ) -> None:
+        """Open a session of `env_id` on the server at `url` and take it on; a session of the
+        wrong kind closes its connection before the error leaves."""
+        connection, description = _open(url, transport, timeout_s, env_id, kwargs)
+        try:
+            self._init_remote(connection, description, None)
+        except (TypeError, EnvServerError):
+            connection.close()
+            raise
+
     def _init_remote(
         self, connection: Connection, description: Mapping[str, Any], state: Mapping | None
     ) -> None:
@@ -557,12 +569,7 @@ class RemoteAECEnv(_RemoteEnv, AECEnv):
         **kwargs: Any,
     ) -> None:
         super().__init__()
-        connection, description = _open(url, transport, timeout_s, env_id, kwargs)
-        try:
-            self._init_remote(connection, description, None)
-        except (TypeError, EnvServerError):
-            connection.close()
-            raise
+        self._connect(url, env_id, transport, timeout_s, kwargs)
 
     def _read(self, state: Mapping[str, Any]) -> dict[str, Any]:
         return {
@@ -615,12 +622,7 @@ class RemoteParallelEnv(_RemoteEnv, ParallelEnv):
         timeout_s: float = 30.0,
         **kwargs: Any,
     ) -> None:
-        connection, description = _open(url, transport, timeout_s, env_id, kwargs)
-        try:
-            self._init_remote(connection, description, None)
-        except (TypeError, EnvServerError):
-            connection.close()
-            raise
+        self._connect(url, env_id, transport, timeout_s, kwargs)
 
     def _read(self, state: Mapping[str, Any]) -> dict[str, Any]:
         last = (
