@@ -61,6 +61,11 @@ class TaskEnvMixin:
     task: Task
     verifier: Verifier
     problem: Problem
+    # True when every reward an agent earns is paid on the step of the action it is for (no
+    # team reward at the end, nothing paid for a later agent's turn), and a copy reset with the
+    # same seed and stepped with the same actions replays the episode: the rollout engine can
+    # then sample every turn several times from one history (`RolloutEngine.run(branch=True)`).
+    immediate_rewards: bool = False
 
     def _setup_task(
         self,

@@ -49,6 +49,7 @@ class DebateEnv(TaskEnvMixin, ParallelEnv):
     metadata = {"name": "math/debate-v0", "render_modes": ["ansi"], "is_parallelizable": True}
     agent_prefix = "debater"
     answer_roles: tuple[str, ...] = ("debater",)  # envs.roles
+    immediate_rewards = True  # each round pays its own answers (the influence bonus included)
 
     def __init__(
         self,

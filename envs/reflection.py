@@ -133,6 +133,11 @@ class ReflectionEnv(TaskEnvMixin, AECEnv):
         }
         self.agents = []
 
+    @property
+    def immediate_rewards(self) -> bool:  # type: ignore[override]
+        """Each turn paid on its own step: not with a team reward or the critic paid by outcome."""
+        return not self.team_reward and self.critic_reward != "outcome"
+
     # ------------------------------------------------------------------ PettingZoo API
     def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> None:
         self._start_episode(seed, options)

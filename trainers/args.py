@@ -40,6 +40,8 @@ class EnvArguments:
         role_models (`str`, ""): GRPO/PPO train a full model per role: "all" gives every role its
             own copy of the start model; "critic=PATH,..." starts those roles from PATH (the rest
             from the start model).
+        branch_turns (`bool`, False): GRPO: branched rollouts; every turn's G samples reply to
+            one shared history, so each turn's group baseline compares replies, not histories.
     """
 
     env_id: str = field(default="math/reflection-v0", metadata={"help": "Registered env id."})
@@ -107,6 +109,14 @@ class EnvArguments:
         },
     )
 
+    branch_turns: bool = field(
+        default=False,
+        metadata={
+            "help": "GRPO: sample every turn G times from one shared history (a branched "
+            "rollout), so a turn's group baseline compares replies, not the histories before them."
+        },
+    )
+
     def __post_init__(self) -> None:
         if self.lora_r < 1 or self.lora_alpha < 1:
             raise ValueError(
@@ -167,6 +177,7 @@ class EnvArguments:
             "lora_alpha": self.lora_alpha,
             "role_models": self.role_model_paths(),
             "trainable": self.trainable_params or None,
+            "branch_turns": self.branch_turns,
         }
 
     def env_kwargs(self, split: str | None = None) -> dict:

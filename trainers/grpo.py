@@ -270,6 +270,8 @@ class TurnRollout:
         env_id (`str`), env_kwargs (`Mapping`): the env the engine plays.
         role_weights (`Mapping[str, float]`, None): reward weight per role or agent name.
         num_envs (`int`, 64): env copies the engine runs at once.
+        branch (`bool`, False): branched rollouts: the G samples of every turn reply to one shared
+            history, so each turn's group baseline compares replies (`RolloutEngine.run`).
     """
 
     def __init__(
@@ -278,9 +280,11 @@ class TurnRollout:
         env_kwargs: Mapping[str, Any] | None = None,
         role_weights: Mapping[str, float] | None = None,
         num_envs: int = 64,
+        branch: bool = False,
     ) -> None:
         self.env_id, self.env_kwargs = env_id, dict(env_kwargs or {})
         self.role_weights, self.num_envs = dict(role_weights or {}), num_envs
+        self.branch = branch
         self.engine: RolloutEngine | None = None
         self._model: Any = None
         self.calls = 0
@@ -328,7 +332,7 @@ class TurnRollout:
         self._step_calls = (step, within)
         seed = trainer.args.seed + 1_000_003 * step + 7_919 * within
         self.calls += 1
-        played = engine.run(problems, group_size=group, seed=seed)
+        played = engine.run(problems, group_size=group, seed=seed, branch=self.branch)
         episodes: dict[str, list[Episode]] = defaultdict(list)
         for episode in played:
             episodes[episode.problem_id].append(episode)
@@ -421,6 +425,7 @@ def load_environment(
     role_weights: Mapping[str, float] | None = None,
     num_envs: int = 64,
     rollout_cls: type[TurnRollout] = TurnRollout,
+    branch_turns: bool = False,
     **env_kwargs: Any,
 ) -> EnvBundle:
     """Any registered env, ready for a stock TRL `GRPOTrainer`: no project trainer class.
@@ -443,6 +448,8 @@ def load_environment(
         role_weights (`Mapping[str, float]`, None): reward weight per role or agent name.
         num_envs (`int`, 64): env copies the rollout engine runs at once.
         rollout_cls (`type[TurnRollout]`): the rollout function's class (PPO subclasses it).
+        branch_turns (`bool`, False): branched rollouts: every turn's G samples reply to one
+            shared history (the env must pay each reward on its own step: `immediate_rewards`).
         **env_kwargs: the env's own kwargs (``task``, ``rounds``, ``critic_reward``, ...).
     """
     probe = envs_pkg.make(env_id, **env_kwargs)
@@ -452,7 +459,13 @@ def load_environment(
             "no training problems: pass train_problems as a count >= 1 or a list of ids"
         )
     random.Random(seed).shuffle(problems)
-    rollout = rollout_cls(env_id, env_kwargs, role_weights, num_envs)
+    if branch_turns and not getattr(probe.unwrapped, "immediate_rewards", False):
+        raise ValueError(
+            f"branch_turns needs an env that pays every reward on the step it is for; {env_id} "
+            f"with {env_kwargs} does not (`immediate_rewards` is False: e.g. team_reward=True, "
+            "or reflection's critic_reward='outcome')"
+        )
+    rollout = rollout_cls(env_id, env_kwargs, role_weights, num_envs, branch=branch_turns)
     return EnvBundle(env_id, env_kwargs, turn_slots(probe), problems, rollout, probe)
 
 
@@ -471,6 +484,7 @@ def build_grpo_trainer(
     lora_alpha: int = 16,
     role_models: bool | Mapping[str, str] = False,
     trainable: str | None = None,
+    branch_turns: bool = False,
     **trainer_kwargs: Any,
 ) -> GRPOTrainer:
     """A `GRPOTrainer` training one shared model on every agent's turns of `env_id`.
@@ -494,6 +508,7 @@ def build_grpo_trainer(
         trainable (`str`, None): a regex; only parameters whose names match it train (e.g.
             ``"norm"``), the rest are frozen. Not with `role_adapters` (the adapters are what
             trains there).
+        branch_turns (`bool`, False): branched rollouts (`load_environment`).
         **trainer_kwargs: passed to `GRPOTrainer` (callbacks, peft_config, eval_dataset, ...).
     """
     args = args or GRPOConfig(output_dir="outputs/grpo")
@@ -504,6 +519,7 @@ def build_grpo_trainer(
         role_weights=role_weights,
         num_envs=num_envs,
         rollout_cls=rollout_cls,
+        branch_turns=branch_turns,
         **dict(env_kwargs or {}),
     )
     for key, value in bundle.config.items():

@@ -147,6 +147,14 @@ def episode_gae(
 class PPORollout(TurnRollout):
     """`TurnRollout` that keeps its last rows for the advantage computation."""
 
+    def __init__(self, *args: Any, branch: bool = False, **kwargs: Any) -> None:
+        if branch:
+            raise ValueError(
+                "PPO runs GAE along each episode's turns, and a branched rollout's turns reply "
+                "to a shared history, not to each other: train PPO without branch_turns"
+            )
+        super().__init__(*args, **kwargs)
+
     def __call__(self, prompts: list[str], trainer: GRPOTrainer) -> dict[str, list[Any]]:
         rows = super().__call__(prompts, trainer)
         trainer._ppo_rows = {"prompts": list(prompts), **rows}

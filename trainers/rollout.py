@@ -12,12 +12,23 @@ copies before the copies are stepped (`envs.tool.run_pending`).
 Rewards: after every env step, each agent's reward from that step is added to that agent's latest
 turn (its own action's reward, or a shared team reward at the end). A reward reaching an agent
 before its first turn waits for that turn.
+
+Branched rollouts (``run(..., branch=True)``): instead of ``group_size`` independent episodes per
+problem, every turn is sampled ``group_size`` times from one shared history, the trunk. At each
+turn the engine forks the trunk into ``group_size`` env copies (each reset with the problem's seed
+and replayed through the trunk's actions), samples one reply in each, pays each reply what its own
+step pays its agent, and extends the trunk with one of the replies, drawn at random among those
+whose copy goes on. So the k-th turns of a group's episodes are replies to the same history, and
+a group's baseline (GRPO's mean over the group) compares replies, not the histories the earlier
+turns happened to produce. It costs the same number of generations as independent episodes. Only
+envs whose every reward is paid on the step it is for can branch (``immediate_rewards``).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -59,6 +70,9 @@ class Episode:
     group: int  # samples of the same problem share a group (GRPO's baseline)
     sample: int  # index of the sample within its group
     turns: list[Turn] = field(default_factory=list)
+    # Branched rollout: turn k is the `sample`-th of the group's replies to the trunk's first k
+    # turns, so the turns answer a shared history, not each other (see the module docstring).
+    branched: bool = False
 
     @property
     def returns(self) -> dict[str, float]:
@@ -73,7 +87,14 @@ class Episode:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Episode:
         turns = [Turn(**t) for t in data.get("turns", [])]
-        return cls(data["env_id"], data["problem_id"], data["group"], data["sample"], turns)
+        return cls(
+            data["env_id"],
+            data["problem_id"],
+            data["group"],
+            data["sample"],
+            turns,
+            bool(data.get("branched", False)),
+        )
 
 
 @dataclass
@@ -93,6 +114,26 @@ class _Slot:
                 latest[agent].reward += float(reward)
             else:
                 self.pending[agent] = self.pending.get(agent, 0.0) + float(reward)
+
+
+@dataclass
+class _Tree:
+    """A branched rollout of one problem: the trunk's actions and the group's records."""
+
+    problem_id: str
+    group: int
+    seed: int
+    group_size: int
+    env_id: str
+    actions: list[list[str]] = field(default_factory=list)  # the trunk's replies, turn by turn
+    episodes: list[Episode] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.rng = random.Random(self.seed)
+        self.episodes = [
+            Episode(self.env_id, self.problem_id, self.group, s, branched=True)
+            for s in range(self.group_size)
+        ]
 
 
 class RolloutEngine:
@@ -149,6 +190,7 @@ class RolloutEngine:
         group_size: int = 1,
         seed: int = 0,
         callback: Callable[[Episode], None] | None = None,
+        branch: bool = False,
     ) -> list[Episode]:
         """Play `group_size` episodes of every problem; returns them grouped, in input order.
 
@@ -157,9 +199,13 @@ class RolloutEngine:
             group_size: samples per problem (G of GRPO); they form one `group`.
             seed: base seed of the env resets (episode i resets with seed + i).
             callback: called with each finished episode.
+            branch: sample every turn `group_size` times from one shared history (module
+                docstring); the env must pay every reward on the step it is for.
         """
         if group_size < 1:
             raise ValueError(f"group_size must be >= 1, got {group_size}")
+        if branch:
+            return self._run_branched(problem_ids, group_size, seed, callback)
         jobs = [(g, s, pid) for g, pid in enumerate(problem_ids) for s in range(group_size)]
         bar = None
         if self.progress:
@@ -189,6 +235,94 @@ class RolloutEngine:
             bar.close()
         episodes.sort(key=lambda e: (e.group, e.sample))
         return episodes
+
+    def _run_branched(
+        self,
+        problem_ids: Sequence[str],
+        group_size: int,
+        seed: int,
+        callback: Callable[[Episode], None] | None,
+    ) -> list[Episode]:
+        raw = self._envs[0].unwrapped
+        if not getattr(raw, "immediate_rewards", False):
+            raise ValueError(
+                f"{self.env_id} with {self.env_kwargs} does not pay every reward on the step it is "
+                "for (its `immediate_rewards` is not True: e.g. a team reward at the end), so a "
+                "branched rollout cannot pay each reply; use branch=False"
+            )
+        per_wave = max(1, self.num_envs // group_size)
+        episodes: list[Episode] = []
+        for start in range(0, len(problem_ids), per_wave):
+            trees = [
+                _Tree(pid, group, seed + group, group_size, self.env_id)
+                for group, pid in enumerate(problem_ids[start : start + per_wave], start)
+            ]
+            while len(self._envs) < len(trees) * group_size:
+                self._envs.append(self._make_env())
+            self._grow(trees, group_size)
+            for tree in trees:
+                for episode in tree.episodes:
+                    episodes.append(episode)
+                    if callback is not None:
+                        callback(episode)
+        return episodes
+
+    def _grow(self, trees: list[_Tree], group_size: int) -> None:
+        """Adds one level of replies to every live tree until all trunks have ended."""
+        live = list(trees)
+        level = 0
+        while live:
+            forks: list[tuple[_Tree, list[_Slot]]] = []
+            for k, tree in enumerate(live):
+                envs = self._envs[k * group_size : (k + 1) * group_size]
+                forks.append((tree, [self._fork(tree, env) for env in envs]))
+            owners: list[tuple[_Slot, str]] = []
+            requests: list[tuple[str, dict[str, str]]] = []
+            for tree, slots in forks:
+                acting = [self._acting_agents(slot) for slot in slots]
+                if any(a != acting[0] for a in acting[1:]):
+                    raise RuntimeError(
+                        f"{self.env_id} is not deterministic under replay: copies reset with the "
+                        f"same seed and stepped with the same actions differ on problem "
+                        f"{tree.problem_id!r} at turn {level}; use branch=False"
+                    )
+                for slot, agents in zip(slots, acting, strict=True):
+                    for agent, obs in agents:
+                        requests.append((agent, obs))
+                        owners.append((slot, agent))
+            generations = self.policies.generate(requests)
+            self._apply(owners, requests, generations)
+            still = []
+            for tree, slots in forks:
+                for episode, slot in zip(tree.episodes, slots, strict=True):
+                    for turn in slot.episode.turns:  # numbered along the trunk's path
+                        turn.index = len(episode.turns)
+                        episode.turns.append(turn)
+                going = [s for s, slot in enumerate(slots) if self._acting_agents(slot)]
+                if going:
+                    chosen = slots[tree.rng.choice(going)]
+                    tree.actions.append([t.text for t in chosen.episode.turns])
+                    still.append(tree)
+            live = still
+            level += 1
+
+    def _fork(self, tree: _Tree, env: Any) -> _Slot:
+        """`env` reset to the tree's problem and replayed through its trunk; a fresh record."""
+        first = env.reset(seed=tree.seed, options={"problem_id": tree.problem_id})
+        slot = _Slot(env, Episode(self.env_id, tree.problem_id, 0, 0), parallel=self.parallel)
+        if self.parallel:
+            slot.observations = first[0]
+        for texts in tree.actions:
+            agents = self._acting_agents(slot)
+            if self.parallel:
+                slot.observations = env.step(
+                    {agent: text for (agent, _), text in zip(agents, texts, strict=True)}
+                )[0]
+            else:
+                ((_, _),) = agents
+                (text,) = texts
+                env.step(text)
+        return slot
 
     def _play(self, slots: list[_Slot]) -> Iterable[_Slot]:
         live = list(slots)

@@ -349,3 +349,35 @@ def test_load_environment_shuffles_problems_by_seed_and_names_bad_input():
     import trainers
 
     assert trainers.load_environment is load_environment
+
+
+def test_branched_rollout_groups_replies_to_one_history(tiny_model, tmp_path):
+    """With branch_turns, every G-row block of a generation batch is G replies to one prompt."""
+    trainer = build_grpo_trainer(
+        tiny_model,
+        "math/reflection-v0",
+        {"rounds": 1},
+        grpo_config(tmp_path, max_steps=1),
+        train_problems=2,
+        branch_turns=True,
+    )
+    assert trainer.rollout_func.branch
+    inputs = [dict(row) for row in trainer.train_dataset.select(range(3)) for _ in range(2)]
+    out = trainer._generate_and_score_completions(inputs)
+    prompts = out["prompt_ids"].tolist()
+    assert all(prompts[k] == prompts[k + 1] for k in range(0, 6, 2))
+    assert prompts[0] != prompts[2] != prompts[4]
+    trainer.reward_funcs[0] = shaped
+    trainer.train()
+    assert trainer.state.global_step == 1
+
+
+def test_branch_turns_needs_rewards_paid_on_their_own_step(tiny_model, tmp_path):
+    with pytest.raises(ValueError, match="immediate_rewards"):
+        load_environment(
+            "math/reflection-v0", train_problems=2, branch_turns=True, team_reward=True
+        )
+    from trainers.ppo import build_ppo_trainer
+
+    with pytest.raises(ValueError, match="train PPO without branch_turns"):
+        build_ppo_trainer(tiny_model, "math/reflection-v0", {"rounds": 1}, branch_turns=True)

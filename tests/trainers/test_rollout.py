@@ -168,3 +168,119 @@ def test_bad_arguments():
 def test_episode_from_dict_requires_fields():
     with pytest.raises(KeyError):
         Episode.from_dict({"env_id": "x"})
+
+
+# ---------------------------------------------------------------- branched rollouts
+
+
+class AlternatingOracle(OraclePolicy):
+    """Right on even calls, wrong (`-1`) on odd ones: the samples of one turn differ."""
+
+    def __init__(self, engine):
+        answers = {p["question"]: p["answer"] for p in engine.task.source}
+        self.calls = 0
+
+        def answer(obs):
+            self.calls += 1
+            return answers[obs["question"]] if self.calls % 2 else "-1"
+
+        super().__init__(answer)
+
+
+def branched_reflection(group_size=4, problems=2, **env_kwargs):
+    engine = RolloutEngine(
+        "math/reflection-v0", ScriptedPolicy(["x"]), {"rounds": 1, **env_kwargs}, num_envs=8
+    )
+    critic = CountingPolicy(["Verdict: correct", "Verdict: incorrect"])
+    engine.policies = RoleMap(
+        {
+            "solver": AlternatingOracle(engine),
+            "critic": critic,
+            "refiner": AlternatingOracle(engine),
+        }
+    )
+    episodes = engine.run(engine.problem_ids(problems), group_size=group_size, branch=True)
+    return engine, critic, episodes
+
+
+def test_branched_turns_answer_one_shared_history():
+    _, critic, episodes = branched_reflection()
+    assert [(e.group, e.sample) for e in episodes] == [(g, s) for g in range(2) for s in range(4)]
+    assert all(e.branched for e in episodes)
+    # as many generations as independent episodes: one batch of 2 problems x 4 per turn
+    assert critic.batches == [8]
+    for group in (episodes[:4], episodes[4:]):
+        for level, agent in enumerate(["solver_0", "critic_0", "refiner_0"]):
+            turns = [e.turns[level] for e in group]
+            assert {t.agent for t in turns} == {agent}
+            assert [t.index for t in turns] == [level] * 4
+            # every sample of a turn saw the same history ...
+            assert all(t.observation == turns[0].observation for t in turns)
+        # ... and the critic's history holds one of the solver's replies (the trunk's)
+        solver_texts = {e.turns[0].text for e in group}
+        critic_prompt = group[0].turns[1].observation["prompt"]
+        assert sum(text in critic_prompt for text in solver_texts) == 1
+
+
+def test_branched_replies_are_paid_on_their_own_step():
+    _, _, episodes = branched_reflection()
+    for group in (episodes[:4], episodes[4:]):
+        solver = [e.turns[0] for e in group]
+        assert [t.reward for t in solver] == [float(t.info["correct"]) for t in solver]
+        assert sorted(t.reward for t in solver) == [0.0, 0.0, 1.0, 1.0]  # right, wrong alternate
+        critic = [e.turns[1] for e in group]
+        # one reviewed answer per group; the verdicts alternate, so half of them are right
+        assert len({t.info["reviewed_correct"] for t in critic}) == 1
+        assert sorted(t.reward for t in critic) == [0.0, 0.0, 1.0, 1.0]
+        refiner = [e.turns[2] for e in group]
+        assert [t.reward for t in refiner] == [float(t.info["correct"]) for t in refiner]
+
+
+def test_branched_parallel_env_forks_joint_rounds():
+    engine = RolloutEngine("math/debate-v0", ScriptedPolicy(["x"]), {"rounds": 2}, num_envs=6)
+    engine.policies = RoleMap({"debater": AlternatingOracle(engine)})
+    episodes = engine.run(engine.problem_ids(2), group_size=2, branch=True)
+    assert len(episodes) == 4
+    for group in (episodes[:2], episodes[2:]):
+        for e in group:
+            assert [(t.agent, t.round, t.index) for t in e.turns] == [
+                (f"debater_{i}", r, 3 * r + i) for r in range(2) for i in range(3)
+            ]
+        for slot in range(6):
+            assert group[0].turns[slot].observation == group[1].turns[slot].observation
+            for e in group:
+                turn = e.turns[slot]
+                assert turn.reward == float(turn.info["correct"])
+
+
+def test_branched_needs_immediate_rewards():
+    engine = RolloutEngine("math/reflection-v0", ScriptedPolicy(["x"]), {"team_reward": True})
+    with pytest.raises(ValueError, match="immediate_rewards"):
+        engine.run(engine.problem_ids(1), group_size=2, branch=True)
+    engine = RolloutEngine(
+        "math/reflection-v0", ScriptedPolicy(["x"]), {"critic_reward": "outcome"}
+    )
+    with pytest.raises(ValueError, match="immediate_rewards"):
+        engine.run(engine.problem_ids(1), group_size=2, branch=True)
+
+
+def test_branched_refuses_an_env_that_does_not_replay(monkeypatch):
+    from envs.reflection import ReflectionEnv
+
+    observe, calls = ReflectionEnv.observe, []
+
+    def drifting(self, agent):
+        calls.append(agent)
+        return {**observe(self, agent), "prompt": f"call {len(calls)}"}
+
+    monkeypatch.setattr(ReflectionEnv, "observe", drifting)
+    engine = RolloutEngine("math/reflection-v0", ScriptedPolicy(["x"]), {"rounds": 1})
+    with pytest.raises(RuntimeError, match="not deterministic under replay"):
+        engine.run(engine.problem_ids(1), group_size=2, branch=True)
+
+
+def test_branched_episodes_round_trip_through_jsonl(tmp_path):
+    _, _, episodes = branched_reflection(group_size=2, problems=1)
+    path = save_episodes(tmp_path / "e.jsonl", episodes)
+    assert load_episodes(path) == episodes
+    assert Episode.from_dict({**episodes[0].to_dict()} | {"branched": False}).branched is False
