@@ -26,6 +26,8 @@ class EnvArguments:
         train_problems (`int`, 2000): training problems (the task's train split).
         eval_problems (`int`, 200): held-out problems evaluated before and after training.
         eval_samples (`int`, 2): episodes per held-out problem.
+        eval_temperature (`float | None`): sampling temperature of the before/after evaluations;
+            None: the training temperature (GRPO/PPO's `temperature`, else 1.0).
         model_name_or_path (`str | None`): hub id or folder; None trains the embedded model.
         role_weights (`str`, ""): reward weight per role, e.g. "solver=1,critic=0.5".
         critic_reward (`str | None`): reflection's critic reward: "verdict", "balanced" or
@@ -59,6 +61,10 @@ class EnvArguments:
     train_problems: int = field(default=2000, metadata={"help": "Number of training problems."})
     eval_problems: int = field(default=200, metadata={"help": "Held-out problems for evaluation."})
     eval_samples: int = field(default=2, metadata={"help": "Episodes per held-out problem."})
+    eval_temperature: float | None = field(
+        default=None,
+        metadata={"help": "Temperature of the before/after evaluations (default: training's)."},
+    )
     model_name_or_path: str | None = field(
         default=None, metadata={"help": "Hub id or folder; default: the embedded model."}
     )
@@ -124,6 +130,8 @@ class EnvArguments:
             )
         if self.train_problems < 1 or self.eval_problems < 0:
             raise ValueError("train_problems must be >= 1 and eval_problems >= 0")
+        if self.eval_temperature is not None and not self.eval_temperature > 0:
+            raise ValueError(f"eval_temperature must be > 0, got {self.eval_temperature}")
         if self.max_train_minutes is not None and not self.max_train_minutes > 0:
             raise ValueError(f"max_train_minutes must be > 0, got {self.max_train_minutes}")
         self.weights()  # validate early

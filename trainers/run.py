@@ -34,8 +34,9 @@ def eval_config(env_args: EnvArguments, model: str, config: Any) -> EvalConfig:
     """Held-out evaluation matching the training env (arithmetic: the test split).
 
     `config` is any algorithm's config; its `temperature` and `max_completion_length` set the
-    sampling when it has them (GRPO, PPO), else 1.0 and 64 tokens. It runs where training runs
-    (the config's device: a GPU unless ``use_cpu``).
+    sampling when it has them (GRPO, PPO), else 1.0 and 64 tokens; ``--eval_temperature`` sets
+    the evaluation's own. It runs where training runs (the config's device: a GPU unless
+    ``use_cpu``).
     """
     device = getattr(config, "device", None)
     return EvalConfig(
@@ -48,7 +49,7 @@ def eval_config(env_args: EnvArguments, model: str, config: Any) -> EvalConfig:
         samples=env_args.eval_samples,
         rounds=env_args.rounds,
         num_agents=env_args.num_agents,
-        temperature=getattr(config, "temperature", None) or 1.0,
+        temperature=env_args.eval_temperature or getattr(config, "temperature", None) or 1.0,
         max_new_tokens=getattr(config, "max_completion_length", None) or 64,
         num_envs=env_args.num_envs,
         seed=config.seed,

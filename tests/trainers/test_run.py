@@ -79,3 +79,14 @@ def test_curves_are_smoothed_and_mark_the_evaluations(tmp_path):
     rows = run.summary(_results(0.5, 0.7, 0.45, 0.55))
     run.plot_curves(history, tmp_path / "curves.png", "test", rows)
     assert (tmp_path / "curves.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_evaluation_samples_at_the_eval_temperature_else_the_training_one():
+    from types import SimpleNamespace
+
+    config = SimpleNamespace(temperature=1.5, max_completion_length=32, seed=0)
+    assert run.eval_config(EnvArguments(), "m", config).temperature == 1.5
+    assert run.eval_config(EnvArguments(eval_temperature=1.0), "m", config).temperature == 1.0
+    assert run.eval_config(EnvArguments(), "m", SimpleNamespace(seed=0)).temperature == 1.0
+    with pytest.raises(ValueError, match="eval_temperature must be > 0"):
+        EnvArguments(eval_temperature=0)
