@@ -309,7 +309,7 @@ def _robustness_call(name: str, args: argparse.Namespace, stack: Any) -> Any:
     if name == "learned":
         if args.learned is None:
             return None
-        from trainers.verifier_model import LearnedVerifier
+        from trainers.verifier.model import LearnedVerifier
 
         return robustness.timed(LearnedVerifier(args.learned))
     if name == "remote":
@@ -538,7 +538,7 @@ def run_rollout(args: argparse.Namespace) -> dict[str, Any]:
     """Generated tokens per second: rollout engine vs naive loop."""
     import torch
 
-    from trainers.rollout import RolloutEngine
+    from trainers.rollout.engine import RolloutEngine
 
     policy = _bench_policy(args)
     env_kwargs: dict[str, Any] = {"rounds": args.rounds} if "solve" not in args.env else {}
@@ -713,8 +713,8 @@ def run_train(args: argparse.Namespace) -> dict[str, Any]:
     import envs
     from agents.prompts import build_messages
     from rewards import get_verifier
+    from trainers.algorithms.grpo import build_grpo_trainer, turn_slots
     from trainers.embedded import resolve_model
-    from trainers.grpo import build_grpo_trainer, turn_slots
 
     model = resolve_model(args.model)
     get_verifier("math").verify("\\boxed{x + 1}", "2")  # one-time math-verify import, untimed

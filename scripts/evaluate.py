@@ -24,7 +24,7 @@ if str(REPO) not in sys.path:
 
 import envs
 from trainers.embedded import EMBEDDED_TASK
-from trainers.evaluation import EvalConfig, evaluate, markdown_report
+from trainers.evaluation.evaluate import EvalConfig, evaluate, markdown_report
 
 
 def make_parser() -> argparse.ArgumentParser:

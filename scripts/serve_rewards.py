@@ -2,7 +2,7 @@
 
     python scripts/serve_rewards.py --verifier math --host 127.0.0.1 --port 8000
     python scripts/serve_rewards.py --verifier math --verifier gsm8k --verifier exact
-    python scripts/serve_rewards.py --verifier trainers.verifier_model:LearnedVerifier \\
+    python scripts/serve_rewards.py --verifier trainers.verifier.model:LearnedVerifier \\
         --verifier-kwargs '{"path": "outputs/verifier/model"}'
 
 `--verifier` takes a registry name, an import path ``pkg.module:Class`` (served under the built

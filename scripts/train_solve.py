@@ -16,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from trainers.cli import run_script
+from trainers.run.cli import run_script
 
 if __name__ == "__main__":
     run_script("math/solve-v0", sys.argv[1:], doc=__doc__)

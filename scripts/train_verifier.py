@@ -8,11 +8,11 @@
 Steps: answers to arithmetic problems (`--scripted`: worked solutions, with more slips on harder
 problems; otherwise rollouts of `--env` played by `--model`, labelled by the env's rule
 verifier), balanced so that right and wrong answers are equally frequent at every difficulty
-(`trainers.verifier_data.balance_rows`), a classifier trained on them (a tiny one from scratch,
+(`trainers.verifier.data.balance_rows`), a classifier trained on them (a tiny one from scratch,
 or `--base-model`), and an evaluation on held-out problems (the test split) against the labels
 and the rule verifier. The model folder goes to OUTPUT_DIR/model; serve it with
 
-    python scripts/serve_rewards.py --verifier trainers.verifier_model:LearnedVerifier \\
+    python scripts/serve_rewards.py --verifier trainers.verifier.model:LearnedVerifier \\
         --verifier-kwargs '{"path": "OUTPUT_DIR/model"}'
 """
 
@@ -29,8 +29,8 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from trainers.verifier_data import balance_rows, rows_from_episodes, scripted_rows
-from trainers.verifier_model import LearnedVerifier, evaluate_verifier, train_verifier
+from trainers.verifier.data import balance_rows, rows_from_episodes, scripted_rows
+from trainers.verifier.model import LearnedVerifier, evaluate_verifier, train_verifier
 
 
 def make_parser() -> argparse.ArgumentParser:
@@ -71,7 +71,7 @@ def rollout_rows(args: argparse.Namespace, split: str, count: int) -> list[dict[
     """Answers of the policy to `count` problems of `split`, `--samples` each."""
     from agents import GenerationArguments, HFPolicy
     from trainers.embedded import resolve_model
-    from trainers.rollout import RolloutEngine
+    from trainers.rollout.engine import RolloutEngine
 
     generation = GenerationArguments(max_new_tokens=args.max_new_tokens, seed=args.seed)
     policy = HFPolicy.from_pretrained(resolve_model(args.model), generation)
@@ -155,7 +155,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     print(f"\nmodel: {training['model_path']}  ({results['runtime_s']:.0f} s)")
     print(
         "serve it: python scripts/serve_rewards.py --verifier "
-        f"trainers.verifier_model:LearnedVerifier --verifier-kwargs "
+        f"trainers.verifier.model:LearnedVerifier --verifier-kwargs "
         f"'{json.dumps({'path': training['model_path']})}'"
     )
     if args.json:

@@ -340,10 +340,10 @@ def project_classes() -> list[type]:
     trainer classes the role mixins compose at run time."""
     from trl import GRPOTrainer
 
-    from trainers.grpo import MultiAgentGRPOTrainer
-    from trainers.ppo import MultiAgentPPOTrainer
-    from trainers.role_adapters import with_role_adapters
-    from trainers.role_models import with_role_models
+    from trainers.algorithms.grpo import MultiAgentGRPOTrainer
+    from trainers.algorithms.ppo import MultiAgentPPOTrainer
+    from trainers.roles.adapters import with_role_adapters
+    from trainers.roles.models import with_role_models
 
     classes = []
     for package in ("trainers", "agents", "envs"):

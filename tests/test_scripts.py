@@ -115,7 +115,7 @@ def test_evaluate_with_an_ensemble(tiny_model, monkeypatch, ensemble):
     monkeypatch.syspath_prepend(str(REPO / "scripts"))
     import evaluate
 
-    from trainers import policies
+    from trainers.evaluation import policies
 
     built = []
 
@@ -146,7 +146,7 @@ def test_evaluate_with_an_ensemble(tiny_model, monkeypatch, ensemble):
 
 
 def test_ensemble_plays_the_answering_roles_only(tiny_model):
-    from trainers.policies import build_role_map
+    from trainers.evaluation.policies import build_role_map
 
     roles = build_role_map(tiny_model, ensemble="majority_vote", answer_roles=("solver", "refiner"))
     team = roles.policy_for("solver_0")
@@ -201,7 +201,7 @@ def test_train_script_end_to_end(run_script, tiny_model, tmp_path, script, extra
             assert metrics["after"]["config"]["role_models"][role] == str(out / "final" / role)
             assert (out / "final" / role / "model.safetensors").is_file()
     elif extra:
-        from trainers.role_adapters import saved_roles
+        from trainers.roles.adapters import saved_roles
 
         assert saved_roles(out / "final") == ["critic", "refiner", "solver"]
         assert metrics["after"]["config"]["role_adapters"] == str(out / "final")
@@ -211,7 +211,7 @@ def test_train_script_end_to_end(run_script, tiny_model, tmp_path, script, extra
 
 
 def test_role_adapters_are_refused_by_algorithms_that_train_the_whole_model():
-    from trainers.cli import run_script
+    from trainers.run.cli import run_script
 
     with pytest.raises(SystemExit, match="--role_adapters applies to grpo and ppo, not dpo"):
         run_script("math/reflection-v0", ["dpo", "--role_adapters", "true"])
@@ -220,7 +220,7 @@ def test_role_adapters_are_refused_by_algorithms_that_train_the_whole_model():
 
 
 def test_an_unknown_flag_is_one_line_naming_it():
-    from trainers.cli import run_script
+    from trainers.run.cli import run_script
 
     with pytest.raises(SystemExit) as raised:
         run_script("math/solve-v0", ["--max_steps", "1", "--bogus", "3"])
@@ -230,7 +230,7 @@ def test_an_unknown_flag_is_one_line_naming_it():
 
 
 def test_role_models_flag_is_parsed_or_refused_with_the_expected_form():
-    from trainers.args import EnvArguments
+    from trainers.run.args import EnvArguments
 
     assert EnvArguments(role_models="").role_model_paths() is False
     assert EnvArguments(role_models="all").role_model_paths() is True
@@ -243,7 +243,7 @@ def test_role_models_flag_is_parsed_or_refused_with_the_expected_form():
 
 
 def test_train_script_reads_a_yaml_config_and_flags_override(tmp_path):
-    from trainers.cli import make_parser
+    from trainers.run.cli import make_parser
 
     config = tmp_path / "c.yaml"
     config.write_text("max_steps: 7\nlearning_rate: 0.001\nrole_weights: 'critic=0.5'\n")
@@ -319,7 +319,7 @@ def test_train_script_under_accelerate_launch_two_processes(tiny_model, tmp_path
 @pytest.mark.parametrize("path", sorted((REPO / "scripts" / "configs").glob("*_grpo*.yaml")))
 def test_shipped_grpo_configs_parse(path):
     """Every shipped GRPO config names only real fields (TrlParser refuses unknown keys)."""
-    from trainers.cli import make_parser
+    from trainers.run.cli import make_parser
 
     env_id = f"math/{path.stem.split('_')[0]}-v0"
     parser, _ = make_parser("grpo", env_id)

@@ -31,7 +31,7 @@ version when one is gone:
 - `ATTRIBUTES`: upstream attributes the project reads or writes, only through the accessors
   below (`buffered_inputs`, `log_metric`, `tied_weight_keys`, ...). Those set in
   ``GRPOTrainer.__init__`` exist only on an instance: `check_trainer` checks them on the trainer
-  as it is built (`trainers.microbatch.LengthGroupedMixin`).
+  as it is built (`trainers.algorithms.microbatch.LengthGroupedMixin`).
 - `INTERNAL`: names imported from modules outside TRL's and transformers' top-level API
   (`add_fused_lm_head` appeared in ``trl.trainer.utils`` in TRL 1.15; ``VLLMClient`` moved from
   ``trl.extras`` to ``trl.generation``), re-exported from here; ``VLLMClient`` is resolved on

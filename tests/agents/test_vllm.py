@@ -74,7 +74,7 @@ def test_bad_server_answers_raise_clearly(model, tokenizer, observations):
 
 
 def test_grpo_rollout_samples_through_the_server_when_trl_uses_vllm(model, tokenizer):
-    from trainers.grpo import rollout_policy
+    from trainers.algorithms.grpo import rollout_policy
 
     client = FakeClient([[1]])
     args = SimpleNamespace(vllm_mode="server")

@@ -9,9 +9,9 @@ import dataclasses
 import torch
 from trl import GRPOConfig
 
-from trainers import grpo
+from trainers.algorithms import grpo
+from trainers.algorithms.ppo import CPUPPOConfig, PPORollout, build_ppo_trainer
 from trainers.embedded import EmbeddedRecipe
-from trainers.ppo import CPUPPOConfig, PPORollout, build_ppo_trainer
 
 # The trainer tests' start model (tests/conftest.py): digit tokens and no drills, so two SFT steps
 # leave it random enough to answer right now and then (the DPO and PPO tests need such turns).

@@ -21,7 +21,7 @@ if str(REPO) not in sys.path:
 import torch
 
 from tests.trainers.helpers import grpo_config
-from trainers.grpo import build_grpo_trainer
+from trainers.algorithms.grpo import build_grpo_trainer
 
 
 def spread_reward(completions, completion_ids, turn_reward, **kwargs):

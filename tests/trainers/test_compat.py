@@ -152,7 +152,9 @@ def test_hook_marks_a_declared_override_and_refuses_an_undeclared_one():
 def test_lazy_names_resolve_on_use_and_unknown_names_raise():
     from trl.generation.vllm_client import VLLMClient
 
-    from trainers.compat import VLLMClient as Lazy  # as trainers.grpo.rollout_policy imports it
+    from trainers.compat import (
+        VLLMClient as Lazy,  # as trainers.algorithms.grpo.rollout_policy imports it
+    )
 
     assert Lazy is VLLMClient
     with pytest.raises(AttributeError, match="has no attribute 'VLLMClients'"):

@@ -9,9 +9,9 @@ import pytest
 import torch
 from trl import DPOTrainer
 
-from trainers.dpo import CPUDPOConfig, build_dpo_trainer, preference_pairs, refiner_pairs
-from trainers.rollout import Episode, Turn
-from trainers.sft import CPUSFTConfig, build_sft_trainer, sft_rows
+from trainers.algorithms.dpo import CPUDPOConfig, build_dpo_trainer, preference_pairs, refiner_pairs
+from trainers.algorithms.sft import CPUSFTConfig, build_sft_trainer, sft_rows
+from trainers.rollout.engine import Episode, Turn
 
 
 def turn(agent, text, prompt, index, **info):

@@ -8,8 +8,8 @@ from trl import GRPOTrainer
 
 import envs
 from tests.trainers.helpers import grpo_config, shaped
-from trainers import grpo
-from trainers.grpo import (
+from trainers.algorithms import grpo
+from trainers.algorithms.grpo import (
     build_grpo_trainer,
     load_environment,
     parse_slot_prompt,
@@ -19,7 +19,7 @@ from trainers.grpo import (
     turn_reward,
     turn_slots,
 )
-from trainers.rollout import Episode, Turn
+from trainers.rollout.engine import Episode, Turn
 
 PAD, EOS = 0, 1
 

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from trainers.metrics import compute_metrics, majority_correct, pass_at_k
-from trainers.rollout import Episode, Turn
+from trainers.evaluation.metrics import compute_metrics, majority_correct, pass_at_k
+from trainers.rollout.engine import Episode, Turn
 
 
 def turn(agent, extracted, correct, index, round_=0, **info):
@@ -90,7 +90,7 @@ def reviewed(group, solver_ok, verdict, refiner_ok):
 
 
 def test_review_metrics_balance_the_verdicts_and_follow_the_revision():
-    from trainers.metrics import review_metrics
+    from trainers.evaluation.metrics import review_metrics
 
     episodes = [
         reviewed(0, True, True, True),  # right, accepted, kept
@@ -113,7 +113,7 @@ def test_review_metrics_balance_the_verdicts_and_follow_the_revision():
 
 
 def test_bootstrap_intervals_resample_problems():
-    from trainers.metrics import bootstrap_intervals
+    from trainers.evaluation.metrics import bootstrap_intervals
 
     episodes = [reflection(g, [("5", g % 2 == 0)]) for g in range(40)]
     ci = bootstrap_intervals(episodes, resamples=300, seed=0)

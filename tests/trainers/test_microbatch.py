@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from tests.trainers.helpers import grpo_config, shaped
-from trainers.grpo import build_grpo_trainer
-from trainers.microbatch import groupable, regroup_by_length, trim_padding
+from trainers.algorithms.grpo import build_grpo_trainer
+from trainers.algorithms.microbatch import groupable, regroup_by_length, trim_padding
 
 PAD = 0
 

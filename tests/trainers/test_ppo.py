@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from tests.trainers.helpers import build_ppo
-from trainers.grpo import slot_prompt
-from trainers.ppo import (
+from trainers.algorithms.grpo import slot_prompt
+from trainers.algorithms.ppo import (
     CPUPPOConfig,
     episode_gae,
     trajectories,

@@ -12,14 +12,14 @@ from tests.trainers.helpers import (
     grpo_config,
     solver_only_reward,
 )
-from trainers.checkpoint import checkpoint_problems
-from trainers.grpo import build_grpo_trainer
-from trainers.role_adapters import (
+from trainers.algorithms.grpo import build_grpo_trainer
+from trainers.roles.adapters import (
     RoleAdapterMixin,
     add_role_adapters,
     load_role_adapters,
     saved_roles,
 )
+from trainers.run.checkpoint import checkpoint_problems
 
 ROLES = ["solver", "critic", "refiner"]
 

@@ -12,9 +12,9 @@ from tests.trainers.helpers import (
     grpo_config,
     solver_only_reward,
 )
-from trainers.checkpoint import checkpoint_problems
-from trainers.grpo import build_grpo_trainer
-from trainers.role_models import ROLE_MODULES, RoleModelMixin, detached
+from trainers.algorithms.grpo import build_grpo_trainer
+from trainers.roles.models import ROLE_MODULES, RoleModelMixin, detached
+from trainers.run.checkpoint import checkpoint_problems
 
 ROLES = ["solver", "critic", "refiner"]
 
@@ -234,7 +234,7 @@ def test_ppo_with_a_model_per_role_trains_every_role(tiny_model, tmp_path):
 
 
 def test_ppo_value_head_is_one_head_per_role_model_on_its_own_features(tiny_model, tmp_path):
-    from trainers.role_models import RoleValueHead
+    from trainers.roles.models import RoleValueHead
 
     trainer = build_ppo(tiny_model, tmp_path, role_models=True)
     head = trainer.value_head

@@ -3,8 +3,8 @@ from __future__ import annotations
 import pytest
 
 from agents import OraclePolicy, RoleMap, ScriptedPolicy
-from trainers.metrics import compute_metrics
-from trainers.rollout import Episode, RolloutEngine, load_episodes, save_episodes
+from trainers.evaluation.metrics import compute_metrics
+from trainers.rollout.engine import Episode, RolloutEngine, load_episodes, save_episodes
 
 
 class CountingPolicy(ScriptedPolicy):

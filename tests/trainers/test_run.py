@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from transformers import TrainerControl, TrainerState
 
-from trainers import run
-from trainers.args import EnvArguments
+from trainers.run import experiment as run
+from trainers.run.args import EnvArguments
 
 
 def test_time_budget_stops_and_saves_once_the_minutes_have_passed(monkeypatch):

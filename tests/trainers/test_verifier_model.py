@@ -16,15 +16,15 @@ import torch
 import envs
 from agents import ScriptedPolicy
 from rewards import Verdict, Verifier
-from trainers.rollout import RolloutEngine
-from trainers.verifier_data import (
+from trainers.rollout.engine import RolloutEngine
+from trainers.verifier.data import (
     balance_rows,
     correlation,
     problem_difficulty,
     rows_from_episodes,
     scripted_rows,
 )
-from trainers.verifier_model import (
+from trainers.verifier.model import (
     LearnedVerifier,
     auc_score,
     evaluate_verifier,
@@ -208,7 +208,7 @@ def test_served_learned_verifier_through_the_client(trained) -> None:
     from rewards.server import BackgroundServer, build_verifiers, create_app
 
     path = trained[0]["model_path"]
-    served = build_verifiers([("trainers.verifier_model:LearnedVerifier", {"path": path})])
+    served = build_verifiers([("trainers.verifier.model:LearnedVerifier", {"path": path})])
     assert list(served) == ["learned"]
     local = LearnedVerifier(path)
     rows = trained[1][:10]

@@ -3,13 +3,13 @@
 `LearnedVerifier` implements the `Verifier` protocol over an `AutoModelForSequenceClassification`
 folder (label 1 = correct), so it goes wherever a rule verifier goes: an env, a TRL reward
 function, or the reward server (``python scripts/serve_rewards.py --verifier
-trainers.verifier_model:LearnedVerifier --verifier-kwargs '{"path": "DIR"}'``), where
+trainers.verifier.model:LearnedVerifier --verifier-kwargs '{"path": "DIR"}'``), where
 `verify_batch` scores a whole request in batched forward passes.
 
 The pipeline (`scripts/train_verifier.py` runs it end to end):
 
 1. rows ``{problem_id, response, reference, correct}`` from recorded episodes or scripted
-   without any model (`trainers.verifier_data`: `rows_from_episodes`, `scripted_rows`);
+   without any model (`trainers.verifier.data`: `rows_from_episodes`, `scripted_rows`);
 2. `balance_rows` (same module): as many right as wrong answers within each difficulty bin, so
    that the classifier cannot learn "hard problem -> wrong";
 3. `train_verifier`: transformers' `Trainer` on a tiny Qwen2 classifier built from a config
@@ -35,7 +35,7 @@ import torch
 
 from rewards import Verdict, extract_answer, get_verifier
 from rewards.verifiers import not_a_string
-from trainers.verifier_data import problem_difficulty
+from trainers.verifier.data import problem_difficulty
 
 logger = logging.getLogger(__name__)
 

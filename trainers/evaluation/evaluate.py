@@ -12,8 +12,8 @@ from agents.base import GenerationArguments
 from agents.roles import RoleMap
 from envs.tasks import PROCEDURAL_TASKS
 from trainers.embedded import EMBEDDED_TASK, EmbeddedRecipe
-from trainers.metrics import bootstrap_intervals, compute_metrics
-from trainers.rollout import RolloutEngine, save_episodes
+from trainers.evaluation.metrics import bootstrap_intervals, compute_metrics
+from trainers.rollout.engine import RolloutEngine, save_episodes
 
 logger = logging.getLogger(__name__)
 HEADLINE = ("accuracy", "pass1@turn1", "maj1@turnK", "pass1@turnK")
@@ -97,7 +97,7 @@ def run_env(config: EvalConfig, env_id: str, policies: RoleMap) -> tuple[dict[st
 def evaluate(config: EvalConfig, policies: RoleMap | None = None) -> dict[str, Any]:
     """Run the evaluation (and the single-agent baseline when `config.compare`)."""
     from envs.roles import answer_roles
-    from trainers.policies import build_role_map
+    from trainers.evaluation.policies import build_role_map
 
     policies = policies or build_role_map(
         config.model,

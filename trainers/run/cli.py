@@ -27,10 +27,10 @@ class Algo:
 
 
 ALGOS: dict[str, Algo] = {
-    "grpo": Algo("trainers.run", "CPUGRPOConfig", "train_grpo"),
-    "ppo": Algo("trainers.ppo", "CPUPPOConfig", "train_ppo"),
-    "sft": Algo("trainers.sft", "CPUSFTConfig", "train_sft", ("math/reflection-v0",)),
-    "dpo": Algo("trainers.dpo", "CPUDPOConfig", "train_dpo", ("math/reflection-v0",)),
+    "grpo": Algo("trainers.run.experiment", "CPUGRPOConfig", "train_grpo"),
+    "ppo": Algo("trainers.algorithms.ppo", "CPUPPOConfig", "train_ppo"),
+    "sft": Algo("trainers.algorithms.sft", "CPUSFTConfig", "train_sft", ("math/reflection-v0",)),
+    "dpo": Algo("trainers.algorithms.dpo", "CPUDPOConfig", "train_dpo", ("math/reflection-v0",)),
 }
 ADAPTER_ALGOS = ("grpo", "ppo")  # the ones that can train a LoRA adapter or a model per role
 
@@ -54,7 +54,7 @@ def make_parser(algo: str, env_id: str, defaults: dict[str, Any] | None = None) 
     """
     from trl import TrlParser
 
-    from trainers.args import EnvArguments
+    from trainers.run.args import EnvArguments
 
     names = available(env_id)
     if algo not in names:

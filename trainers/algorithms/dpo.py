@@ -28,7 +28,7 @@ one group. Rows use TRL's conversational format: ``prompt`` = system + user mess
 **Training.** One `DPOTrainer` on one shared model over every role's pairs (the default; TRL loads
 the frozen reference from the same folder). ``--dpo_roles critic`` trains on one role's pairs only,
 which is how a separate model per role is trained (run once per role with its own
-``--model_name_or_path``). ``--sft_first`` runs the SFT stage (`trainers.sft`) on the same
+``--model_name_or_path``). ``--sft_first`` runs the SFT stage (`trainers.algorithms.sft`) on the same
 rollouts first and starts DPO (policy and reference) from the SFT model: the pipeline.
 """
 
@@ -46,9 +46,9 @@ from trl import DPOConfig, DPOTrainer
 
 from agents.prompts import build_messages
 from envs.roles import answer_roles, role_of
-from trainers.rollout import Episode, Turn
-from trainers.sft import good_turn, parse_roles, rollout_episodes, run_sft_stage
-from trainers.trainable import freeze_except
+from trainers.algorithms.sft import good_turn, parse_roles, rollout_episodes, run_sft_stage
+from trainers.algorithms.trainable import freeze_except
+from trainers.rollout.engine import Episode, Turn
 
 
 def _reply(text: str) -> list[dict[str, str]]:
@@ -233,8 +233,8 @@ def build_dpo_trainer(
 
 
 def _sft_config(config: CPUDPOConfig, out: Any) -> Any:
-    from trainers.checkpoint import resume_checkpoint_requested
-    from trainers.sft import CPUSFTConfig
+    from trainers.algorithms.sft import CPUSFTConfig
+    from trainers.run.checkpoint import resume_checkpoint_requested
 
     return CPUSFTConfig(
         output_dir=str(out),
@@ -252,8 +252,8 @@ def _sft_config(config: CPUDPOConfig, out: Any) -> Any:
 
 def train_dpo(env_args: Any, config: CPUDPOConfig) -> dict[str, Any]:
     """Evaluate the start, roll it out, (SFT,) DPO on the rollouts' pairs, evaluate the result."""
-    from trainers.checkpoint import resume_checkpoint
-    from trainers.run import finish_run, start_run
+    from trainers.run.checkpoint import resume_checkpoint
+    from trainers.run.experiment import finish_run, start_run
 
     out, results = start_run(env_args, config, "dpo")
     model_path = results["start_model"]

@@ -247,6 +247,6 @@ class CPUGRPOConfig(GRPOConfig):
     def script_defaults(cls, env_id: str) -> dict:
         """A micro-batch holds whole episodes: every turn slot of the env x the G generations."""
         import envs
-        from trainers.grpo import turn_slots
+        from trainers.algorithms.grpo import turn_slots
 
         return {"per_device_train_batch_size": turn_slots(envs.make(env_id)) * cls.num_generations}

@@ -41,7 +41,7 @@ reward `None`, which TRL treats as unscorable: excluded from the group baseline,
 **Micro-batches.** A generation batch mixes short turns (a solver's prompt is the problem) and
 long ones (a refiner's holds an answer and a review). `MultiAgentGRPOTrainer` (the default) sorts
 the rows TRL buffered by length and cuts each micro-batch to its own rows' width
-(`trainers.microbatch`), instead of running every micro-batch at the batch's widest row; the
+(`trainers.algorithms.microbatch`), instead of running every micro-batch at the batch's widest row; the
 optimizer step is unchanged.
 
 **Logging.** The reward function `turn_reward` returns the weighted turn rewards and, through
@@ -51,9 +51,9 @@ metrics (``rewards/turn_reward/mean`` there is the weighted reward over trainabl
 
 **Models.** One shared model plays every role (the trainer's model, so rollouts always use the
 current weights), or, with ``role_adapters=True``, one LoRA adapter per role on a frozen shared
-base (`trainers.role_adapters`: rollouts batch all roles in one ``generate``, and every forward
+base (`trainers.roles.adapters`: rollouts batch all roles in one ``generate``, and every forward
 pass of the loss runs each role's rows under its own adapter), or, with ``role_models``, a full
-model per role (`trainers.role_models`: the other roles' models are attached to the first role's,
+model per role (`trainers.roles.models`: the other roles' models are attached to the first role's,
 so TRL's one optimizer trains them all, and the same per-role dispatch runs each row through its
 role's model).
 
@@ -78,9 +78,9 @@ import envs as envs_pkg
 from agents.base import GenerationArguments
 from agents.hf import HFPolicy
 from envs.roles import env_roles, role_of
-from trainers.microbatch import LengthGroupedMixin
-from trainers.rollout import Episode, RolloutEngine, Turn
-from trainers.trainable import freeze_except
+from trainers.algorithms.microbatch import LengthGroupedMixin
+from trainers.algorithms.trainable import freeze_except
+from trainers.rollout.engine import Episode, RolloutEngine, Turn
 
 logger = logging.getLogger(__name__)
 
@@ -98,7 +98,7 @@ def parse_slot_prompt(prompt: str) -> tuple[str, int]:
     if not sep or not slot.isdigit():
         raise ValueError(
             f"prompt {prompt!r} is not a turn-slot prompt '<problem_id>#<slot>'; build the dataset "
-            "with trainers.grpo.slot_dataset."
+            "with trainers.algorithms.grpo.slot_dataset."
         )
     return problem_id, int(slot)
 
@@ -348,7 +348,7 @@ class TurnRollout:
 
 class MultiAgentGRPOTrainer(LengthGroupedMixin, GRPOTrainer):
     """TRL's `GRPOTrainer` training on length-grouped micro-batches cut to their own rows'
-    widths (`trainers.microbatch`): a multi-turn batch mixes short and long turns, and TRL would
+    widths (`trainers.algorithms.microbatch`): a multi-turn batch mixes short and long turns, and TRL would
     otherwise run every micro-batch at the widest row's width. The update is unchanged."""
 
 
@@ -501,10 +501,10 @@ def build_grpo_trainer(
         trainer_cls, rollout_cls: the trainer and rollout classes (PPO subclasses both).
         role_adapters (`bool`, False): train one LoRA adapter per role (rank `lora_r`, alpha
             `lora_alpha`) on the frozen shared base instead of the whole model; see
-            `trainers.role_adapters`.
+            `trainers.roles.adapters`.
         role_models (`bool | Mapping[str, str]`, False): train a full model per role: `True`
             gives every role its own copy of `model_path`; a mapping ``{role: path}`` starts
-            those roles from their paths (the rest from `model_path`). See `trainers.role_models`.
+            those roles from their paths (the rest from `model_path`). See `trainers.roles.models`.
         trainable (`str`, None): a regex; only parameters whose names match it train (e.g.
             ``"norm"``), the rest are frozen. Not with `role_adapters` (the adapters are what
             trains there).
@@ -538,7 +538,7 @@ def build_grpo_trainer(
     if role_adapters and trainable:
         raise ValueError("trainable applies to full models; role adapters train the adapters")
     if role_models:
-        from trainers.role_models import (
+        from trainers.roles.models import (
             check_shared_tokenizer,
             load_role_models,
             resolve_role_paths,
@@ -553,7 +553,7 @@ def build_grpo_trainer(
     elif role_adapters:
         from transformers import AutoModelForCausalLM
 
-        from trainers.role_adapters import add_role_adapters, with_role_adapters
+        from trainers.roles.adapters import add_role_adapters, with_role_adapters
 
         roles = env_roles(bundle.env)
         base = AutoModelForCausalLM.from_pretrained(model_path, **(args.model_init_kwargs or {}))

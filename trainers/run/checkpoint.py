@@ -88,11 +88,11 @@ def _weights_problems(folder: Path) -> list[str]:
             shards = sorted(set(index.get("weight_map", {}).values()))
             return [p for p in (_archive_problem(folder / s) for s in shards) if p]
     adapters = sorted(p.parent for p in folder.glob("*/adapter_config.json"))
-    if adapters:  # one named adapter per role, in <folder>/<role>/ (trainers.role_adapters)
+    if adapters:  # one named adapter per role, in <folder>/<role>/ (trainers.roles.adapters)
         weights = [a / "adapter_model.safetensors" for a in adapters]
         return [f"{w.parent.name}/{p}" for w in weights if (p := _archive_problem(w))]
     models = sorted(p.parent for p in folder.glob("*/config.json"))
-    if models:  # one complete model per role, in <folder>/<role>/ (trainers.role_models)
+    if models:  # one complete model per role, in <folder>/<role>/ (trainers.roles.models)
         return [f"{m.name}/{p}" for m in models for p in _weights_problems(m)]
     return [f"no model weights ({' / '.join(WEIGHT_FILES + INDEX_FILES)})"]
 

@@ -3,7 +3,7 @@
 Writes into ``output_dir``: the trained model (``final/``), ``metrics.json`` (before/after
 evaluation and the training log) and ``curves.png`` (reward and accuracy per agent over steps).
 Files are replaced atomically; ``metrics.json`` is first written with the "before" evaluation,
-which a run resumed with ``--resume_from_checkpoint`` reuses (see `trainers.checkpoint`).
+which a run resumed with ``--resume_from_checkpoint`` reuses (see `trainers.run.checkpoint`).
 """
 
 from __future__ import annotations
@@ -16,16 +16,16 @@ from typing import Any
 
 from transformers import TrainerCallback
 
-from trainers.args import CPUGRPOConfig, EnvArguments
-from trainers.checkpoint import (
+from trainers.embedded import resolve_model
+from trainers.evaluation.evaluate import EvalConfig, evaluate, markdown_report
+from trainers.evaluation.metrics import INTERVAL_KEYS
+from trainers.run.args import CPUGRPOConfig, EnvArguments
+from trainers.run.checkpoint import (
     atomic_path,
     resume_checkpoint,
     resume_checkpoint_requested,
     write_json_atomic,
 )
-from trainers.embedded import resolve_model
-from trainers.evaluation import EvalConfig, evaluate, markdown_report
-from trainers.metrics import INTERVAL_KEYS
 
 logger = logging.getLogger(__name__)
 
@@ -169,7 +169,7 @@ def callbacks(env_args: EnvArguments) -> list[TrainerCallback]:
 
 def train_grpo(env_args: EnvArguments, config: CPUGRPOConfig) -> dict[str, Any]:
     """Evaluate the start, train with multi-agent GRPO, evaluate the result; return the figures."""
-    from trainers.grpo import build_grpo_trainer
+    from trainers.algorithms.grpo import build_grpo_trainer
 
     out, results = start_run(env_args, config, "grpo")
     trainer = build_grpo_trainer(

@@ -1,4 +1,4 @@
-"""Labelled rows for the learned verifier (`trainers.verifier_model`), without torch.
+"""Labelled rows for the learned verifier (`trainers.verifier.model`), without torch.
 
 Rows are ``{problem_id, response, reference, correct}`` (plus ``level`` where known):
 
@@ -40,7 +40,7 @@ def rows_from_episodes(
     references: Mapping[str, str] | Callable[[str], str] | Any,
     roles: Sequence[str] | None = None,
 ) -> list[dict[str, Any]]:
-    """Verifier rows from recorded episodes (`trainers.rollout.Episode`, or their dicts).
+    """Verifier rows from recorded episodes (`trainers.rollout.engine.Episode`, or their dicts).
 
     Args:
         episodes: episodes of any env; every turn whose info has ``correct`` and whose role is

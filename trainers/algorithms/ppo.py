@@ -4,7 +4,7 @@ TRL removed its `PPOTrainer`; this one reuses `GRPOTrainer` for everything but t
 
 Design
 ------
-**Rows.** As in `trainers.grpo`: one row per agent turn with its exact token ids (the turn-slot
+**Rows.** As in `trainers.algorithms.grpo`: one row per agent turn with its exact token ids (the turn-slot
 dataset and the `TurnRollout` rollout function), so each agent's loss covers its own tokens only.
 
 **Value head.** ``Linear(hidden_size, 1)`` on the policy's last hidden state at the turn's last
@@ -35,7 +35,7 @@ its own value head; the advantage computation here already works per agent.
 
 **Checkpoints.** ``value_head.pt`` (head and its optimizer) is written into every checkpoint
 (before the files `Trainer` writes last) and the final model folder, and loaded on
-``resume_from_checkpoint``; a checkpoint without it is incomplete (`trainers.checkpoint`).
+``resume_from_checkpoint``; a checkpoint without it is incomplete (`trainers.run.checkpoint`).
 """
 
 from __future__ import annotations
@@ -52,13 +52,13 @@ import torch
 from trl import GRPOTrainer
 
 from trainers import compat
-from trainers.args import CPUGRPOConfig
-from trainers.grpo import (
+from trainers.algorithms.grpo import (
     MultiAgentGRPOTrainer,
     TurnRollout,
     build_grpo_trainer,
     parse_slot_prompt,
 )
+from trainers.run.args import CPUGRPOConfig
 
 logger = logging.getLogger(__name__)
 VALUE_HEAD = "value_head.pt"
@@ -109,7 +109,7 @@ def trajectories(prompts: Sequence[str], group_size: int) -> dict[tuple[str, int
     """Row indices of each episode, by (problem, sample), in slot (acting) order.
 
     Rows come in blocks of G equal slot prompts; row ``k * G + s`` is sample ``s`` (see
-    `trainers.grpo.rows_from_episodes`).
+    `trainers.algorithms.grpo.rows_from_episodes`).
     """
     episodes: dict[tuple[str, int], list[tuple[int, int]]] = defaultdict(list)
     for index, prompt in enumerate(prompts):
@@ -320,8 +320,8 @@ def train_ppo(env_args: Any, config: CPUPPOConfig) -> dict[str, Any]:
     """Evaluate the start, train with multi-agent PPO, evaluate the result; return the figures."""
     import time
 
-    from trainers.checkpoint import resume_checkpoint
-    from trainers.run import callbacks, finish_run, start_run
+    from trainers.run.checkpoint import resume_checkpoint
+    from trainers.run.experiment import callbacks, finish_run, start_run
 
     out, results = start_run(env_args, config, "ppo")
     trainer = build_ppo_trainer(

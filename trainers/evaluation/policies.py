@@ -61,7 +61,7 @@ def build_role_map(
     policies: dict[str, Policy] = {"*": shared}
     if role_adapters:
         from agents.roles import build_lora_role_map
-        from trainers.role_adapters import load_role_adapters, saved_roles
+        from trainers.roles.adapters import load_role_adapters, saved_roles
 
         roles = saved_roles(role_adapters)
         if not roles:

@@ -33,9 +33,9 @@ from trl import SFTConfig, SFTTrainer
 
 from agents.prompts import build_messages
 from envs.roles import role_of
-from trainers.checkpoint import resume_checkpoint
-from trainers.rollout import Episode, Turn
-from trainers.trainable import freeze_except
+from trainers.algorithms.trainable import freeze_except
+from trainers.rollout.engine import Episode, Turn
+from trainers.run.checkpoint import resume_checkpoint
 
 
 def good_turn(turn: Turn) -> bool:
@@ -120,7 +120,7 @@ def rollout_episodes(
     """Play `config.rollout_samples` episodes of `config.rollout_problems` training problems."""
     from agents.base import GenerationArguments
     from agents.hf import HFPolicy
-    from trainers.rollout import RolloutEngine
+    from trainers.rollout.engine import RolloutEngine
 
     if config.rollout_problems < 1 or config.rollout_samples < 1:
         raise ValueError(
@@ -205,7 +205,7 @@ def run_sft_stage(
 
 def train_sft(env_args: Any, config: CPUSFTConfig) -> dict[str, Any]:
     """Evaluate the start, roll it out, SFT it on its good turns, evaluate the result."""
-    from trainers.run import finish_run, start_run
+    from trainers.run.experiment import finish_run, start_run
 
     out, results = start_run(env_args, config, "sft")
     episodes = rollout_episodes(env_args, results["start_model"], config)

@@ -1,0 +1,1 @@
+"""Per-role training: a LoRA adapter per role on one base model, or a full model per role."""

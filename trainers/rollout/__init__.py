@@ -1,0 +1,1 @@
+"""The rollout engine: many env copies, every turn batched, recorded as `Episode`s of `Turn`s."""

@@ -1,0 +1,1 @@
+"""The learned verifier: labelled rows from episodes and a classifier scoring P(correct)."""
