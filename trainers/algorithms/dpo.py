@@ -35,8 +35,7 @@ rollouts first and starts DPO (policy and reference) from the SFT model: the pip
 from __future__ import annotations
 
 import itertools
-import time
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -46,7 +45,7 @@ from trl import DPOConfig, DPOTrainer
 
 from agents.prompts import build_messages
 from envs.roles import answer_roles, role_of
-from trainers.algorithms.sft import good_turn, parse_roles, rollout_episodes, run_sft_stage
+from trainers.algorithms.sft import good_turn, parse_roles
 from trainers.algorithms.trainable import freeze_except
 from trainers.rollout.engine import Episode, Turn
 
@@ -230,62 +229,3 @@ def build_dpo_trainer(
     if trainable:  # before train() builds the optimizer from the parameters that require grad
         freeze_except(trainer.model, trainable)
     return trainer
-
-
-def _sft_config(config: CPUDPOConfig, out: Any) -> Any:
-    from trainers.algorithms.sft import CPUSFTConfig
-    from trainers.run.checkpoint import resume_checkpoint_requested
-
-    return CPUSFTConfig(
-        output_dir=str(out),
-        max_steps=config.sft_steps,
-        learning_rate=config.sft_learning_rate,
-        use_cpu=config.use_cpu,
-        bf16=config.bf16,
-        seed=config.seed,
-        report_to=config.report_to,
-        disable_tqdm=config.disable_tqdm,
-        # a resumed DPO run resumes (or skips, when it finished) its SFT stage too
-        resume_from_checkpoint="latest" if resume_checkpoint_requested(config) else None,
-    )
-
-
-def train_dpo(env_args: Any, config: CPUDPOConfig) -> dict[str, Any]:
-    """Evaluate the start, roll it out, (SFT,) DPO on the rollouts' pairs, evaluate the result."""
-    from trainers.run.checkpoint import resume_checkpoint
-    from trainers.run.experiment import finish_run, start_run
-
-    out, results = start_run(env_args, config, "dpo")
-    model_path = results["start_model"]
-    trainable = env_args.trainable_params or None
-    episodes = rollout_episodes(env_args, model_path, config)
-    results["rollout_episodes"] = len(episodes)
-    history: list[dict[str, Any]] = []
-    if config.sft_first:
-        model_path, figures = run_sft_stage(
-            model_path, episodes, _sft_config(config, out / "sft_run"), None, out / "sft", trainable
-        )
-        model_path = str(model_path)
-        results["sft"] = {k: v for k, v in figures.items() if k != "log_history"}
-        history.extend({**row, "stage": "sft"} for row in figures["log_history"])
-    rows = preference_pairs(
-        episodes, config.max_pairs_per_group, config.dpo_roles or None, config.critic_outcome
-    )
-    if not rows:
-        raise ValueError(
-            f"the {len(episodes)} rollout episodes gave no preference pair (roles "
-            f"{config.dpo_roles or 'all'}): a pair needs a right and a wrong reply to one prompt. "
-            "Roll out more problems (--rollout_problems) or samples (--rollout_samples), raise "
-            "--rollout_temperature, or pass --critic_outcome false"
-        )
-    results["pairs"] = len(rows)
-    results["pairs_per_kind"] = dict(Counter(r["kind"] for r in rows))
-    trainer = build_dpo_trainer(model_path, rows, config, trainable)
-    began = time.perf_counter()
-    trainer.train(resume_from_checkpoint=resume_checkpoint(config))
-    results["train_seconds"] = time.perf_counter() - began
-    final = out / "final"
-    trainer.save_model(str(final))
-    trainer.processing_class.save_pretrained(str(final))
-    history.extend(trainer.state.log_history)
-    return finish_run(env_args, config, results, final, history)

@@ -68,6 +68,7 @@ import logging
 import random
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from datasets import Dataset
@@ -568,3 +569,42 @@ def build_grpo_trainer(
     if trainable:  # before train() builds the optimizer from the parameters that require grad
         freeze_except(trainer.model, trainable)
     return trainer
+
+
+@dataclass
+class CPUGRPOConfig(GRPOConfig):
+    """TRL's `GRPOConfig` with defaults for a short CPU run of the embedded model.
+
+    A micro-batch holds whole episodes: per_device_train_batch_size = turn slots x num_generations
+    (reflection with 2 rounds: 5 slots x 4 = 20, one problem); one optimizer step sees
+    gradient_accumulation_steps problems, all generated in one batched rollout.
+    """
+
+    output_dir: str = field(default="outputs/train", metadata={"help": "Where to write."})
+    use_cpu: bool = field(default=True, metadata={"help": "Train on the CPU."})
+    bf16: bool = field(default=False, metadata={"help": "bf16 mixed precision."})
+    learning_rate: float = field(default=5e-5, metadata={"help": "Adam learning rate."})
+    num_generations: int = field(default=4, metadata={"help": "G samples per problem."})
+    per_device_train_batch_size: int = field(
+        default=20, metadata={"help": "Rows per micro-batch (turn slots x num_generations)."}
+    )
+    gradient_accumulation_steps: int = field(
+        default=8, metadata={"help": "Micro-batches per optimizer step (problems per step)."}
+    )
+    max_completion_length: int = field(
+        default=96, metadata={"help": "Tokens per turn (the embedded critic's checks need ~70)."}
+    )
+    max_steps: int = field(
+        default=1000, metadata={"help": "Optimizer steps (the time budget usually ends first)."}
+    )
+    logging_steps: int = field(default=1, metadata={"help": "Log every N steps."})
+    save_steps: int = field(default=20, metadata={"help": "Checkpoint every N steps."})
+    report_to: list[str] = field(default_factory=lambda: ["none"], metadata={"help": "Loggers."})
+    beta: float = field(default=0.0, metadata={"help": "KL coefficient (0: no ref model)."})
+    lr_scheduler_type: str = field(default="constant", metadata={"help": "LR schedule."})
+
+    @classmethod
+    def script_defaults(cls, env_id: str) -> dict:
+        """A micro-batch holds whole episodes: every turn slot of the env x the G generations."""
+        slots = turn_slots(envs_pkg.make(env_id))
+        return {"per_device_train_batch_size": slots * cls.num_generations}

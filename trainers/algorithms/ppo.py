@@ -53,12 +53,12 @@ from trl import GRPOTrainer
 
 from trainers import compat
 from trainers.algorithms.grpo import (
+    CPUGRPOConfig,
     MultiAgentGRPOTrainer,
     TurnRollout,
     build_grpo_trainer,
     parse_slot_prompt,
 )
-from trainers.run.args import CPUGRPOConfig
 
 logger = logging.getLogger(__name__)
 VALUE_HEAD = "value_head.pt"
@@ -314,31 +314,3 @@ def build_ppo_trainer(
         rollout_cls=PPORollout,
         **trainer_kwargs,
     )
-
-
-def train_ppo(env_args: Any, config: CPUPPOConfig) -> dict[str, Any]:
-    """Evaluate the start, train with multi-agent PPO, evaluate the result; return the figures."""
-    import time
-
-    from trainers.run.checkpoint import resume_checkpoint
-    from trainers.run.experiment import callbacks, finish_run, start_run
-
-    out, results = start_run(env_args, config, "ppo")
-    trainer = build_ppo_trainer(
-        results["start_model"],
-        env_args.env_id,
-        env_args.env_kwargs(split="train"),
-        config,
-        role_weights=env_args.weights(),
-        train_problems=env_args.train_problems,
-        num_envs=env_args.num_envs,
-        callbacks=callbacks(env_args),
-        **env_args.builder_kwargs(),
-    )
-    began = time.perf_counter()
-    trainer.train(resume_from_checkpoint=resume_checkpoint(config, extra_files=(VALUE_HEAD,)))
-    results["train_seconds"] = time.perf_counter() - began
-    results["train_steps"] = trainer.state.global_step
-    final = out / "final"
-    trainer.save_model(str(final))
-    return finish_run(env_args, config, results, final, trainer.state.log_history)

@@ -22,8 +22,6 @@ the system prompt, the problem or the other agents' text quoted in the prompt.
 
 from __future__ import annotations
 
-import time
-from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,7 +33,6 @@ from agents.prompts import build_messages
 from envs.roles import role_of
 from trainers.algorithms.trainable import freeze_except
 from trainers.rollout.engine import Episode, Turn
-from trainers.run.checkpoint import resume_checkpoint
 
 
 def good_turn(turn: Turn) -> bool:
@@ -170,54 +167,3 @@ def build_sft_trainer(
     if trainable:  # before train() builds the optimizer from the parameters that require grad
         freeze_except(trainer.model, trainable)
     return trainer
-
-
-def run_sft_stage(
-    model_path: str,
-    episodes: Sequence[Episode],
-    config: SFTConfig,
-    roles: Any,
-    out: Any,
-    trainable: str | None = None,
-) -> tuple[Any, dict[str, Any]]:
-    """SFT `model_path` on the good turns of `episodes` (only the parameters matching the regex
-    `trainable`, when given); save to `out`; return (path, figures)."""
-    rows = sft_rows(episodes, roles)
-    if not rows:
-        raise ValueError(
-            f"the {len(episodes)} rollout episodes hold no good turn of roles "
-            f"{parse_roles(roles) or 'any'}; roll out more problems (--rollout_problems), more "
-            "samples (--rollout_samples) or use a stronger start model"
-        )
-    trainer = build_sft_trainer(model_path, rows, config, trainable)
-    began = time.perf_counter()
-    trainer.train(resume_from_checkpoint=resume_checkpoint(config))
-    trainer.save_model(str(out))
-    trainer.processing_class.save_pretrained(str(out))
-    figures = {
-        "rows": len(rows),
-        "rows_per_role": dict(Counter(r["role"] for r in rows)),
-        "seconds": time.perf_counter() - began,
-        "log_history": trainer.state.log_history,
-    }
-    return out, figures
-
-
-def train_sft(env_args: Any, config: CPUSFTConfig) -> dict[str, Any]:
-    """Evaluate the start, roll it out, SFT it on its good turns, evaluate the result."""
-    from trainers.run.experiment import finish_run, start_run
-
-    out, results = start_run(env_args, config, "sft")
-    episodes = rollout_episodes(env_args, results["start_model"], config)
-    final, figures = run_sft_stage(
-        results["start_model"],
-        episodes,
-        config,
-        config.sft_roles,
-        out / "final",
-        env_args.trainable_params or None,
-    )
-    results["rollout_episodes"] = len(episodes)
-    results["sft"] = {k: v for k, v in figures.items() if k != "log_history"}
-    results["train_seconds"] = figures["seconds"]
-    return finish_run(env_args, config, results, final, figures["log_history"])

@@ -1,11 +1,10 @@
-"""Argument dataclasses of the training scripts (parsed with TRL's `TrlParser`)."""
+"""The training scripts' env arguments, parsed with TRL's `TrlParser` next to the algorithm's config
+(`CPUGRPOConfig`, `CPUPPOConfig`, ... in `trainers.algorithms`)."""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-
-from trl import GRPOConfig
 
 from envs.tasks import PROCEDURAL_TASKS
 from trainers.embedded import EMBEDDED_TASK, EmbeddedRecipe
@@ -209,44 +208,3 @@ class EnvArguments:
         if self.critic_reward is not None:
             kwargs["critic_reward"] = self.critic_reward
         return kwargs
-
-
-@dataclass
-class CPUGRPOConfig(GRPOConfig):
-    """TRL's `GRPOConfig` with defaults for a short CPU run of the embedded model.
-
-    A micro-batch holds whole episodes: per_device_train_batch_size = turn slots x num_generations
-    (reflection with 2 rounds: 5 slots x 4 = 20, one problem); one optimizer step sees
-    gradient_accumulation_steps problems, all generated in one batched rollout.
-    """
-
-    output_dir: str = field(default="outputs/train", metadata={"help": "Where to write."})
-    use_cpu: bool = field(default=True, metadata={"help": "Train on the CPU."})
-    bf16: bool = field(default=False, metadata={"help": "bf16 mixed precision."})
-    learning_rate: float = field(default=5e-5, metadata={"help": "Adam learning rate."})
-    num_generations: int = field(default=4, metadata={"help": "G samples per problem."})
-    per_device_train_batch_size: int = field(
-        default=20, metadata={"help": "Rows per micro-batch (turn slots x num_generations)."}
-    )
-    gradient_accumulation_steps: int = field(
-        default=8, metadata={"help": "Micro-batches per optimizer step (problems per step)."}
-    )
-    max_completion_length: int = field(
-        default=96, metadata={"help": "Tokens per turn (the embedded critic's checks need ~70)."}
-    )
-    max_steps: int = field(
-        default=1000, metadata={"help": "Optimizer steps (the time budget usually ends first)."}
-    )
-    logging_steps: int = field(default=1, metadata={"help": "Log every N steps."})
-    save_steps: int = field(default=20, metadata={"help": "Checkpoint every N steps."})
-    report_to: list[str] = field(default_factory=lambda: ["none"], metadata={"help": "Loggers."})
-    beta: float = field(default=0.0, metadata={"help": "KL coefficient (0: no ref model)."})
-    lr_scheduler_type: str = field(default="constant", metadata={"help": "LR schedule."})
-
-    @classmethod
-    def script_defaults(cls, env_id: str) -> dict:
-        """A micro-batch holds whole episodes: every turn slot of the env x the G generations."""
-        import envs
-        from trainers.algorithms.grpo import turn_slots
-
-        return {"per_device_train_batch_size": turn_slots(envs.make(env_id)) * cls.num_generations}

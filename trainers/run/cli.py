@@ -1,9 +1,9 @@
 """The shared entry point of the ``scripts/train_<env>.py`` scripts (TRL-style parsing).
 
-Each algorithm is one `ALGOS` entry: the module that holds it, the name of its config dataclass
-(a TRL config subclass with CPU defaults) and of its train function
-``train(env_args: EnvArguments, config) -> dict``, and the envs it applies to (None: every env).
-Modules are imported only when their algorithm is picked, so ``--help`` stays fast.
+Each algorithm is one `ALGOS` entry: the module that holds it (in `trainers.algorithms`), the
+name of its config dataclass there (a TRL config subclass with CPU defaults), the name of its train
+function ``train(env_args: EnvArguments, config) -> dict`` in `trainers.run.train`, and the envs it
+applies to (None: every env). Nothing of TRL is imported until an algorithm is picked.
 """
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ import importlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
+
+TRAIN_MODULE = "trainers.run.train"
 
 
 @dataclass(frozen=True)
@@ -22,12 +24,12 @@ class Algo:
     envs: tuple[str, ...] | None = None  # None: every registered env
 
     def load(self) -> tuple[type, Any]:
-        mod = importlib.import_module(self.module)
-        return getattr(mod, self.config), getattr(mod, self.train)
+        config = getattr(importlib.import_module(self.module), self.config)
+        return config, getattr(importlib.import_module(TRAIN_MODULE), self.train)
 
 
 ALGOS: dict[str, Algo] = {
-    "grpo": Algo("trainers.run.experiment", "CPUGRPOConfig", "train_grpo"),
+    "grpo": Algo("trainers.algorithms.grpo", "CPUGRPOConfig", "train_grpo"),
     "ppo": Algo("trainers.algorithms.ppo", "CPUPPOConfig", "train_ppo"),
     "sft": Algo("trainers.algorithms.sft", "CPUSFTConfig", "train_sft", ("math/reflection-v0",)),
     "dpo": Algo("trainers.algorithms.dpo", "CPUDPOConfig", "train_dpo", ("math/reflection-v0",)),

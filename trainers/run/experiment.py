@@ -19,10 +19,9 @@ from transformers import TrainerCallback
 from trainers.embedded import resolve_model
 from trainers.evaluation.evaluate import EvalConfig, evaluate, markdown_report
 from trainers.evaluation.metrics import INTERVAL_KEYS
-from trainers.run.args import CPUGRPOConfig, EnvArguments
+from trainers.run.args import EnvArguments
 from trainers.run.checkpoint import (
     atomic_path,
-    resume_checkpoint,
     resume_checkpoint_requested,
     write_json_atomic,
 )
@@ -165,31 +164,6 @@ def callbacks(env_args: EnvArguments) -> list[TrainerCallback]:
     """The run's callbacks from the env arguments (the time budget)."""
     minutes = getattr(env_args, "max_train_minutes", None)
     return [TimeBudget(minutes)] if minutes else []
-
-
-def train_grpo(env_args: EnvArguments, config: CPUGRPOConfig) -> dict[str, Any]:
-    """Evaluate the start, train with multi-agent GRPO, evaluate the result; return the figures."""
-    from trainers.algorithms.grpo import build_grpo_trainer
-
-    out, results = start_run(env_args, config, "grpo")
-    trainer = build_grpo_trainer(
-        results["start_model"],
-        env_args.env_id,
-        env_args.env_kwargs(split="train"),
-        config,
-        role_weights=env_args.weights(),
-        train_problems=env_args.train_problems,
-        num_envs=env_args.num_envs,
-        callbacks=callbacks(env_args),
-        **env_args.builder_kwargs(),
-    )
-    began = time.perf_counter()
-    trainer.train(resume_from_checkpoint=resume_checkpoint(config))
-    results["train_seconds"] = time.perf_counter() - began
-    results["train_steps"] = trainer.state.global_step
-    final = out / "final"
-    trainer.save_model(str(final))
-    return finish_run(env_args, config, results, final, trainer.state.log_history)
 
 
 KEYS = INTERVAL_KEYS  # the summary reports the figures that carry intervals

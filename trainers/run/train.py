@@ -1,0 +1,174 @@
+"""One train function per algorithm, what `trainers.run.cli` runs for ``scripts/train_<env>.py``:
+evaluate the start model, train it (`trainers.algorithms`), save it, evaluate the result and write
+the run's files (`trainers.run.experiment`). Each takes the script's `EnvArguments` and the
+algorithm's config and returns the run's figures."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from trl import SFTConfig
+
+from trainers.algorithms.dpo import CPUDPOConfig, build_dpo_trainer, preference_pairs
+from trainers.algorithms.grpo import CPUGRPOConfig, build_grpo_trainer
+from trainers.algorithms.ppo import VALUE_HEAD, CPUPPOConfig, build_ppo_trainer
+from trainers.algorithms.sft import (
+    CPUSFTConfig,
+    build_sft_trainer,
+    parse_roles,
+    rollout_episodes,
+    sft_rows,
+)
+from trainers.rollout.engine import Episode
+from trainers.run.args import EnvArguments
+from trainers.run.checkpoint import resume_checkpoint, resume_checkpoint_requested
+from trainers.run.experiment import callbacks, finish_run, start_run
+
+
+def train_online(
+    env_args: EnvArguments,
+    config: Any,
+    algo: str,
+    build: Callable[..., Any],
+    extra_files: Sequence[str] = (),
+) -> dict[str, Any]:
+    """Evaluate the start, train with the trainer `build` makes (GRPO's or PPO's builder, which
+    play the env while they train), evaluate the result; return the figures. `extra_files` are
+    what a complete checkpoint holds besides `Trainer`'s own (PPO's value head)."""
+    out, results = start_run(env_args, config, algo)
+    trainer = build(
+        results["start_model"],
+        env_args.env_id,
+        env_args.env_kwargs(split="train"),
+        config,
+        role_weights=env_args.weights(),
+        train_problems=env_args.train_problems,
+        num_envs=env_args.num_envs,
+        callbacks=callbacks(env_args),
+        **env_args.builder_kwargs(),
+    )
+    began = time.perf_counter()
+    trainer.train(resume_from_checkpoint=resume_checkpoint(config, extra_files=extra_files))
+    results["train_seconds"] = time.perf_counter() - began
+    results["train_steps"] = trainer.state.global_step
+    final = out / "final"
+    trainer.save_model(str(final))
+    return finish_run(env_args, config, results, final, trainer.state.log_history)
+
+
+def train_grpo(env_args: EnvArguments, config: CPUGRPOConfig) -> dict[str, Any]:
+    """Evaluate the start, train with multi-agent GRPO, evaluate the result; return the figures."""
+    return train_online(env_args, config, "grpo", build_grpo_trainer)
+
+
+def train_ppo(env_args: EnvArguments, config: CPUPPOConfig) -> dict[str, Any]:
+    """Evaluate the start, train with multi-agent PPO, evaluate the result; return the figures."""
+    return train_online(env_args, config, "ppo", build_ppo_trainer, extra_files=(VALUE_HEAD,))
+
+
+def run_sft_stage(
+    model_path: str,
+    episodes: Sequence[Episode],
+    config: SFTConfig,
+    roles: Any,
+    out: Path,
+    trainable: str | None = None,
+) -> tuple[Path, dict[str, Any]]:
+    """SFT `model_path` on the good turns of `episodes` (only the parameters matching the regex
+    `trainable`, when given); save to `out`; return (path, figures)."""
+    rows = sft_rows(episodes, roles)
+    if not rows:
+        raise ValueError(
+            f"the {len(episodes)} rollout episodes hold no good turn of roles "
+            f"{parse_roles(roles) or 'any'}; roll out more problems (--rollout_problems), more "
+            "samples (--rollout_samples) or use a stronger start model"
+        )
+    trainer = build_sft_trainer(model_path, rows, config, trainable)
+    began = time.perf_counter()
+    trainer.train(resume_from_checkpoint=resume_checkpoint(config))
+    trainer.save_model(str(out))
+    trainer.processing_class.save_pretrained(str(out))
+    figures = {
+        "rows": len(rows),
+        "rows_per_role": dict(Counter(r["role"] for r in rows)),
+        "seconds": time.perf_counter() - began,
+        "log_history": trainer.state.log_history,
+    }
+    return out, figures
+
+
+def train_sft(env_args: EnvArguments, config: CPUSFTConfig) -> dict[str, Any]:
+    """Evaluate the start, roll it out, SFT it on its good turns, evaluate the result."""
+    out, results = start_run(env_args, config, "sft")
+    episodes = rollout_episodes(env_args, results["start_model"], config)
+    final, figures = run_sft_stage(
+        results["start_model"],
+        episodes,
+        config,
+        config.sft_roles,
+        out / "final",
+        env_args.trainable_params or None,
+    )
+    results["rollout_episodes"] = len(episodes)
+    results["sft"] = {k: v for k, v in figures.items() if k != "log_history"}
+    results["train_seconds"] = figures["seconds"]
+    return finish_run(env_args, config, results, final, figures["log_history"])
+
+
+def sft_stage_config(config: CPUDPOConfig, out: Path) -> CPUSFTConfig:
+    """The SFT stage's config of a DPO run with ``--sft_first``."""
+    return CPUSFTConfig(
+        output_dir=str(out),
+        max_steps=config.sft_steps,
+        learning_rate=config.sft_learning_rate,
+        use_cpu=config.use_cpu,
+        bf16=config.bf16,
+        seed=config.seed,
+        report_to=config.report_to,
+        disable_tqdm=config.disable_tqdm,
+        # a resumed DPO run resumes (or skips, when it finished) its SFT stage too
+        resume_from_checkpoint="latest" if resume_checkpoint_requested(config) else None,
+    )
+
+
+def train_dpo(env_args: EnvArguments, config: CPUDPOConfig) -> dict[str, Any]:
+    """Evaluate the start, roll it out, (SFT,) DPO on the rollouts' pairs, evaluate the result."""
+    out, results = start_run(env_args, config, "dpo")
+    model_path = results["start_model"]
+    trainable = env_args.trainable_params or None
+    episodes = rollout_episodes(env_args, model_path, config)
+    results["rollout_episodes"] = len(episodes)
+    history: list[dict[str, Any]] = []
+    if config.sft_first:
+        sft_config = sft_stage_config(config, out / "sft_run")
+        sft_model, figures = run_sft_stage(
+            model_path, episodes, sft_config, None, out / "sft", trainable
+        )
+        model_path = str(sft_model)
+        results["sft"] = {k: v for k, v in figures.items() if k != "log_history"}
+        history.extend({**row, "stage": "sft"} for row in figures["log_history"])
+    rows = preference_pairs(
+        episodes, config.max_pairs_per_group, config.dpo_roles or None, config.critic_outcome
+    )
+    if not rows:
+        raise ValueError(
+            f"the {len(episodes)} rollout episodes gave no preference pair (roles "
+            f"{config.dpo_roles or 'all'}): a pair needs a right and a wrong reply to one prompt. "
+            "Roll out more problems (--rollout_problems) or samples (--rollout_samples), raise "
+            "--rollout_temperature, or pass --critic_outcome false"
+        )
+    results["pairs"] = len(rows)
+    results["pairs_per_kind"] = dict(Counter(r["kind"] for r in rows))
+    trainer = build_dpo_trainer(model_path, rows, config, trainable)
+    began = time.perf_counter()
+    trainer.train(resume_from_checkpoint=resume_checkpoint(config))
+    results["train_seconds"] = time.perf_counter() - began
+    final = out / "final"
+    trainer.save_model(str(final))
+    trainer.processing_class.save_pretrained(str(final))
+    history.extend(trainer.state.log_history)
+    return finish_run(env_args, config, results, final, history)
