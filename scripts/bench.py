@@ -713,7 +713,8 @@ def run_train(args: argparse.Namespace) -> dict[str, Any]:
     import envs
     from agents.prompts import build_messages
     from rewards import get_verifier
-    from trainers.algorithms.grpo import build_grpo_trainer, turn_slots
+    from trainers.algorithms.grpo import build_grpo_trainer
+    from trainers.algorithms.rows import turn_slots
     from trainers.embedded import resolve_model
 
     model = resolve_model(args.model)

@@ -9,7 +9,7 @@ import dataclasses
 import torch
 from trl import GRPOConfig
 
-from trainers.algorithms import grpo
+from trainers.algorithms import rows as turn_rows
 from trainers.algorithms.ppo import CPUPPOConfig, PPORollout, build_ppo_trainer
 from trainers.embedded import EmbeddedRecipe
 
@@ -65,7 +65,7 @@ def grpo_config(tmp_path, **kwargs):
 
 def shaped(completions, completion_ids, turn_reward, **kwargs):
     """The turn rewards (logged per agent) plus a spread that any model's samples get."""
-    base = grpo.turn_reward(completions, turn_reward, completion_ids=completion_ids, **kwargs)
+    base = turn_rows.turn_reward(completions, turn_reward, completion_ids=completion_ids, **kwargs)
     return [
         None if r is None else r + len(set(c)) / 10
         for r, c in zip(base, completion_ids, strict=True)

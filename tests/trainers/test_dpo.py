@@ -11,7 +11,7 @@ from trl import DPOTrainer
 
 from trainers.algorithms.dpo import CPUDPOConfig, build_dpo_trainer, preference_pairs, refiner_pairs
 from trainers.algorithms.sft import CPUSFTConfig, build_sft_trainer, sft_rows
-from trainers.rollout.engine import Episode, Turn
+from trainers.rollout.records import Episode, Turn
 
 
 def turn(agent, text, prompt, index, **info):

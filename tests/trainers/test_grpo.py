@@ -8,18 +8,17 @@ from trl import GRPOTrainer
 
 import envs
 from tests.trainers.helpers import grpo_config, shaped
-from trainers.algorithms import grpo
-from trainers.algorithms.grpo import (
-    build_grpo_trainer,
-    load_environment,
+from trainers.algorithms.grpo import build_grpo_trainer, load_environment
+from trainers.algorithms.rows import (
     parse_slot_prompt,
+    review_class_weights,
     rows_from_episodes,
     slot_dataset,
     slot_prompt,
     turn_reward,
     turn_slots,
 )
-from trainers.rollout.engine import Episode, Turn
+from trainers.rollout.records import Episode, Turn
 
 PAD, EOS = 0, 1
 
@@ -102,7 +101,7 @@ def test_balanced_reviews_weigh_each_class_of_reviewed_answer_equally():
         episode.turns[1].info.update(
             balance_reviews=True, reviewed_correct=episode.turns[0].reward == 1.0
         )
-    assert grpo.review_class_weights({"p": group}) == {True: 2.0, False: 4 / 6}
+    assert review_class_weights({"p": group}) == {True: 2.0, False: 4 / 6}
     prompts = [slot_prompt("p", 1)] * 4
     rows = rows_from_episodes(prompts, {"p": group}, 4, {"critic": 0.5})
     assert rows["turn_reward"] == pytest.approx([0.5 * 4 / 6] * 3 + [0.0])
@@ -112,9 +111,9 @@ def test_balanced_reviews_weigh_each_class_of_reviewed_answer_equally():
     # Unmarked reviews (critic_reward "verdict") and one-class batches stay unweighted.
     for episode in group:
         episode.turns[1].info["reviewed_correct"] = False
-    assert grpo.review_class_weights({"p": group}) == {}
+    assert review_class_weights({"p": group}) == {}
     assert rows_from_episodes(prompts, {"p": group}, 4)["turn_reward"] == [1.0, 1.0, 1.0, 0.0]
-    assert grpo.review_class_weights({"p": episodes_for("p", [[1.0, 0.0]])}) == {}
+    assert review_class_weights({"p": episodes_for("p", [[1.0, 0.0]])}) == {}
 
 
 def test_rows_reject_mixed_turns_and_bad_groups():

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from trainers.evaluation.metrics import compute_metrics, majority_correct, pass_at_k
-from trainers.rollout.engine import Episode, Turn
+from trainers.rollout.records import Episode, Turn
 
 
 def turn(agent, extracted, correct, index, round_=0, **info):

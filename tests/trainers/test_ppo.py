@@ -9,13 +9,13 @@ import pytest
 import torch
 
 from tests.trainers.helpers import build_ppo
-from trainers.algorithms.grpo import slot_prompt
 from trainers.algorithms.ppo import (
     CPUPPOConfig,
     episode_gae,
     trajectories,
     turn_gae,
 )
+from trainers.algorithms.rows import slot_prompt
 
 
 def test_turn_gae_matches_a_hand_computation():

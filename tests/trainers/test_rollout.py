@@ -4,7 +4,8 @@ import pytest
 
 from agents import OraclePolicy, RoleMap, ScriptedPolicy
 from trainers.evaluation.metrics import compute_metrics
-from trainers.rollout.engine import Episode, RolloutEngine, load_episodes, save_episodes
+from trainers.rollout.engine import RolloutEngine
+from trainers.rollout.records import Episode, load_episodes, save_episodes
 
 
 class CountingPolicy(ScriptedPolicy):

@@ -47,7 +47,7 @@ from agents.prompts import build_messages
 from envs.roles import answer_roles, role_of
 from trainers.algorithms.sft import good_turn, parse_roles
 from trainers.algorithms.trainable import freeze_except
-from trainers.rollout.engine import Episode, Turn
+from trainers.rollout.records import Episode, Turn
 
 
 def _reply(text: str) -> list[dict[str, str]]:

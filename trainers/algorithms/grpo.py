@@ -67,172 +67,29 @@ from __future__ import annotations
 import logging
 import random
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from datasets import Dataset
-from pettingzoo import ParallelEnv
 from trl import GRPOConfig, GRPOTrainer
 
 import envs as envs_pkg
 from agents.base import GenerationArguments
 from agents.hf import HFPolicy
-from envs.roles import env_roles, role_of
+from envs.roles import env_roles
 from trainers.algorithms.microbatch import LengthGroupedMixin
+from trainers.algorithms.rows import (
+    parse_slot_prompt,
+    rows_from_episodes,
+    slot_dataset,
+    turn_reward,
+    turn_slots,
+)
 from trainers.algorithms.trainable import freeze_except
-from trainers.rollout.engine import Episode, RolloutEngine, Turn
+from trainers.rollout.engine import RolloutEngine
+from trainers.rollout.records import Episode
 
 logger = logging.getLogger(__name__)
-
-SLOT_SEP = "#"
-
-
-def slot_prompt(problem_id: str, slot: int) -> str:
-    """The prompt column of a (problem, turn slot) row: ``"<problem_id>#<slot>"``."""
-    return f"{problem_id}{SLOT_SEP}{slot}"
-
-
-def parse_slot_prompt(prompt: str) -> tuple[str, int]:
-    """Inverse of `slot_prompt`."""
-    problem_id, sep, slot = str(prompt).rpartition(SLOT_SEP)
-    if not sep or not slot.isdigit():
-        raise ValueError(
-            f"prompt {prompt!r} is not a turn-slot prompt '<problem_id>#<slot>'; build the dataset "
-            "with trainers.algorithms.grpo.slot_dataset."
-        )
-    return problem_id, int(slot)
-
-
-def turn_slots(env: Any) -> int:
-    """Most turns one episode of `env` records: `max_turns` (AEC), times the agents (Parallel)."""
-    raw = env.unwrapped
-    agents = len(raw.possible_agents) if isinstance(raw, ParallelEnv) else 1
-    return int(raw.max_turns) * agents
-
-
-def slot_dataset(problem_ids: Sequence[str], slots: int) -> Dataset:
-    """One row per (problem, slot), problem-major: `prompt`, `problem_id`, `slot`."""
-    rows = [(pid, s) for pid in problem_ids for s in range(slots)]
-    return Dataset.from_dict(
-        {
-            "prompt": [slot_prompt(pid, s) for pid, s in rows],
-            "problem_id": [pid for pid, _ in rows],
-            "slot": [s for _, s in rows],
-        }
-    )
-
-
-def _trainable(turn: Turn | None) -> bool:
-    return turn is not None and bool(turn.completion_ids) and bool(turn.prompt_ids)
-
-
-def rows_from_episodes(
-    prompts: Sequence[str],
-    episodes: Mapping[str, Sequence[Episode]],
-    group_size: int,
-    role_weights: Mapping[str, float] | None = None,
-    pad_token_id: int = 0,
-    eos_token_id: int = 0,
-) -> dict[str, list[Any]]:
-    """TRL rows for `prompts` (blocks of `group_size` equal slot prompts) from played episodes.
-
-    Row ``k * G + s`` is slot ``slot`` of ``episodes[problem_id][s]``, where block ``k`` names
-    ``problem_id#slot``; a missing or token-less turn gives a padding row (see module docstring).
-
-    Returns:
-        ``prompt_ids``, ``completion_ids``, ``logprobs``, ``env_mask`` (TRL's rollout keys) and
-        ``turn_reward`` (weighted; `None` on padding), ``turn_raw_reward``, ``agent``, ``round``,
-        ``correct`` (forwarded to the reward function).
-    """
-    if len(prompts) % group_size:
-        raise ValueError(f"{len(prompts)} prompts do not split into groups of {group_size}")
-    weights = dict(role_weights or {})
-    class_weights = review_class_weights(episodes)
-    out: dict[str, list[Any]] = defaultdict(list)
-    for start in range(0, len(prompts), group_size):
-        block = prompts[start : start + group_size]
-        if len(set(block)) != 1:
-            raise ValueError(f"rows {start}..{start + group_size - 1} are not one group: {block}")
-        problem_id, slot = parse_slot_prompt(block[0])
-        group = episodes[problem_id]
-        if len(group) < group_size:
-            raise ValueError(f"problem {problem_id!r} has {len(group)} episodes, need {group_size}")
-        turns = [e.turns[slot] if slot < len(e.turns) else None for e in group[:group_size]]
-        keys = {(t.agent, t.round) for t in turns if t is not None}
-        if len(keys) > 1:
-            raise ValueError(
-                f"slot {slot} of problem {problem_id!r} holds different turns {sorted(keys)} "
-                "across samples; this env's turn order is not fixed, so slots cannot group it."
-            )
-        for turn in turns:
-            if _trainable(turn):
-                weight = float(weights.get(turn.agent, weights.get(role_of(turn.agent), 1.0)))
-                if turn.info.get("balance_reviews"):
-                    weight *= class_weights.get(bool(turn.info.get("reviewed_correct")), 1.0)
-                out["prompt_ids"].append(list(turn.prompt_ids))
-                out["completion_ids"].append(list(turn.completion_ids))
-                out["logprobs"].append(list(turn.logprobs))
-                out["env_mask"].append([1] * len(turn.completion_ids))
-                out["turn_reward"].append(turn.reward * weight)
-                out["turn_raw_reward"].append(turn.reward)
-                out["correct"].append(turn.info.get("correct"))
-            else:
-                out["prompt_ids"].append([pad_token_id])
-                out["completion_ids"].append([eos_token_id])
-                out["logprobs"].append([0.0])
-                out["env_mask"].append([0])
-                for key in ("turn_reward", "turn_raw_reward", "correct"):
-                    out[key].append(None)
-            out["agent"].append(turn.agent if turn is not None else None)
-            out["round"].append(turn.round if turn is not None else None)
-    return dict(out)
-
-
-def review_class_weights(episodes: Mapping[str, Sequence[Episode]]) -> dict[bool, float]:
-    """Weights for the verdict rewards of reviews marked ``balance_reviews`` (the reflection env's
-    ``critic_reward="balanced"``): the answers under review split into right and wrong, and each
-    class gets ``n / (2 * n_class)``, so both carry half the weight of the batch and a critic that
-    says "incorrect" every time earns what one that says "correct" every time earns. A batch
-    holding one class only is left unweighted."""
-    counts = {True: 0, False: 0}
-    for group in episodes.values():
-        for episode in group:
-            for turn in episode.turns:
-                if turn.info.get("balance_reviews"):
-                    counts[bool(turn.info.get("reviewed_correct"))] += 1
-    total = counts[True] + counts[False]
-    if not counts[True] or not counts[False]:
-        return {}
-    return {truth: total / (2 * n) for truth, n in counts.items()}
-
-
-def turn_reward(
-    completions: list[Any],
-    turn_reward: list[float | None],
-    agent: list[str | None],
-    completion_ids: list[list[int]],
-    turn_raw_reward: list[float | None] | None = None,
-    correct: list[bool | None] | None = None,
-    log_metric: Callable[[str, float], None] | None = None,
-    **kwargs: Any,
-) -> list[float | None]:
-    """The rollout's weighted turn rewards (`None` on padding rows); logs per-agent metrics."""
-    if log_metric is not None:
-        raw = turn_raw_reward or turn_reward
-        by_agent: dict[str, list[int]] = defaultdict(list)
-        for i, (name, reward) in enumerate(zip(agent, turn_reward, strict=True)):
-            if name is not None and reward is not None:
-                by_agent[name].append(i)
-        for name, rows in sorted(by_agent.items()):
-            log_metric(f"agents/{name}/reward", sum(raw[i] for i in rows) / len(rows))
-            if correct is not None:
-                log_metric(
-                    f"agents/{name}/accuracy", sum(bool(correct[i]) for i in rows) / len(rows)
-                )
-            lengths = [len(completion_ids[i]) for i in rows]
-            log_metric(f"agents/{name}/completion_length", sum(lengths) / len(lengths))
-    return list(turn_reward)
 
 
 def rollout_policy(trainer: GRPOTrainer, model: Any, generation: GenerationArguments) -> HFPolicy:

@@ -57,8 +57,8 @@ from trainers.algorithms.grpo import (
     MultiAgentGRPOTrainer,
     TurnRollout,
     build_grpo_trainer,
-    parse_slot_prompt,
 )
+from trainers.algorithms.rows import parse_slot_prompt
 
 logger = logging.getLogger(__name__)
 VALUE_HEAD = "value_head.pt"
@@ -109,7 +109,7 @@ def trajectories(prompts: Sequence[str], group_size: int) -> dict[tuple[str, int
     """Row indices of each episode, by (problem, sample), in slot (acting) order.
 
     Rows come in blocks of G equal slot prompts; row ``k * G + s`` is sample ``s`` (see
-    `trainers.algorithms.grpo.rows_from_episodes`).
+    `trainers.algorithms.rows.rows_from_episodes`).
     """
     episodes: dict[tuple[str, int], list[tuple[int, int]]] = defaultdict(list)
     for index, prompt in enumerate(prompts):

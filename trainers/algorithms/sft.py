@@ -29,10 +29,13 @@ from typing import Any
 from datasets import Dataset
 from trl import SFTConfig, SFTTrainer
 
+from agents.base import GenerationArguments
+from agents.hf import HFPolicy
 from agents.prompts import build_messages
 from envs.roles import role_of
 from trainers.algorithms.trainable import freeze_except
-from trainers.rollout.engine import Episode, Turn
+from trainers.rollout.engine import RolloutEngine
+from trainers.rollout.records import Episode, Turn
 
 
 def good_turn(turn: Turn) -> bool:
@@ -115,10 +118,6 @@ def rollout_episodes(
     env_args: Any, model_path: str, config: Any, seed: int | None = None
 ) -> list[Episode]:
     """Play `config.rollout_samples` episodes of `config.rollout_problems` training problems."""
-    from agents.base import GenerationArguments
-    from agents.hf import HFPolicy
-    from trainers.rollout.engine import RolloutEngine
-
     if config.rollout_problems < 1 or config.rollout_samples < 1:
         raise ValueError(
             f"rollout_problems={config.rollout_problems} and rollout_samples="

@@ -13,7 +13,8 @@ from agents.roles import RoleMap
 from envs.tasks import PROCEDURAL_TASKS
 from trainers.embedded import EMBEDDED_TASK, EmbeddedRecipe
 from trainers.evaluation.metrics import bootstrap_intervals, compute_metrics
-from trainers.rollout.engine import RolloutEngine, save_episodes
+from trainers.rollout.engine import RolloutEngine
+from trainers.rollout.records import save_episodes
 
 logger = logging.getLogger(__name__)
 HEADLINE = ("accuracy", "pass1@turn1", "maj1@turnK", "pass1@turnK")

@@ -27,7 +27,7 @@ from typing import Any
 
 from envs.roles import answer_roles, role_of
 from rewards import canonical_answer, majority_vote
-from trainers.rollout.engine import Episode, Turn
+from trainers.rollout.records import Episode, Turn
 
 
 def answer_sequence(episode: Episode) -> list[tuple[str | None, bool]]:

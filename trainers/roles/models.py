@@ -8,7 +8,7 @@ so one optimizer, one gradient clip and one ``.to(device)`` cover all of them, a
 per-parameter updates are the same as separate optimizers with the same settings. The first
 role's forward pass never touches the attached models.
 
-Everything per row goes through `trainers.roles.adapters.PerRoleMixin`, the machinery role
+Everything per row goes through `trainers.roles.dispatch.PerRoleMixin`, the machinery role
 adapters use: the rollout plays each role's turns with its own model (one ``generate`` call per
 role), reports the agent of every row, and every forward pass of the loss (and PPO's value
 features) runs each role's rows through that role's model and puts the results back in row
@@ -42,7 +42,7 @@ from typing import Any
 import torch
 
 from trainers import compat
-from trainers.roles.adapters import PerRoleMixin, with_mixin
+from trainers.roles.dispatch import PerRoleMixin, with_mixin
 
 logger = logging.getLogger(__name__)
 

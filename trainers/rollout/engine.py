@@ -3,8 +3,8 @@
 At each step the engine collects the prompt of every live copy (AEC envs: the agent whose turn
 it is; Parallel envs: every live agent), hands them to the role map in one call, which runs one
 `generate` per underlying model, and steps each copy with its reply. Copies that end early drop
-out; the rest go on. Each reply is recorded as a `Turn` with its exact prompt and completion token
-ids and log-probabilities, so trainers never re-tokenize.
+out; the rest go on. Each reply is recorded as a `Turn` (`trainers.rollout.records`) with its exact
+prompt and completion token ids and log-probabilities, so trainers never re-tokenize.
 
 Programs that executors' replies make the envs run (math/tool-v0) run in parallel across the
 copies before the copies are stepped (`envs.tool.run_pending`).
@@ -26,12 +26,10 @@ envs whose every reward is paid on the step it is for can branch (``immediate_re
 
 from __future__ import annotations
 
-import json
 import logging
 import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from dataclasses import dataclass, field
 from typing import Any
 
 from pettingzoo import ParallelEnv
@@ -40,61 +38,9 @@ import envs as envs_pkg
 from agents.base import Generation, Policy
 from agents.roles import RoleMap
 from envs.tool import run_pending
+from trainers.rollout.records import Episode, Turn
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass
-class Turn:
-    """One agent reply: what it saw (as text and as token ids), what it said, what it earned."""
-
-    agent: str
-    observation: dict[str, str]
-    text: str
-    prompt_ids: list[int]
-    completion_ids: list[int]
-    logprobs: list[float]
-    reward: float
-    info: dict[str, Any]
-    index: int  # position of the turn in the episode (0-based, in acting order)
-    round: int  # the round (Parallel) or the info's round (AEC), else the index
-    finish_reason: str = "stop"
-
-
-@dataclass
-class Episode:
-    """All turns of one episode, with the problem, its group and the agents' returns."""
-
-    env_id: str
-    problem_id: str
-    group: int  # samples of the same problem share a group (GRPO's baseline)
-    sample: int  # index of the sample within its group
-    turns: list[Turn] = field(default_factory=list)
-    # Branched rollout: turn k is the `sample`-th of the group's replies to the trunk's first k
-    # turns, so the turns answer a shared history, not each other (see the module docstring).
-    branched: bool = False
-
-    @property
-    def returns(self) -> dict[str, float]:
-        totals: dict[str, float] = {}
-        for turn in self.turns:
-            totals[turn.agent] = totals.get(turn.agent, 0.0) + turn.reward
-        return totals
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Episode:
-        turns = [Turn(**t) for t in data.get("turns", [])]
-        return cls(
-            data["env_id"],
-            data["problem_id"],
-            data["group"],
-            data["sample"],
-            turns,
-            bool(data.get("branched", False)),
-        )
 
 
 @dataclass
@@ -420,27 +366,3 @@ class RolloutEngine:
         for agent, obs, gen in rows:
             self._new_turn(slot, agent, obs, gen, infos.get(agent, {}), round_index)
         slot.credit(rewards)
-
-
-def save_episodes(path: str | Path, episodes: Iterable[Episode]) -> Path:
-    """Write episodes as JSONL (one episode per line)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", encoding="utf-8") as handle:
-        for episode in episodes:
-            handle.write(json.dumps(episode.to_dict(), ensure_ascii=False) + "\n")
-    return path
-
-
-def load_episodes(path: str | Path) -> list[Episode]:
-    """Read episodes written by `save_episodes`; a bad line raises naming the file and line."""
-    episodes = []
-    with Path(path).open(encoding="utf-8") as handle:
-        for line_no, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                episodes.append(Episode.from_dict(json.loads(line)))
-            except (json.JSONDecodeError, KeyError, TypeError) as err:
-                raise ValueError(f"{path}:{line_no} is not a saved episode: {err}") from None
-    return episodes

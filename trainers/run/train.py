@@ -23,7 +23,7 @@ from trainers.algorithms.sft import (
     rollout_episodes,
     sft_rows,
 )
-from trainers.rollout.engine import Episode
+from trainers.rollout.records import Episode
 from trainers.run.args import EnvArguments
 from trainers.run.checkpoint import resume_checkpoint, resume_checkpoint_requested
 from trainers.run.experiment import callbacks, finish_run, start_run

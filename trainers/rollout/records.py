@@ -1,0 +1,91 @@
+"""What a rollout records: `Episode`s of `Turn`s (each reply with its exact prompt and completion
+token ids, sampled log-probabilities, reward and info), and their JSONL files.
+
+A turn's reward is what the env paid its agent for it: after every env step, the rollout engine
+(`trainers.rollout.engine`) adds each agent's reward from that step to that agent's latest turn.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+@dataclass
+class Turn:
+    """One agent reply: what it saw (as text and as token ids), what it said, what it earned."""
+
+    agent: str
+    observation: dict[str, str]
+    text: str
+    prompt_ids: list[int]
+    completion_ids: list[int]
+    logprobs: list[float]
+    reward: float
+    info: dict[str, Any]
+    index: int  # position of the turn in the episode (0-based, in acting order)
+    round: int  # the round (Parallel) or the info's round (AEC), else the index
+    finish_reason: str = "stop"
+
+
+@dataclass
+class Episode:
+    """All turns of one episode, with the problem, its group and the agents' returns."""
+
+    env_id: str
+    problem_id: str
+    group: int  # samples of the same problem share a group (GRPO's baseline)
+    sample: int  # index of the sample within its group
+    turns: list[Turn] = field(default_factory=list)
+    # Branched rollout: turn k is the `sample`-th of the group's replies to the trunk's first k
+    # turns, so the turns answer a shared history, not each other (`trainers.rollout.engine`).
+    branched: bool = False
+
+    @property
+    def returns(self) -> dict[str, float]:
+        totals: dict[str, float] = {}
+        for turn in self.turns:
+            totals[turn.agent] = totals.get(turn.agent, 0.0) + turn.reward
+        return totals
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Episode:
+        turns = [Turn(**t) for t in data.get("turns", [])]
+        return cls(
+            data["env_id"],
+            data["problem_id"],
+            data["group"],
+            data["sample"],
+            turns,
+            bool(data.get("branched", False)),
+        )
+
+
+def save_episodes(path: str | Path, episodes: Iterable[Episode]) -> Path:
+    """Write episodes as JSONL (one episode per line)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8") as handle:
+        for episode in episodes:
+            handle.write(json.dumps(episode.to_dict(), ensure_ascii=False) + "\n")
+    return path
+
+
+def load_episodes(path: str | Path) -> list[Episode]:
+    """Read episodes written by `save_episodes`; a bad line raises naming the file and line."""
+    episodes = []
+    with Path(path).open(encoding="utf-8") as handle:
+        for line_no, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                episodes.append(Episode.from_dict(json.loads(line)))
+            except (json.JSONDecodeError, KeyError, TypeError) as err:
+                raise ValueError(f"{path}:{line_no} is not a saved episode: {err}") from None
+    return episodes
