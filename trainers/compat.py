@@ -36,6 +36,9 @@ version when one is gone:
   (`add_fused_lm_head` appeared in ``trl.trainer.utils`` in TRL 1.15; ``VLLMClient`` moved from
   ``trl.extras`` to ``trl.generation``), re-exported from here; ``VLLMClient`` is resolved on
   first use, since importing its module pulls in the vLLM client's optional dependencies.
+- Behaviour with no promise: `rollout_columns` reads the columns of the rollout function's rows
+  where ``_generate_and_score_completions`` puts them for the reward functions, into the
+  generation batch's input rows (in place); it raises, naming the columns there, if TRL stops.
 
 `PETTINGZOO_HELPERS` lists PettingZoo's `AECEnv` bookkeeping helpers (``_was_dead_step``, ...):
 underscore names, but the env-author API PettingZoo's own environments use. `envs/` calls them
@@ -55,7 +58,7 @@ import inspect
 import os
 import warnings
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -360,6 +363,25 @@ def log_metric(trainer: Any, mode: str, name: str, value: float) -> None:
     the mean of each metric's values at its next log step, with its own metrics."""
     metrics: Mapping[str, defaultdict[str, list[float]]] = _get(trainer, "_metrics")
     metrics[mode][name].append(value)
+
+
+def rollout_columns(
+    inputs: Sequence[Mapping[str, Any]], names: Iterable[str]
+) -> dict[str, list[Any]]:
+    """Columns `names` of a generation batch's input rows after
+    ``GRPOTrainer._generate_and_score_completions`` ran on them: TRL adds the columns of the rows
+    the rollout function returned (all but the token ids and logprobs) to those input rows, in
+    place, so the reward functions get them."""
+    names = list(names)
+    missing = [name for name in names if any(name not in row for row in inputs)]
+    if missing:
+        found = sorted(set().union(*(row.keys() for row in inputs))) if inputs else []
+        raise RuntimeError(
+            f"the generation batch's rows lack the rollout columns {missing} (they hold "
+            f"{found}): a rollout function whose rows carry them (TurnRollout) is needed, and "
+            f"TRL {installed_version('trl')} no longer adds them to the input rows"
+        )
+    return {name: [row[name] for row in inputs] for name in names}
 
 
 def tied_weight_keys(module: Any) -> set[str]:

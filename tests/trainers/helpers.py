@@ -10,7 +10,8 @@ import torch
 from trl import GRPOConfig
 
 from trainers.algorithms import rows as turn_rows
-from trainers.algorithms.ppo import CPUPPOConfig, PPORollout, build_ppo_trainer
+from trainers.algorithms.grpo import TurnRollout
+from trainers.algorithms.ppo import CPUPPOConfig, build_ppo_trainer
 from trainers.embedded import EmbeddedRecipe
 
 # The trainer tests' start model (tests/conftest.py): digit tokens and no drills, so two SFT steps
@@ -89,7 +90,7 @@ def ppo_config(tmp_path, **kwargs):
     return CPUPPOConfig(**{**base, **kwargs})
 
 
-class ShapedRollout(PPORollout):
+class ShapedRollout(TurnRollout):
     """Varied rewards on any model: the turn reward plus the share of distinct tokens."""
 
     def __call__(self, prompts, trainer):
@@ -99,13 +100,12 @@ class ShapedRollout(PPORollout):
             for r, ids in zip(rows["turn_reward"], rows["completion_ids"], strict=True)
         ]
         rows["turn_reward"] = shaped
-        trainer._ppo_rows["turn_reward"] = shaped
         return rows
 
 
 def build_ppo(tiny_model, tmp_path, role_adapters=False, role_models=False, **kwargs):
     """A PPO trainer on reflection (1 round, 4 problems) with `ShapedRollout` rewards."""
-    trainer = build_ppo_trainer(
+    return build_ppo_trainer(
         tiny_model,
         "math/reflection-v0",
         {"rounds": 1},
@@ -114,10 +114,8 @@ def build_ppo(tiny_model, tmp_path, role_adapters=False, role_models=False, **kw
         num_envs=8,
         role_adapters=role_adapters,
         role_models=role_models,
+        rollout_cls=ShapedRollout,
     )
-    rollout = trainer.rollout_func
-    trainer.rollout_func = ShapedRollout(rollout.env_id, rollout.env_kwargs, None, 8)
-    return trainer
 
 
 def check_rollout_matches_per_role_loss(trainer):

@@ -376,7 +376,7 @@ def test_branch_turns_needs_rewards_paid_on_their_own_step(tiny_model, tmp_path)
         load_environment(
             "math/reflection-v0", train_problems=2, branch_turns=True, team_reward=True
         )
-    from trainers.ppo import build_ppo_trainer
+    from trainers.algorithms.ppo import build_ppo_trainer
 
     with pytest.raises(ValueError, match="train PPO without branch_turns"):
         build_ppo_trainer(tiny_model, "math/reflection-v0", {"rounds": 1}, branch_turns=True)

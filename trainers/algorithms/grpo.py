@@ -76,6 +76,7 @@ from trl import GRPOConfig, GRPOTrainer
 import envs as envs_pkg
 from agents.base import GenerationArguments
 from agents.hf import HFPolicy
+from agents.roles import RoleMap, build_lora_role_map
 from envs.roles import env_roles
 from trainers.algorithms.microbatch import LengthGroupedMixin
 from trainers.algorithms.rows import (
@@ -86,6 +87,7 @@ from trainers.algorithms.rows import (
     turn_slots,
 )
 from trainers.algorithms.trainable import freeze_except
+from trainers.roles.models import role_modules
 from trainers.rollout.engine import RolloutEngine
 from trainers.rollout.records import Episode
 
@@ -122,7 +124,8 @@ def rollout_policy(trainer: GRPOTrainer, model: Any, generation: GenerationArgum
 
 
 class TurnRollout:
-    """TRL `rollout_func`: plays the batch's problems with the trainer's model, returns turn rows.
+    """TRL `rollout_func`: plays the batch's problems with the trainer's model, returns turn rows
+    (`trainers.algorithms.rows`), whose columns carry each row's agent, round and reward.
 
     Args:
         env_id (`str`), env_kwargs (`Mapping`): the env the engine plays.
@@ -130,6 +133,12 @@ class TurnRollout:
         num_envs (`int`, 64): env copies the engine runs at once.
         branch (`bool`, False): branched rollouts: the G samples of every turn reply to one shared
             history, so each turn's group baseline compares replies (`RolloutEngine.run`).
+        role_adapters (`Sequence[str]`, ()): these roles play with their own LoRA adapter of the
+            trainer's model (a `PeftModel` from `trainers.roles.adapters.add_role_adapters`), all
+            in one ``generate``.
+        role_models (`Sequence[str]`, ()): these roles play with their own model: the trainer's
+            model plays the first, the models attached to it (`trainers.roles.models`) the others.
+        With neither, the trainer's model (or TRL's vLLM server) plays every role.
     """
 
     def __init__(
@@ -139,10 +148,16 @@ class TurnRollout:
         role_weights: Mapping[str, float] | None = None,
         num_envs: int = 64,
         branch: bool = False,
+        *,
+        role_adapters: Sequence[str] = (),
+        role_models: Sequence[str] = (),
     ) -> None:
+        if role_adapters and role_models:
+            raise ValueError("a rollout plays with role adapters or with role models, not both")
         self.env_id, self.env_kwargs = env_id, dict(env_kwargs or {})
         self.role_weights, self.num_envs = dict(role_weights or {}), num_envs
         self.branch = branch
+        self.role_adapters, self.role_models = list(role_adapters), list(role_models)
         self.engine: RolloutEngine | None = None
         self._model: Any = None
         self.calls = 0
@@ -158,20 +173,16 @@ class TurnRollout:
                 top_p=args.top_p,
                 top_k=args.top_k or 0,
             )
-            roles = getattr(trainer, "role_adapters", None)
             tokenizer = trainer.processing_class
-            if roles:  # one adapter per role on the shared base, mixed-role batches
-                from agents.roles import build_lora_role_map
-
-                policies: Any = build_lora_role_map(model, tokenizer, roles, None, generation)
-            elif getattr(trainer, "role_models", None):  # a full model per role
-                from agents.roles import RoleMap
-
+            policies: Any
+            if self.role_adapters:  # one adapter per role on the shared base, mixed-role batches
+                policies = build_lora_role_map(
+                    model, tokenizer, self.role_adapters, None, generation
+                )
+            elif self.role_models:  # a full model per role
+                modules = role_modules(model, self.role_models)
                 policies = RoleMap(
-                    {
-                        role: HFPolicy(trainer.role_module(role), tokenizer, generation)
-                        for role in trainer.role_models
-                    }
+                    {role: HFPolicy(m, tokenizer, generation) for role, m in modules.items()}
                 )
             else:
                 policies = rollout_policy(trainer, model, generation)
@@ -199,8 +210,6 @@ class TurnRollout:
         rows = rows_from_episodes(
             prompts, episodes, group, self.role_weights, tokenizer.pad_token_id, eos
         )
-        if hasattr(trainer, "set_row_agents"):  # a LoRA adapter per role (trainers.role_adapters)
-            trainer.set_row_agents(rows["agent"])
         return rows
 
 
@@ -275,6 +284,9 @@ class EnvBundle(Mapping[str, Any]):
         )
 
 
+PER_ROLE = (None, "adapters", "models")  # who plays each role: the trainer's model, or per role
+
+
 def load_environment(
     env_id: str = "math/reflection-v0",
     *,
@@ -284,6 +296,7 @@ def load_environment(
     num_envs: int = 64,
     rollout_cls: type[TurnRollout] = TurnRollout,
     branch_turns: bool = False,
+    per_role: str | None = None,
     **env_kwargs: Any,
 ) -> EnvBundle:
     """Any registered env, ready for a stock TRL `GRPOTrainer`: no project trainer class.
@@ -305,11 +318,17 @@ def load_environment(
         seed (`int`, 0): shuffles the problems (once, here: `config` turns TRL's shuffle off).
         role_weights (`Mapping[str, float]`, None): reward weight per role or agent name.
         num_envs (`int`, 64): env copies the rollout engine runs at once.
-        rollout_cls (`type[TurnRollout]`): the rollout function's class (PPO subclasses it).
+        rollout_cls (`type[TurnRollout]`): the rollout function's class.
         branch_turns (`bool`, False): branched rollouts: every turn's G samples reply to one
             shared history (the env must pay each reward on its own step: `immediate_rewards`).
+        per_role (`str`, None): ``"adapters"``: each of the env's roles plays with its own LoRA
+            adapter of the trainer's model, ``"models"``: with its own model (`TurnRollout`), as
+            the per-role trainers of `trainers.roles` train them (`build_grpo_trainer`'s
+            ``role_adapters`` and ``role_models``). None: the trainer's model plays every role.
         **env_kwargs: the env's own kwargs (``task``, ``rounds``, ``critic_reward``, ...).
     """
+    if per_role not in PER_ROLE:
+        raise ValueError(f"per_role={per_role!r}; expected one of {PER_ROLE}")
     probe = envs_pkg.make(env_id, **env_kwargs)
     problems = resolve_problems(probe, train_problems)
     if not problems:
@@ -323,7 +342,16 @@ def load_environment(
             f"with {env_kwargs} does not (`immediate_rewards` is False: e.g. team_reward=True, "
             "or reflection's critic_reward='outcome')"
         )
-    rollout = rollout_cls(env_id, env_kwargs, role_weights, num_envs, branch=branch_turns)
+    roles = env_roles(probe) if per_role else []
+    rollout = rollout_cls(
+        env_id,
+        env_kwargs,
+        role_weights,
+        num_envs,
+        branch=branch_turns,
+        role_adapters=roles if per_role == "adapters" else (),
+        role_models=roles if per_role == "models" else (),
+    )
     return EnvBundle(env_id, env_kwargs, turn_slots(probe), problems, rollout, probe)
 
 
@@ -356,7 +384,7 @@ def build_grpo_trainer(
             agent (``"critic_0"``); default 1.
         train_problems (`int | Sequence[str]`, None): problem ids, or the first n, or all.
         num_envs (`int`, 64): env copies the rollout engine runs at once.
-        trainer_cls, rollout_cls: the trainer and rollout classes (PPO subclasses both).
+        trainer_cls, rollout_cls: the trainer and rollout classes (PPO subclasses the trainer).
         role_adapters (`bool`, False): train one LoRA adapter per role (rank `lora_r`, alpha
             `lora_alpha`) on the frozen shared base instead of the whole model; see
             `trainers.roles.adapters`.
@@ -378,6 +406,7 @@ def build_grpo_trainer(
         num_envs=num_envs,
         rollout_cls=rollout_cls,
         branch_turns=branch_turns,
+        per_role="models" if role_models else "adapters" if role_adapters else None,
         **dict(env_kwargs or {}),
     )
     for key, value in bundle.config.items():

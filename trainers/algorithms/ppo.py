@@ -49,7 +49,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from trl import GRPOTrainer
 
 from trainers import compat
 from trainers.algorithms.grpo import (
@@ -144,27 +143,16 @@ def episode_gae(
     return advantages, returns, trainable
 
 
-class PPORollout(TurnRollout):
-    """`TurnRollout` that keeps its last rows for the advantage computation."""
-
-    def __init__(self, *args: Any, branch: bool = False, **kwargs: Any) -> None:
-        if branch:
-            raise ValueError(
-                "PPO runs GAE along each episode's turns, and a branched rollout's turns reply "
-                "to a shared history, not to each other: train PPO without branch_turns"
-            )
-        super().__init__(*args, **kwargs)
-
-    def __call__(self, prompts: list[str], trainer: GRPOTrainer) -> dict[str, list[Any]]:
-        rows = super().__call__(prompts, trainer)
-        trainer._ppo_rows = {"prompts": list(prompts), **rows}
-        return rows
-
-
 class MultiAgentPPOTrainer(MultiAgentGRPOTrainer):
     """`GRPOTrainer` whose advantages come from a value head and GAE over each agent's turns."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
+        rollout = kwargs.get("rollout_func")
+        if isinstance(rollout, TurnRollout) and rollout.branch:
+            raise ValueError(
+                "PPO runs GAE along each episode's turns, and a branched rollout's turns reply "
+                "to a shared history, not to each other: train PPO without branch_turns"
+            )
         super().__init__(*args, **kwargs)
         hidden = self.accelerator.unwrap_model(self.model).config.get_text_config().hidden_size
         device = self.accelerator.device
@@ -175,7 +163,6 @@ class MultiAgentPPOTrainer(MultiAgentGRPOTrainer):
         self.value_optimizer = torch.optim.Adam(
             self.value_head.parameters(), lr=self.args.value_learning_rate
         )
-        self._ppo_rows: dict[str, list[Any]] | None = None
 
     # ------------------------------------------------------------------ values
     @torch.no_grad()
@@ -212,15 +199,15 @@ class MultiAgentPPOTrainer(MultiAgentGRPOTrainer):
     @compat.hook
     def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
         output = super()._generate_and_score_completions(inputs)
-        rows, self._ppo_rows = self._ppo_rows, None
-        if rows is None:
-            raise RuntimeError("MultiAgentPPOTrainer needs its PPORollout as rollout_func")
+        # The rollout's rows carry each row's agent and weighted turn reward; TRL has added them
+        # to the batch's input rows, next to the slot prompt the rollout answered.
+        rows = compat.rollout_columns(inputs, ("prompt", "agent", "turn_reward"))
         mode = "train" if self.model.training else "eval"
         group = self.num_generations if mode == "train" else self.num_generations_eval
         features = self.turn_features(output["prompt_ids"], output["prompt_mask"])
         values = self.value_head(features).squeeze(-1).detach()
         adv, ret, trainable = episode_gae(
-            rows["prompts"],
+            rows["prompt"],
             rows["agent"],
             rows["turn_reward"],
             values.tolist(),
@@ -311,6 +298,5 @@ def build_ppo_trainer(
         train_problems,
         num_envs,
         trainer_cls=MultiAgentPPOTrainer,
-        rollout_cls=PPORollout,
         **trainer_kwargs,
     )

@@ -7,10 +7,11 @@ one sub-batch per role, each run with its role's module (`role_context`), and th
 back in row order. TRL's loss, its normalisation and its optimizer see the same tensors as with one
 shared model, and each role's weights get their gradient from their own role's rows alone.
 
-The role of each row travels with the batch: the rollout function reports the agent of every row
-(`PerRoleMixin.set_row_agents`), the trainer adds it to the generation batch as a ``role_index``
-tensor, which TRL shuffles and splits with the other tensors, and `_compute_loss` reads it back for
-its micro-batch. Padding rows (no trainable turn) run under the first role; their loss mask is 0.
+The role of each row travels in the rows: the rollout function's rows carry each row's ``agent``
+(`trainers.algorithms.rows`), the trainer reads them as the rollout function returns them and adds
+the roles to the generation batch as a ``role_index`` tensor, which TRL shuffles and splits with
+the other tensors, and `_compute_loss` reads it back for its micro-batch. Padding rows (no
+trainable turn, agent None) run under the first role; their loss mask is 0.
 
 Under several processes (data parallel) the forward passes bypass DDP's wrapper and the mixin
 averages the gradients itself (`average_gradients`).
@@ -85,10 +86,6 @@ class PerRoleMixin:
             index.append(self.roles.index(role))
         return torch.tensor(index, dtype=torch.long)
 
-    def set_row_agents(self, agents: Sequence[str | None]) -> None:
-        """Called by the rollout function with the agent of each row it returns."""
-        self._row_roles = self.role_index(agents)
-
     def per_role(self, rows: int, run: Any, model: Any = None) -> list[Any]:
         """``run(index, module)`` for each role's rows, outputs put back in row order.
 
@@ -100,8 +97,8 @@ class PerRoleMixin:
         if roles is None or len(roles) != rows:
             raise RuntimeError(
                 f"no role for each of the {rows} rows (got "
-                f"{None if roles is None else len(roles)}): the rollout function must call "
-                "trainer.set_row_agents"
+                f"{None if roles is None else len(roles)}): the rollout function's rows must "
+                "carry each row's 'agent'"
             )
         roles = roles.cpu()
         parts: list[tuple[torch.Tensor, tuple[Any, ...]]] = []
@@ -166,14 +163,32 @@ class PerRoleMixin:
 
     @compat.hook
     def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
-        self._row_roles = None
+        # Each row's role comes from the ``agent`` column of the rows the rollout function
+        # returns. TRL runs forward passes over the batch inside this call (old and reference
+        # log-probabilities, PPO's value features) before it hands those columns on with the
+        # inputs, so the roles are read from the rows as the rollout function returns them.
+        rollout = self.rollout_func
+        if rollout is None:
+            raise ValueError(f"{self.what}: needs a rollout function (TurnRollout) for the roles")
+
+        def rollout_with_roles(prompts: list[Any], trainer: Any) -> dict[str, list[Any]]:
+            rows = rollout(prompts, trainer)
+            if "agent" not in rows:
+                raise ValueError(
+                    f"{self.what}: the rollout function's rows carry no 'agent' column; "
+                    f"they hold {sorted(rows)}"
+                )
+            self._row_roles = self.role_index(rows["agent"])
+            return rows
+
+        self._row_roles, self.rollout_func = None, rollout_with_roles
         try:
             output = super()._generate_and_score_completions(inputs)
             if self._row_roles is None:
-                raise RuntimeError("the rollout function did not call trainer.set_row_agents")
+                raise RuntimeError(f"{self.what}: the generation step ran no rollout")
             output["role_index"] = self._row_roles.to(output["completion_ids"].device)
         finally:
-            self._row_roles = None
+            self._row_roles, self.rollout_func = None, rollout
         return output
 
     @compat.hook

@@ -93,6 +93,16 @@ def load_role_models(
     return main
 
 
+def role_modules(main: Any, roles: Sequence[str]) -> dict[str, Any]:
+    """Each role's model in `main`, as `load_role_models` built it: `main` is the first role's,
+    the models attached to it are the others'."""
+    attached = getattr(main, ROLE_MODULES, {})
+    missing = [r for r in roles[1:] if r not in attached]
+    if missing:
+        raise ValueError(f"the model has no attached model for role(s) {missing}")
+    return {role: attached[role] if i else main for i, role in enumerate(roles)}
+
+
 @contextlib.contextmanager
 def detached(main: Any) -> Iterator[None]:
     """`main` without its attached role models (to save or load its own weights alone)."""
