@@ -46,6 +46,16 @@ def test_reflection_metrics():
     assert m["agents"]["critic_0"]["turns"] == 8 and m["agents"]["solver_0"]["accuracy"] == 0.25
 
 
+def test_metrics_read_the_answer_roles_the_episode_recorded():
+    """An episode's recorded answering roles decide its answer turns; one saved before episodes
+    recorded them falls back to what the registered env declares (solver and refiner here)."""
+    played = reflection(0, [("4", False), ("5", True)])
+    assert compute_metrics([played])["accuracy"] == 1.0  # no record: the refiner answers last
+    played.answer_roles = ("solver",)  # as an env declaring only the solver would record it
+    m = compute_metrics([played])
+    assert m["accuracy"] == 0.0 and m["answer_turns"] == 1
+
+
 def test_parallel_metrics_use_team_answers():
     def debate(group, team):
         turns = [

@@ -5,7 +5,7 @@ import pytest
 from agents import OraclePolicy, RoleMap, ScriptedPolicy
 from trainers.evaluation.metrics import compute_metrics
 from trainers.rollout.engine import RolloutEngine
-from trainers.rollout.records import Episode, load_episodes, save_episodes
+from trainers.rollout.records import Episode, answer_roles_of, load_episodes, save_episodes
 
 
 class CountingPolicy(ScriptedPolicy):
@@ -278,6 +278,22 @@ def test_branched_refuses_an_env_that_does_not_replay(monkeypatch):
     engine = RolloutEngine("math/reflection-v0", ScriptedPolicy(["x"]), {"rounds": 1})
     with pytest.raises(RuntimeError, match="not deterministic under replay"):
         engine.run(engine.problem_ids(1), group_size=2, branch=True)
+
+
+def test_episodes_record_their_envs_answer_roles(tmp_path):
+    """Every episode carries the answering roles its env declares, branched ones too, through
+    JSONL; one saved before episodes recorded them asks the registered env."""
+    engine = RolloutEngine("math/debate-v0", ScriptedPolicy(["\\boxed{3}"]), num_envs=2)
+    episodes = engine.run(engine.problem_ids(1), group_size=2)
+    assert [e.answer_roles for e in episodes] == [("debater",)] * 2
+    _, _, branched = branched_reflection(group_size=2, problems=1)
+    assert {e.answer_roles for e in branched} == {("solver", "refiner")}
+    path = save_episodes(tmp_path / "e.jsonl", episodes + branched)
+    assert load_episodes(path) == episodes + branched
+    saved_before = {k: v for k, v in branched[0].to_dict().items() if k != "answer_roles"}
+    assert Episode.from_dict(saved_before).answer_roles is None
+    assert answer_roles_of(Episode.from_dict(saved_before)) == ("solver", "refiner")
+    assert answer_roles_of(saved_before) == ("solver", "refiner")
 
 
 def test_branched_episodes_round_trip_through_jsonl(tmp_path):

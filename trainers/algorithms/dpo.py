@@ -44,10 +44,10 @@ from datasets import Dataset
 from trl import DPOConfig, DPOTrainer
 
 from agents.prompts import build_messages
-from envs.roles import answer_roles, role_of
+from envs.roles import role_of
 from trainers.algorithms.sft import good_turn, parse_roles
 from trainers.algorithms.trainable import freeze_except
-from trainers.rollout.records import Episode, Turn
+from trainers.rollout.records import Episode, Turn, answer_roles_of
 
 
 def _reply(text: str) -> list[dict[str, str]]:
@@ -85,7 +85,7 @@ def refiner_pairs(episode: Episode) -> list[dict[str, Any]]:
     """Initial (or previous) answer vs refined answer, on the refiner's prompt."""
     out = []
     previous: Turn | None = None
-    answering = answer_roles(episode.env_id)
+    answering = answer_roles_of(episode)
     for turn in episode.turns:
         role = role_of(turn.agent)
         if role == "refiner" and previous is not None:

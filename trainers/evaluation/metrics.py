@@ -1,8 +1,10 @@
 """Evaluation metrics over episodes, the way multi-agent reasoning results are reported.
 
-An episode's *answer turns* are the turns that state an answer: solver and refiner turns of
-``reflection``, the team's majority answer of each ``debate`` round, the team answer of
-``ensemble``, the one answer of ``solve``. Critic turns are judged separately (per-agent metrics).
+An episode's *answer turns* are the turns that state an answer: the turns of the roles its env
+declares as answering, recorded on the episode (`trainers.rollout.records.answer_roles_of`):
+solver and refiner turns of ``reflection``, the one answer of ``solve``; for Parallel envs the
+team's answer of each round (``debate``'s majority, ``ensemble``'s vote). Critic turns are judged
+separately (per-agent metrics).
 
 - ``accuracy``: the final answer turn is correct (mean over episodes).
 - ``pass@k``: unbiased estimator over the G samples of each problem (Chen et al., 2021), on the
@@ -25,9 +27,9 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from envs.roles import answer_roles, role_of
+from envs.roles import role_of
 from rewards import canonical_answer, majority_vote
-from trainers.rollout.records import Episode, Turn
+from trainers.rollout.records import Episode, Turn, answer_roles_of
 
 
 def answer_sequence(episode: Episode) -> list[tuple[str | None, bool]]:
@@ -41,7 +43,7 @@ def answer_sequence(episode: Episode) -> list[tuple[str | None, bool]]:
             (t.info.get("team_answer"), bool(t.info.get("team_correct")))
             for _, t in sorted(by_round.items())
         ]
-    answering = answer_roles(episode.env_id)
+    answering = answer_roles_of(episode)
     return [
         (t.info.get("extracted"), bool(t.info.get("correct")))
         for t in turns
@@ -112,7 +114,7 @@ def review_metrics(episodes: Sequence[Episode]) -> dict[str, float]:
     hits: dict[bool, list[bool]] = {True: [], False: []}
     fixed, broke = [], []
     for episode in episodes:
-        turns, answering = episode.turns, answer_roles(episode.env_id)
+        turns, answering = episode.turns, answer_roles_of(episode)
         for i, turn in enumerate(turns):
             if "reviewed_correct" not in turn.info:
                 continue

@@ -37,6 +37,7 @@ from pettingzoo import ParallelEnv
 import envs as envs_pkg
 from agents.base import Generation, Policy
 from agents.roles import RoleMap
+from envs.roles import answer_roles
 from envs.tool import run_pending
 from trainers.rollout.records import Episode, Turn
 
@@ -71,13 +72,21 @@ class _Tree:
     seed: int
     group_size: int
     env_id: str
+    answer_roles: tuple[str, ...]
     actions: list[list[str]] = field(default_factory=list)  # the trunk's replies, turn by turn
     episodes: list[Episode] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
         self.episodes = [
-            Episode(self.env_id, self.problem_id, self.group, s, branched=True)
+            Episode(
+                self.env_id,
+                self.problem_id,
+                self.group,
+                s,
+                branched=True,
+                answer_roles=self.answer_roles,
+            )
             for s in range(self.group_size)
         ]
 
@@ -116,6 +125,7 @@ class RolloutEngine:
         probe = self._make_env()
         self.parallel = isinstance(probe.unwrapped, ParallelEnv)
         self.task = probe.unwrapped.task
+        self.answer_roles = answer_roles(probe)  # recorded on every episode
         self._envs.append(probe)
 
     def _make_env(self) -> Any:
@@ -167,7 +177,8 @@ class RolloutEngine:
             for k, (group, sample, pid) in enumerate(wave):
                 env = self._envs[k]
                 first = env.reset(seed=seed + start + k, options={"problem_id": pid})
-                slot = _Slot(env, Episode(self.env_id, pid, group, sample), parallel=self.parallel)
+                episode = Episode(self.env_id, pid, group, sample, answer_roles=self.answer_roles)
+                slot = _Slot(env, episode, parallel=self.parallel)
                 if self.parallel:
                     slot.observations = first[0]
                 slots.append(slot)
@@ -200,7 +211,7 @@ class RolloutEngine:
         episodes: list[Episode] = []
         for start in range(0, len(problem_ids), per_wave):
             trees = [
-                _Tree(pid, group, seed + group, group_size, self.env_id)
+                _Tree(pid, group, seed + group, group_size, self.env_id, self.answer_roles)
                 for group, pid in enumerate(problem_ids[start : start + per_wave], start)
             ]
             while len(self._envs) < len(trees) * group_size:

@@ -13,6 +13,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from envs.roles import answer_roles
+
 
 @dataclass
 class Turn:
@@ -43,6 +45,9 @@ class Episode:
     # Branched rollout: turn k is the `sample`-th of the group's replies to the trunk's first k
     # turns, so the turns answer a shared history, not each other (`trainers.rollout.engine`).
     branched: bool = False
+    # The roles whose turns state an answer, as the env that played the episode declares them
+    # (`envs.roles`); None in episodes saved before episodes recorded them (`answer_roles_of`).
+    answer_roles: tuple[str, ...] | None = None
 
     @property
     def returns(self) -> dict[str, float]:
@@ -64,7 +69,17 @@ class Episode:
             data["sample"],
             turns,
             bool(data.get("branched", False)),
+            None if data.get("answer_roles") is None else tuple(data["answer_roles"]),
         )
+
+
+def answer_roles_of(episode: Episode | Mapping[str, Any]) -> tuple[str, ...]:
+    """The roles whose turns state an answer in `episode` (or its dict): those its env declared
+    when it was played, or, for an episode saved before episodes recorded them, those the
+    registered env declares with its default kwargs (`envs.roles.answer_roles`)."""
+    data = episode if isinstance(episode, Mapping) else vars(episode)
+    recorded = data.get("answer_roles")
+    return answer_roles(data["env_id"]) if recorded is None else tuple(recorded)
 
 
 def save_episodes(path: str | Path, episodes: Iterable[Episode]) -> Path:

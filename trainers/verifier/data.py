@@ -21,7 +21,8 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from envs.roles import answer_roles, role_of
+from envs.roles import role_of
+from trainers.rollout.records import answer_roles_of
 
 __all__ = [
     "balance_rows",
@@ -40,15 +41,15 @@ def rows_from_episodes(
     references: Mapping[str, str] | Callable[[str], str] | Any,
     roles: Sequence[str] | None = None,
 ) -> list[dict[str, Any]]:
-    """Verifier rows from recorded episodes (`trainers.rollout.engine.Episode`, or their dicts).
+    """Verifier rows from recorded episodes (`trainers.rollout.records.Episode`, or their dicts).
 
     Args:
         episodes: episodes of any env; every turn whose info has ``correct`` and whose role is
             in `roles` gives a row (critic turns are left out: their ``correct`` is the verdict's).
         references: the reference answer of a problem id: a mapping, a callable, or a task /
             problem source with ``get(problem_id)`` (episodes never hold the reference).
-        roles: the roles whose turns give rows (default: each episode's env's answering
-            roles, `envs.roles.answer_roles`).
+        roles: the roles whose turns give rows (default: each episode's answering roles, as
+            its env declared them: `trainers.rollout.records.answer_roles_of`).
 
     Returns:
         Rows ``{problem_id, question, response, reference, correct, role}``.
@@ -63,7 +64,7 @@ def rows_from_episodes(
     rows = []
     for episode in episodes:
         data = episode if isinstance(episode, Mapping) else episode.to_dict()
-        keep = answer_roles(data["env_id"]) if roles is None else tuple(roles)
+        keep = answer_roles_of(data) if roles is None else tuple(roles)
         for turn in data["turns"]:
             info = turn.get("info") or {}
             role = role_of(turn["agent"])
