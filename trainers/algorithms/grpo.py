@@ -71,6 +71,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from transformers import AutoModelForCausalLM, AutoTokenizer
 from trl import GRPOConfig, GRPOTrainer
 
 import envs as envs_pkg
@@ -87,7 +88,14 @@ from trainers.algorithms.rows import (
     turn_slots,
 )
 from trainers.algorithms.trainable import freeze_except
-from trainers.roles.models import role_modules
+from trainers.roles.adapters import add_role_adapters, with_role_adapters
+from trainers.roles.models import (
+    check_shared_tokenizer,
+    load_role_models,
+    resolve_role_paths,
+    role_modules,
+    with_role_models,
+)
 from trainers.rollout.engine import RolloutEngine
 from trainers.rollout.records import Episode
 
@@ -397,6 +405,10 @@ def build_grpo_trainer(
         branch_turns (`bool`, False): branched rollouts (`load_environment`).
         **trainer_kwargs: passed to `GRPOTrainer` (callbacks, peft_config, eval_dataset, ...).
     """
+    if role_adapters and role_models:
+        raise ValueError("pass role_adapters or role_models, not both")
+    if role_adapters and trainable:
+        raise ValueError("trainable applies to full models; role adapters train the adapters")
     args = args or GRPOConfig(output_dir="outputs/grpo")
     bundle = load_environment(
         env_id,
@@ -409,6 +421,30 @@ def build_grpo_trainer(
         per_role="models" if role_models else "adapters" if role_adapters else None,
         **dict(env_kwargs or {}),
     )
+    use_bundle_config(args, bundle)
+    model, trainer_cls, role_kwargs = per_role_model(
+        model_path,
+        env_roles(bundle.env),
+        args,
+        trainer_cls,
+        role_adapters=role_adapters,
+        lora_r=lora_r,
+        lora_alpha=lora_alpha,
+        role_models=role_models,
+    )
+    trainer_kwargs.update(role_kwargs)
+    if not isinstance(model, str) and trainer_kwargs.get("processing_class") is None:
+        # TRL loads the tokenizer only when given a path
+        trainer_kwargs["processing_class"] = AutoTokenizer.from_pretrained(model_path)
+    trainer = trainer_cls(model=model, args=args, **bundle, **trainer_kwargs)
+    if trainable:  # before train() builds the optimizer from the parameters that require grad
+        freeze_except(trainer.model, trainable)
+    return trainer
+
+
+def use_bundle_config(args: GRPOConfig, bundle: EnvBundle) -> None:
+    """Set the config values `bundle` relies on (``shuffle_dataset=False``) on `args`, and warn
+    when a generation batch cannot hold whole problems (every turn slot x the G samples)."""
     for key, value in bundle.config.items():
         setattr(args, key, value)
     if args.generation_batch_size % bundle.batch_rows(args.num_generations):
@@ -419,42 +455,33 @@ def build_grpo_trainer(
             bundle.slots,
             args.num_generations,
         )
-    model: Any = model_path
-    if role_adapters and role_models:
-        raise ValueError("pass role_adapters or role_models, not both")
-    if role_adapters and trainable:
-        raise ValueError("trainable applies to full models; role adapters train the adapters")
-    if role_models:
-        from trainers.roles.models import (
-            check_shared_tokenizer,
-            load_role_models,
-            resolve_role_paths,
-            with_role_models,
-        )
 
-        paths = resolve_role_paths(env_roles(bundle.env), model_path, role_models)
+
+def per_role_model(
+    model_path: str,
+    roles: Sequence[str],
+    args: GRPOConfig,
+    trainer_cls: type[GRPOTrainer],
+    *,
+    role_adapters: bool = False,
+    lora_r: int = 8,
+    lora_alpha: int = 16,
+    role_models: bool | Mapping[str, str] = False,
+) -> tuple[Any, type[GRPOTrainer], dict[str, Any]]:
+    """The model, trainer class and extra trainer kwargs of `build_grpo_trainer`'s per-role
+    training (`trainers.roles`): a model per role of `roles` (`role_models`), a LoRA adapter per
+    role on `model_path` (`role_adapters`), or, with neither, `model_path` and `trainer_cls` as
+    they are."""
+    if role_models:
+        paths = resolve_role_paths(roles, model_path, role_models)
         check_shared_tokenizer(paths)
         model = load_role_models(paths, args.model_init_kwargs)
-        trainer_cls = with_role_models(trainer_cls)
-        trainer_kwargs["role_models"] = paths
-    elif role_adapters:
-        from transformers import AutoModelForCausalLM
-
-        from trainers.roles.adapters import add_role_adapters, with_role_adapters
-
-        roles = env_roles(bundle.env)
+        return model, with_role_models(trainer_cls), {"role_models": paths}
+    if role_adapters:
         base = AutoModelForCausalLM.from_pretrained(model_path, **(args.model_init_kwargs or {}))
         model = add_role_adapters(base, roles, r=lora_r, alpha=lora_alpha)
-        trainer_cls = with_role_adapters(trainer_cls)
-        trainer_kwargs["role_adapters"] = roles
-    if not isinstance(model, str) and trainer_kwargs.get("processing_class") is None:
-        from transformers import AutoTokenizer  # TRL loads it only when given a path
-
-        trainer_kwargs["processing_class"] = AutoTokenizer.from_pretrained(model_path)
-    trainer = trainer_cls(model=model, args=args, **bundle, **trainer_kwargs)
-    if trainable:  # before train() builds the optimizer from the parameters that require grad
-        freeze_except(trainer.model, trainable)
-    return trainer
+        return model, with_role_adapters(trainer_cls), {"role_adapters": list(roles)}
+    return model_path, trainer_cls, {}
 
 
 @dataclass
