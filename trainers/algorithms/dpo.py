@@ -106,13 +106,78 @@ def _next_refinement(episode: Episode, index: int) -> Turn | None:
     return None
 
 
+def solver_pairs(episodes: Sequence[Episode], limit: int) -> list[dict[str, Any]]:
+    """A correct first answer over a wrong one to the same solver prompt (the problem, which the
+    G sampled episodes of a problem share); at most `limit` pairs per prompt."""
+    groups: dict[tuple[str, str], list[Turn]] = defaultdict(list)
+    for episode in episodes:
+        for turn in episode.turns:
+            if role_of(turn.agent) == "solver" and turn.text.strip():
+                groups[(episode.problem_id, turn.observation.get("prompt", ""))].append(turn)
+    rows = []
+    for (problem_id, _), turns in groups.items():
+        good = [t for t in turns if _answer_correct(t)]
+        bad = [t for t in turns if _answer_correct(t) is False]
+        for g, b in _cross(good, bad, limit):
+            if g.text != b.text:
+                rows.append(_pair(g, g.text, b.text, "solver", problem_id))
+    return rows
+
+
+def critic_pairs(
+    episodes: Sequence[Episode], limit: int, critic_outcome: bool = True
+) -> list[dict[str, Any]]:
+    """A review whose verdict matched the truth (and, with `critic_outcome`, whose episode's next
+    refinement was correct) over one that did not, to the same critic prompt (the same answer
+    under review, in different episodes); at most `limit` pairs per prompt."""
+    groups: dict[tuple[str, str, str], list[tuple[Turn, bool | None]]] = defaultdict(list)
+    for episode in episodes:
+        for index, turn in enumerate(episode.turns):
+            if role_of(turn.agent) != "critic" or not turn.text.strip():
+                continue
+            refined = _next_refinement(episode, index)
+            outcome = None if refined is None else _answer_correct(refined)
+            obs = turn.observation
+            key = (episode.problem_id, obs.get("instruction", ""), obs.get("prompt", ""))
+            groups[key].append((turn, outcome))
+    rows = []
+    for (problem_id, _, _), entries in groups.items():
+        good = [t for t, outcome in entries if good_turn(t) and (outcome or not critic_outcome)]
+        bad = [
+            t
+            for t, outcome in entries
+            if not good_turn(t) and (outcome is False or not critic_outcome)
+        ]
+        for g, b in _cross(good, bad, limit):
+            if g.text != b.text:
+                rows.append(_pair(g, g.text, b.text, "critic", problem_id))
+    return rows
+
+
+def _unique(rows: Iterable[dict[str, Any]], roles: tuple[str, ...] | None) -> list[dict[str, Any]]:
+    """`rows` without repeated (prompt, chosen, rejected), of `roles` only (None: every role)."""
+    unique, seen = [], set()
+    for row in rows:
+        key = (
+            tuple(m["content"] for m in row["prompt"]),
+            row["chosen"][0]["content"],
+            row["rejected"][0]["content"],
+        )
+        if key in seen or (roles is not None and row["role"] not in roles):
+            continue
+        seen.add(key)
+        unique.append(row)
+    return unique
+
+
 def preference_pairs(
     episodes: Sequence[Episode],
     max_pairs_per_group: int = 4,
     roles: str | Sequence[str] | None = None,
     critic_outcome: bool = True,
 ) -> list[dict[str, Any]]:
-    """DPO rows from played reflection episodes (see the module docstring).
+    """DPO rows from played reflection episodes (see the module docstring): refiner, solver and
+    critic pairs, deduplicated.
 
     Args:
         episodes: rollouts, several samples per problem for solver and critic pairs.
@@ -123,52 +188,10 @@ def preference_pairs(
     """
     if max_pairs_per_group < 1:
         raise ValueError(f"max_pairs_per_group={max_pairs_per_group}; it must be >= 1")
-    solvers: dict[tuple[str, str], list[Turn]] = defaultdict(list)
-    critics: dict[tuple[str, str, str], list[tuple[Turn, bool | None]]] = defaultdict(list)
-    rows: list[dict[str, Any]] = []
-    for episode in episodes:
-        for index, turn in enumerate(episode.turns):
-            role = role_of(turn.agent)
-            if not turn.text.strip():
-                continue
-            obs = turn.observation
-            if role == "solver":
-                solvers[(episode.problem_id, obs.get("prompt", ""))].append(turn)
-            elif role == "critic":
-                refined = _next_refinement(episode, index)
-                outcome = None if refined is None else _answer_correct(refined)
-                key = (episode.problem_id, obs.get("instruction", ""), obs.get("prompt", ""))
-                critics[key].append((turn, outcome))
-        rows.extend(refiner_pairs(episode)[:max_pairs_per_group])
-    for (problem_id, _), turns in solvers.items():
-        good = [t for t in turns if _answer_correct(t)]
-        bad = [t for t in turns if _answer_correct(t) is False]
-        for g, b in _cross(good, bad, max_pairs_per_group):
-            if g.text != b.text:
-                rows.append(_pair(g, g.text, b.text, "solver", problem_id))
-    for (problem_id, _, _), entries in critics.items():
-        good = [t for t, outcome in entries if good_turn(t) and (outcome or not critic_outcome)]
-        bad = [
-            t
-            for t, outcome in entries
-            if not good_turn(t) and (outcome is False or not critic_outcome)
-        ]
-        for g, b in _cross(good, bad, max_pairs_per_group):
-            if g.text != b.text:
-                rows.append(_pair(g, g.text, b.text, "critic", problem_id))
-    keep = parse_roles(roles)
-    unique, seen = [], set()
-    for row in rows:
-        key = (
-            tuple(m["content"] for m in row["prompt"]),
-            row["chosen"][0]["content"],
-            row["rejected"][0]["content"],
-        )
-        if key in seen or (keep is not None and row["role"] not in keep):
-            continue
-        seen.add(key)
-        unique.append(row)
-    return unique
+    rows = [pair for e in episodes for pair in refiner_pairs(e)[:max_pairs_per_group]]
+    rows += solver_pairs(episodes, max_pairs_per_group)
+    rows += critic_pairs(episodes, max_pairs_per_group, critic_outcome)
+    return _unique(rows, parse_roles(roles))
 
 
 @dataclass

@@ -91,41 +91,67 @@ def rows_from_episodes(
     out: dict[str, list[Any]] = defaultdict(list)
     for start in range(0, len(prompts), group_size):
         block = prompts[start : start + group_size]
-        if len(set(block)) != 1:
-            raise ValueError(f"rows {start}..{start + group_size - 1} are not one group: {block}")
-        problem_id, slot = parse_slot_prompt(block[0])
-        group = episodes[problem_id]
-        if len(group) < group_size:
-            raise ValueError(f"problem {problem_id!r} has {len(group)} episodes, need {group_size}")
-        turns = [e.turns[slot] if slot < len(e.turns) else None for e in group[:group_size]]
-        keys = {(t.agent, t.round) for t in turns if t is not None}
-        if len(keys) > 1:
-            raise ValueError(
-                f"slot {slot} of problem {problem_id!r} holds different turns {sorted(keys)} "
-                "across samples; this env's turn order is not fixed, so slots cannot group it."
-            )
-        for turn in turns:
+        for turn in _slot_turns(block, start, episodes):
             if _trainable(turn):
                 weight = float(weights.get(turn.agent, weights.get(role_of(turn.agent), 1.0)))
                 if turn.info.get("balance_reviews"):
                     weight *= class_weights.get(bool(turn.info.get("reviewed_correct")), 1.0)
-                out["prompt_ids"].append(list(turn.prompt_ids))
-                out["completion_ids"].append(list(turn.completion_ids))
-                out["logprobs"].append(list(turn.logprobs))
-                out["env_mask"].append([1] * len(turn.completion_ids))
-                out["turn_reward"].append(turn.reward * weight)
-                out["turn_raw_reward"].append(turn.reward)
-                out["correct"].append(turn.info.get("correct"))
+                row = _turn_row(turn, weight)
             else:
-                out["prompt_ids"].append([pad_token_id])
-                out["completion_ids"].append([eos_token_id])
-                out["logprobs"].append([0.0])
-                out["env_mask"].append([0])
-                for key in ("turn_reward", "turn_raw_reward", "correct"):
-                    out[key].append(None)
-            out["agent"].append(turn.agent if turn is not None else None)
-            out["round"].append(turn.round if turn is not None else None)
+                row = _padding_row(pad_token_id, eos_token_id)
+            row["agent"] = turn.agent if turn is not None else None
+            row["round"] = turn.round if turn is not None else None
+            for key, value in row.items():
+                out[key].append(value)
     return dict(out)
+
+
+def _slot_turns(
+    block: Sequence[str], start: int, episodes: Mapping[str, Sequence[Episode]]
+) -> list[Turn | None]:
+    """The turns a block of G equal slot prompts (rows `start`...) trains on: turn ``slot`` of
+    each of the G episodes of its problem, None where an episode ended sooner."""
+    group_size = len(block)
+    if len(set(block)) != 1:
+        raise ValueError(f"rows {start}..{start + group_size - 1} are not one group: {block}")
+    problem_id, slot = parse_slot_prompt(block[0])
+    group = episodes[problem_id]
+    if len(group) < group_size:
+        raise ValueError(f"problem {problem_id!r} has {len(group)} episodes, need {group_size}")
+    turns = [e.turns[slot] if slot < len(e.turns) else None for e in group[:group_size]]
+    keys = {(t.agent, t.round) for t in turns if t is not None}
+    if len(keys) > 1:
+        raise ValueError(
+            f"slot {slot} of problem {problem_id!r} holds different turns {sorted(keys)} "
+            "across samples; this env's turn order is not fixed, so slots cannot group it."
+        )
+    return turns
+
+
+def _turn_row(turn: Turn, weight: float) -> dict[str, Any]:
+    """A trainable turn's row: its exact token ids and sampled logprobs, its weighted reward."""
+    return {
+        "prompt_ids": list(turn.prompt_ids),
+        "completion_ids": list(turn.completion_ids),
+        "logprobs": list(turn.logprobs),
+        "env_mask": [1] * len(turn.completion_ids),
+        "turn_reward": turn.reward * weight,
+        "turn_raw_reward": turn.reward,
+        "correct": turn.info.get("correct"),
+    }
+
+
+def _padding_row(pad_token_id: int, eos_token_id: int) -> dict[str, Any]:
+    """A row with nothing to train: one pad prompt token, one eos, no loss, no reward."""
+    return {
+        "prompt_ids": [pad_token_id],
+        "completion_ids": [eos_token_id],
+        "logprobs": [0.0],
+        "env_mask": [0],
+        "turn_reward": None,
+        "turn_raw_reward": None,
+        "correct": None,
+    }
 
 
 def review_class_weights(episodes: Mapping[str, Sequence[Episode]]) -> dict[bool, float]:

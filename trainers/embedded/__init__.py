@@ -303,11 +303,35 @@ def _train(
     import torch
     import trl
 
+    torch.set_num_threads(recipe.threads)
+    rows, corpus = _recipe_rows(recipe)
+    tokenizer, model = _recipe_model(recipe, corpus)
+    config = _sft_config(recipe, workdir, progress, device)
+    dataset = datasets.Dataset.from_list([{"messages": r["messages"]} for r in rows])
+    trainer = trl.SFTTrainer(
+        model=model, args=config, processing_class=tokenizer, train_dataset=dataset
+    )
+    result = trainer.train()
+    trainer.model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    losses = [round(h["loss"], 4) for h in trainer.state.log_history if "loss" in h]
+    roles: dict[str, int] = {}
+    for row in rows:
+        roles[row["role"]] = roles.get(row["role"], 0) + 1
+    return {
+        "rows": len(rows),
+        "rows_per_role": roles,
+        "train_loss": result.training_loss,
+        "loss_curve": losses,
+    }
+
+
+def _recipe_rows(recipe: EmbeddedRecipe) -> tuple[list[dict[str, Any]], list[str]]:
+    """The recipe's SFT rows (transcripts of the task's training problems, then the drills) and
+    the tokenizer's corpus (the first 2,000 transcripts' messages)."""
     import envs
-    from agents.tiny import build_tiny_model, build_tokenizer
     from trainers.embedded.transcripts import drill_rows, sft_rows
 
-    torch.set_num_threads(recipe.threads)
     source = envs.make_task(
         EMBEDDED_TASK,
         split="train",
@@ -324,6 +348,13 @@ def _train(
     )
     corpus = [m["content"] for r in rows[:2000] for m in r["messages"]]
     rows += drill_rows(recipe.drill_rows, recipe.drill_facts, recipe.seed)
+    return rows, corpus
+
+
+def _recipe_model(recipe: EmbeddedRecipe, corpus: list[str]) -> tuple[Any, Any]:
+    """The recipe's tokenizer, built on `corpus`, and its untrained model."""
+    from agents.tiny import build_tiny_model, build_tokenizer
+
     tokenizer = build_tokenizer(
         corpus, vocab_size=recipe.vocab_size, whole_numbers=recipe.whole_numbers
     )
@@ -341,7 +372,14 @@ def _train(
     )
     if recipe.number_features:
         number_embeddings(model, tokenizer, recipe.number_features)
-    config = trl.SFTConfig(
+    return tokenizer, model
+
+
+def _sft_config(recipe: EmbeddedRecipe, workdir: Path, progress: bool, device: str) -> Any:
+    """TRL's `SFTConfig` of the recipe's training run."""
+    import trl
+
+    return trl.SFTConfig(
         output_dir=str(workdir / "sft"),
         max_steps=recipe.max_steps,
         per_device_train_batch_size=recipe.batch_size,
@@ -360,20 +398,3 @@ def _train(
         max_length=512,
         disable_tqdm=not progress,
     )
-    dataset = datasets.Dataset.from_list([{"messages": r["messages"]} for r in rows])
-    trainer = trl.SFTTrainer(
-        model=model, args=config, processing_class=tokenizer, train_dataset=dataset
-    )
-    result = trainer.train()
-    trainer.model.save_pretrained(out)
-    tokenizer.save_pretrained(out)
-    losses = [round(h["loss"], 4) for h in trainer.state.log_history if "loss" in h]
-    roles: dict[str, int] = {}
-    for row in rows:
-        roles[row["role"]] = roles.get(row["role"], 0) + 1
-    return {
-        "rows": len(rows),
-        "rows_per_role": roles,
-        "train_loss": result.training_loss,
-        "loss_curve": losses,
-    }

@@ -246,8 +246,7 @@ def train_verifier(
         ``{"model_path", "train_loss", "loss_curve", "eval_loss_before", "eval_loss_after",
         "runtime_s"}``.
     """
-    import datasets
-    from transformers import DataCollatorWithPadding, Trainer, TrainingArguments
+    from transformers import DataCollatorWithPadding, Trainer
 
     if not train_rows:
         raise ValueError("train_verifier: no training rows")
@@ -257,41 +256,13 @@ def train_verifier(
     else:
         model, tokenizer = _load_base(base_model)
     tokenizer.truncation_side = "left"
-
-    def encode(rows: Sequence[Mapping[str, Any]]) -> Any:
-        data = {
-            "text": [format_input(r["response"], r["reference"]) for r in rows],
-            "label": [int(bool(r["correct"])) for r in rows],
-        }
-        return datasets.Dataset.from_dict(data).map(
-            lambda b: tokenizer(b["text"], truncation=True, max_length=max_length),
-            batched=True,
-            remove_columns=["text"],
-        )
-
     output = Path(output_dir)
-    args = TrainingArguments(
-        output_dir=str(output / "trainer"),
-        max_steps=max_steps,
-        per_device_train_batch_size=batch_size,
-        per_device_eval_batch_size=64,
-        learning_rate=learning_rate,
-        lr_scheduler_type="cosine",
-        warmup_steps=max(1, max_steps // 20),
-        weight_decay=0.0,
-        logging_steps=max(1, max_steps // 20),
-        save_strategy="no",
-        report_to=[],
-        use_cpu=not torch.cuda.is_available(),
-        seed=seed,
-        data_seed=seed,
-        disable_tqdm=True,
-    )
-    eval_set = encode(eval_rows) if eval_rows else None
+    args = _training_arguments(output / "trainer", max_steps, batch_size, learning_rate, seed)
+    eval_set = _labelled(eval_rows, tokenizer, max_length) if eval_rows else None
     trainer = Trainer(
         model=model,
         args=args,
-        train_dataset=encode(train_rows),
+        train_dataset=_labelled(train_rows, tokenizer, max_length),
         eval_dataset=eval_set,
         data_collator=DataCollatorWithPadding(tokenizer),
         processing_class=tokenizer,
@@ -313,6 +284,47 @@ def train_verifier(
         "eval_loss_after": after,
         "runtime_s": result.metrics.get("train_runtime"),
     }
+
+
+def _labelled(rows: Sequence[Mapping[str, Any]], tokenizer: Any, max_length: int) -> Any:
+    """`rows` as a tokenized dataset: the model's input text and ``label`` 1 when correct."""
+    import datasets
+
+    data = {
+        "text": [format_input(r["response"], r["reference"]) for r in rows],
+        "label": [int(bool(r["correct"])) for r in rows],
+    }
+    return datasets.Dataset.from_dict(data).map(
+        lambda b: tokenizer(b["text"], truncation=True, max_length=max_length),
+        batched=True,
+        remove_columns=["text"],
+    )
+
+
+def _training_arguments(
+    folder: Path, max_steps: int, batch_size: int, learning_rate: float, seed: int
+) -> Any:
+    """transformers' `TrainingArguments` of a verifier run: cosine schedule, no checkpoints, the
+    GPU when there is one."""
+    from transformers import TrainingArguments
+
+    return TrainingArguments(
+        output_dir=str(folder),
+        max_steps=max_steps,
+        per_device_train_batch_size=batch_size,
+        per_device_eval_batch_size=64,
+        learning_rate=learning_rate,
+        lr_scheduler_type="cosine",
+        warmup_steps=max(1, max_steps // 20),
+        weight_decay=0.0,
+        logging_steps=max(1, max_steps // 20),
+        save_strategy="no",
+        report_to=[],
+        use_cpu=not torch.cuda.is_available(),
+        seed=seed,
+        data_seed=seed,
+        disable_tqdm=True,
+    )
 
 
 # ---------------------------------------------------------------------------- evaluation
