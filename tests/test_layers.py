@@ -1,5 +1,7 @@
 """The import direction of DESIGN.md: envs and rewards never pull in torch, transformers or trl;
-agents never imports envs, trainers or rewards."""
+agents never imports envs, trainers or rewards; inside trainers, the subpackages' layers of
+pyproject's import-linter contracts (run on top, then algorithms / evaluation / verifier, roles,
+rollout / embedded, compat), with episode records and verifier rows free of torch."""
 
 from __future__ import annotations
 
@@ -14,13 +16,9 @@ REPO = Path(__file__).resolve().parents[1]
 HEAVY = ("torch", "transformers", "trl", "peft", "accelerate")
 
 
-@pytest.mark.parametrize("package", ["envs", "rewards"])
-def test_light_packages_import_without_heavy_dependencies(package):
-    code = (
-        f"import sys, {package}, {package}.registry\n"
-        f"import envs.checks, envs.reflection, envs.debate, envs.ensemble, envs.solve\n"
-        f"print(','.join(m for m in {HEAVY!r} if m in sys.modules))"
-    )
+def heavy_imported(imports: str) -> str:
+    """The heavy dependencies a fresh interpreter has loaded after `imports` (comma-separated)."""
+    code = f"import sys\n{imports}\nprint(','.join(m for m in {HEAVY!r} if m in sys.modules))"
     result = subprocess.run(
         [sys.executable, "-c", code],
         cwd=REPO,
@@ -30,7 +28,24 @@ def test_light_packages_import_without_heavy_dependencies(package):
         check=False,
     )
     assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "", f"{package} imported {result.stdout.strip()}"
+    return result.stdout.strip()
+
+
+@pytest.mark.parametrize("package", ["envs", "rewards"])
+def test_light_packages_import_without_heavy_dependencies(package):
+    imports = (
+        f"import {package}, {package}.registry\n"
+        "import envs.checks, envs.reflection, envs.debate, envs.ensemble, envs.solve"
+    )
+    loaded = heavy_imported(imports)
+    assert loaded == "", f"{package} imported {loaded}"
+
+
+@pytest.mark.parametrize("module", ["trainers.rollout.records", "trainers.verifier.data"])
+def test_records_and_verifier_rows_import_without_heavy_dependencies(module):
+    """Saved episodes are read, and verifier rows cut from them, without torch or TRL."""
+    loaded = heavy_imported(f"import {module}")
+    assert loaded == "", f"{module} imported {loaded}"
 
 
 FORBIDDEN = {
@@ -59,8 +74,8 @@ def test_import_direction(package):
 
 
 def test_import_contracts_hold():
-    """pyproject's import-linter contracts (layers, light envs/rewards, no cycles in a package),
-    checked the way `lint-imports` checks them."""
+    """pyproject's import-linter contracts (the packages' layers and trainers' subpackages',
+    light envs/rewards and records, no cycles in a package), checked as `lint-imports` does."""
     result = subprocess.run(
         [
             sys.executable,
