@@ -24,11 +24,11 @@ right, and a recomputation corrupted on purpose produces it), while the outcome 
 that ends in a right answer. ``critic_reward="balanced"`` pays the verdict like "verdict" and
 marks the critic's info ``balance_reviews``: the GRPO trainer then weights each verdict reward by
 the rarity of its class (answer under review right or wrong) among the reviews of its rollout
-batch (`trainers.algorithms.rows.review_class_weights`), so that each class carries half the batch's weight
-and "incorrect" every time earns no more than "correct" every time. (Measured on a weak start
-model, GRPO's per-group normalisation still let the critic drift to always rejecting:
-docs/results.md.) With ``team_reward=True`` every agent gets the score of the final answer when
-the episode ends and 0 before.
+batch (`trainers.algorithms.rows.review_class_weights`), so that each class carries half the
+batch's weight and "incorrect" every time earns no more than "correct" every time. (Measured on
+a weak start model, GRPO's per-group normalisation still let the critic drift to always
+rejecting: docs/results.md.) With ``team_reward=True`` every agent gets the score of the final
+answer when the episode ends and 0 before.
 
 Infos: ``problem_id``, ``turn`` (0-based index of the agent turn), ``round``, ``role``,
 ``extracted``, ``correct``, ``score``, ``reason``, ``parse_error``, ``action_clipped``; the critic's

@@ -3,9 +3,10 @@
 An agent is named ``<role>_<index>`` (``critic_0``, ``debater_2``); `role_of` maps a name to its
 role. Each env class declares ``answer_roles``: the roles whose turns state an answer to the
 problem (a solver's or refiner's reply, a debater's, an executor's program output), as opposed
-to roles that review, plan or judge (critic, analyzer, verifier). Metrics (which answers a team
-gave, in order), SFT (which turns are kept as right answers), verifier data and instruction
-ensembles read them through `answer_roles`.
+to roles that review, plan or judge (critic, analyzer, verifier). The rollout engine records
+them on every episode it plays (`trainers.rollout.records.Episode.answer_roles`), where metrics
+(which answers a team gave, in order), DPO's refiner pairs and verifier data read them;
+instruction ensembles ask `answer_roles` before playing.
 """
 
 from __future__ import annotations

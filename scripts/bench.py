@@ -596,10 +596,10 @@ def add_train_parser(subparsers: Any) -> None:
         "train",
         help="one multi-agent GRPO step vs one plain TRL GRPO step (seconds per token)",
         description=(
-            "Times optimizer steps of the multi-agent GRPO trainer (trainers/grpo.py: rollout "
-            "engine, env copies, one row per agent turn) and of a plain TRL GRPOTrainer on the "
-            "same model, the same rows per step (the reflection env's turn slots x problems x G "
-            "against as many single-turn prompts x G), the same token budget and sampling. "
+            "Times optimizer steps of the multi-agent GRPO trainer (trainers/algorithms/grpo.py: "
+            "rollout engine, env copies, one row per agent turn) and of a plain TRL GRPOTrainer on "
+            "the same model, the same rows per step (the reflection env's turn slots x problems x "
+            "G against as many single-turn prompts x G), the same token budget and sampling. "
             "Sampled lengths differ, so each step's time is divided by the tokens it processed "
             "(prompt + completion, TRL's num_tokens); the ratio is multi-agent / plain."
         ),

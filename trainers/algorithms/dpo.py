@@ -28,8 +28,9 @@ one group. Rows use TRL's conversational format: ``prompt`` = system + user mess
 **Training.** One `DPOTrainer` on one shared model over every role's pairs (the default; TRL loads
 the frozen reference from the same folder). ``--dpo_roles critic`` trains on one role's pairs only,
 which is how a separate model per role is trained (run once per role with its own
-``--model_name_or_path``). ``--sft_first`` runs the SFT stage (`trainers.algorithms.sft`) on the same
-rollouts first and starts DPO (policy and reference) from the SFT model: the pipeline.
+``--model_name_or_path``). ``--sft_first`` runs the SFT stage (`trainers.algorithms.sft`) on the
+same rollouts first and starts DPO (policy and reference) from the SFT model: the pipeline
+(`trainers.run.train.train_dpo`).
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ Alternatives considered: (a) one row per episode and role, the role's turns conc
 `env_mask` masking the others' tokens. Unsound here: each turn's prompt is rebuilt from the
 observation, so later prompts are not prefix-extensions of earlier ones and one token stream
 cannot hold them. (b) per-token advantages of shape (B, T), which `_compute_loss` accepts, need an
-override of the scoring method; they are what `trainers/ppo.py` uses.
+override of the scoring method; they are what `trainers.algorithms.ppo` uses.
 
 **Missing and untrainable turns.** An episode that ends early (``stop_on_accept``) has fewer than
 S turns, and a scripted agent's turn has no tokens. Such a slot becomes a padding row: one pad
@@ -41,8 +41,8 @@ reward `None`, which TRL treats as unscorable: excluded from the group baseline,
 **Micro-batches.** A generation batch mixes short turns (a solver's prompt is the problem) and
 long ones (a refiner's holds an answer and a review). `MultiAgentGRPOTrainer` (the default) sorts
 the rows TRL buffered by length and cuts each micro-batch to its own rows' width
-(`trainers.algorithms.microbatch`), instead of running every micro-batch at the batch's widest row; the
-optimizer step is unchanged.
+(`trainers.algorithms.microbatch`), instead of running every micro-batch at the batch's widest
+row; the optimizer step is unchanged.
 
 **Logging.** The reward function `turn_reward` returns the weighted turn rewards and, through
 TRL's `log_metric` hook, logs per agent ``agents/<agent>/reward`` (unweighted), ``/accuracy`` (the
@@ -223,8 +223,8 @@ class TurnRollout:
 
 class MultiAgentGRPOTrainer(LengthGroupedMixin, GRPOTrainer):
     """TRL's `GRPOTrainer` training on length-grouped micro-batches cut to their own rows'
-    widths (`trainers.algorithms.microbatch`): a multi-turn batch mixes short and long turns, and TRL would
-    otherwise run every micro-batch at the widest row's width. The update is unchanged."""
+    widths (`trainers.algorithms.microbatch`): a multi-turn batch mixes short and long turns, and
+    TRL would otherwise run every micro-batch at the widest row's width. The update is unchanged."""
 
 
 def resolve_problems(env: Any, train_problems: int | Sequence[str] | None) -> list[str]:

@@ -4,8 +4,10 @@ TRL removed its `PPOTrainer`; this one reuses `GRPOTrainer` for everything but t
 
 Design
 ------
-**Rows.** As in `trainers.algorithms.grpo`: one row per agent turn with its exact token ids (the turn-slot
-dataset and the `TurnRollout` rollout function), so each agent's loss covers its own tokens only.
+**Rows.** As in `trainers.algorithms.grpo`: one row per agent turn with its exact token ids (the
+turn-slot dataset and the `TurnRollout` rollout function), so each agent's loss covers its own
+tokens only. The advantages read each row's agent and weighted reward from the rows' columns,
+which TRL adds to the generation batch's inputs (`compat.rollout_columns`).
 
 **Value head.** ``Linear(hidden_size, 1)`` on the policy's last hidden state at the turn's last
 prompt token: V(turn) estimates the agent's return from that turn on, given everything it saw.

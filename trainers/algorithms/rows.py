@@ -38,7 +38,7 @@ def parse_slot_prompt(prompt: str) -> tuple[str, int]:
     if not sep or not slot.isdigit():
         raise ValueError(
             f"prompt {prompt!r} is not a turn-slot prompt '<problem_id>#<slot>'; build the dataset "
-            "with trainers.algorithms.grpo.slot_dataset."
+            "with trainers.algorithms.rows.slot_dataset."
         )
     return problem_id, int(slot)
 
