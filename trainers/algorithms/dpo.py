@@ -216,7 +216,9 @@ class CPUDPOConfig(DPOConfig):
     )
     rollout_samples: int = field(default=4, metadata={"help": "Episodes per problem (G)."})
     rollout_temperature: float = field(default=1.0, metadata={"help": "Rollout temperature."})
-    rollout_max_new_tokens: int = field(default=64, metadata={"help": "Tokens per turn."})
+    rollout_max_new_tokens: int = field(
+        default=96, metadata={"help": "Tokens per turn (the embedded critic's checks need ~70)."}
+    )
     max_pairs_per_group: int = field(default=4, metadata={"help": "Most pairs per prompt."})
     dpo_roles: str = field(default="", metadata={"help": "Roles whose pairs train, e.g. 'critic'."})
     critic_outcome: bool = field(

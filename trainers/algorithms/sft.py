@@ -111,7 +111,9 @@ class CPUSFTConfig(SFTConfig):
     )
     rollout_samples: int = field(default=4, metadata={"help": "Episodes per problem (G)."})
     rollout_temperature: float = field(default=1.0, metadata={"help": "Rollout temperature."})
-    rollout_max_new_tokens: int = field(default=64, metadata={"help": "Tokens per turn."})
+    rollout_max_new_tokens: int = field(
+        default=96, metadata={"help": "Tokens per turn (the embedded critic's checks need ~70)."}
+    )
 
 
 def rollout_episodes(

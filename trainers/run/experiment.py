@@ -32,9 +32,9 @@ logger = logging.getLogger(__name__)
 def eval_config(env_args: EnvArguments, model: str, config: Any) -> EvalConfig:
     """Held-out evaluation matching the training env (arithmetic: the test split).
 
-    `config` is any algorithm's config; its `temperature` and `max_completion_length` set the
-    sampling when it has them (GRPO, PPO), else 1.0 and 64 tokens; ``--eval_temperature`` sets
-    the evaluation's own. It runs where training runs (the config's device: a GPU unless
+    `config` is any algorithm's config; its `temperature` and its tokens per turn
+    (`max_completion_length`: GRPO, PPO; `rollout_max_new_tokens`: SFT, DPO) set the sampling,
+    else 1.0 and 96 tokens; ``--eval_temperature`` sets the evaluation's own. It runs where training runs (the config's device: a GPU unless
     ``use_cpu``).
     """
     device = getattr(config, "device", None)
@@ -49,7 +49,9 @@ def eval_config(env_args: EnvArguments, model: str, config: Any) -> EvalConfig:
         rounds=env_args.rounds,
         num_agents=env_args.num_agents,
         temperature=env_args.eval_temperature or getattr(config, "temperature", None) or 1.0,
-        max_new_tokens=getattr(config, "max_completion_length", None) or 64,
+        max_new_tokens=getattr(config, "max_completion_length", None)
+        or getattr(config, "rollout_max_new_tokens", None)
+        or 96,
         num_envs=env_args.num_envs,
         seed=config.seed,
         device=None if device is None else str(device),
