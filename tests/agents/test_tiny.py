@@ -182,11 +182,10 @@ def time_batch_of_32(tokenizer: PreTrainedTokenizerFast) -> float:
     return elapsed
 
 
-def test_batch_of_32_generates_64_tokens(tokenizer: PreTrainedTokenizerFast) -> None:
-    # About 0.3 s on 2 idle cores; the loose bound only catches gross regressions (a much bigger
-    # default model, per-token python work) without failing on a busy shared machine.
-    elapsed = time_batch_of_32(tokenizer)
-    assert elapsed < 15.0, f"batch-32 x 64-token generate took {elapsed:.2f}s"
+def test_batch_of_32_generates_64_tokens(tokenizer: PreTrainedTokenizerFast, report_time) -> None:
+    # About 0.3 s on 2 idle cores; reported at the end of the run, not asserted (a busy machine
+    # takes far longer). The `slow` test below asserts a bound.
+    report_time("tiny model: batch of 32 x 64 tokens", time_batch_of_32(tokenizer), 2.0)
 
 
 @pytest.mark.slow

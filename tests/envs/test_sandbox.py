@@ -409,7 +409,9 @@ def test_unprivileged_user_gets_os_level_limits(tmp_path, network_namespace):
 @pytest.mark.skipif(NOBODY_PYTHON is None, reason="needs root and a Python uid 65534 can run")
 def test_bwrap_can_run_as_an_unprivileged_host_user():
     skip_unless_bwrap_runs()
-    config = SandboxConfig(**FAST, isolation="bwrap", python=NOBODY_PYTHON, user=65534)
+    # the program sleeps 1 s so the host can look at it: a loaded machine needs more than 2 s
+    fast = {**FAST, "timeout_s": 15.0}
+    config = SandboxConfig(**fast, isolation="bwrap", python=NOBODY_PYTHON, user=65534)
     with Executor(config, max_workers=1) as executor:
         future = executor.submit("import os, time\nprint(os.getuid())\ntime.sleep(1)")
         seen: dict[int, str] = {}
