@@ -46,7 +46,7 @@ from trl import DPOConfig, DPOTrainer
 
 from agents.prompts import build_messages
 from envs.roles import role_of
-from trainers.algorithms.sft import good_turn, parse_roles
+from trainers.algorithms.sft import RolloutSettings, good_turn, parse_roles
 from trainers.algorithms.trainable import freeze_except
 from trainers.rollout.records import Episode, Turn, answer_roles_of
 
@@ -196,7 +196,7 @@ def preference_pairs(
 
 
 @dataclass
-class CPUDPOConfig(DPOConfig):
+class CPUDPOConfig(RolloutSettings, DPOConfig):
     """TRL's `DPOConfig` with defaults for a short CPU run, plus rollout and pair settings."""
 
     output_dir: str = field(default="outputs/dpo", metadata={"help": "Where to write."})
@@ -211,14 +211,6 @@ class CPUDPOConfig(DPOConfig):
     save_strategy: str = field(default="no", metadata={"help": "Checkpointing."})
     report_to: list[str] = field(default_factory=lambda: ["none"], metadata={"help": "Loggers."})
     lr_scheduler_type: str = field(default="constant", metadata={"help": "LR schedule."})
-    rollout_problems: int = field(
-        default=256, metadata={"help": "Training problems rolled out to build the pairs."}
-    )
-    rollout_samples: int = field(default=4, metadata={"help": "Episodes per problem (G)."})
-    rollout_temperature: float = field(default=1.0, metadata={"help": "Rollout temperature."})
-    rollout_max_new_tokens: int = field(
-        default=96, metadata={"help": "Tokens per turn (the embedded critic's checks need ~70)."}
-    )
     max_pairs_per_group: int = field(default=4, metadata={"help": "Most pairs per prompt."})
     dpo_roles: str = field(default="", metadata={"help": "Roles whose pairs train, e.g. 'critic'."})
     critic_outcome: bool = field(

@@ -85,7 +85,21 @@ def sft_rows(
 
 
 @dataclass
-class CPUSFTConfig(SFTConfig):
+class RolloutSettings:
+    """How SFT and DPO play the training problems their rows and pairs are cut from."""
+
+    rollout_problems: int = field(
+        default=256, metadata={"help": "Training problems rolled out to build the data."}
+    )
+    rollout_samples: int = field(default=4, metadata={"help": "Episodes per problem (G)."})
+    rollout_temperature: float = field(default=1.0, metadata={"help": "Rollout temperature."})
+    rollout_max_new_tokens: int = field(
+        default=96, metadata={"help": "Tokens per turn (the embedded critic's checks need ~70)."}
+    )
+
+
+@dataclass
+class CPUSFTConfig(RolloutSettings, SFTConfig):
     """TRL's `SFTConfig` with defaults for a short CPU run, plus the rollout settings.
 
     ``sft_roles``: comma-separated roles whose turns are trained (empty: every role).
@@ -106,14 +120,6 @@ class CPUSFTConfig(SFTConfig):
     report_to: list[str] = field(default_factory=lambda: ["none"], metadata={"help": "Loggers."})
     lr_scheduler_type: str = field(default="constant", metadata={"help": "LR schedule."})
     sft_roles: str = field(default="", metadata={"help": "Roles to train, e.g. 'critic'."})
-    rollout_problems: int = field(
-        default=256, metadata={"help": "Training problems rolled out to build the data."}
-    )
-    rollout_samples: int = field(default=4, metadata={"help": "Episodes per problem (G)."})
-    rollout_temperature: float = field(default=1.0, metadata={"help": "Rollout temperature."})
-    rollout_max_new_tokens: int = field(
-        default=96, metadata={"help": "Tokens per turn (the embedded critic's checks need ~70)."}
-    )
 
 
 def rollout_episodes(
