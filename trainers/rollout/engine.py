@@ -269,16 +269,13 @@ class RolloutEngine:
         slot = _Slot(env, Episode(self.env_id, tree.problem_id, 0, 0), parallel=self.parallel)
         if self.parallel:
             slot.observations = first[0]
-        for texts in tree.actions:
-            agents = self._acting_agents(slot)
+        for texts in tree.actions:  # one reply per acting agent, as the trunk took them
+            agents = self._acting_agents(slot)  # (AEC: this also steps past finished agents)
             if self.parallel:
-                slot.observations = env.step(
-                    {agent: text for (agent, _), text in zip(agents, texts, strict=True)}
-                )[0]
+                actions = {agent: text for (agent, _), text in zip(agents, texts, strict=True)}
+                slot.observations = env.step(actions)[0]
             else:
-                ((_, _),) = agents
-                (text,) = texts
-                env.step(text)
+                env.step(texts[0])
         return slot
 
     def _play(self, slots: list[_Slot]) -> Iterable[_Slot]:
