@@ -46,8 +46,7 @@ from trl import DPOConfig, DPOTrainer
 
 from agents.prompts import build_messages
 from envs.roles import role_of
-from trainers.algorithms.sft import RolloutSettings, good_turn, parse_roles
-from trainers.algorithms.trainable import freeze_except
+from trainers.algorithms.sft import RolloutSettings, good_turn, offline_trainer, parse_roles
 from trainers.rollout.records import Episode, Turn, answer_roles_of
 
 
@@ -234,16 +233,5 @@ def build_dpo_trainer(
     `trainable` (a regex) only the parameters whose names match it train."""
     if not rows:
         raise ValueError("no preference pairs: nothing to train on")
-    from transformers import AutoTokenizer
-
     dataset = Dataset.from_list([{k: r[k] for k in ("prompt", "chosen", "rejected")} for r in rows])
-    trainer = DPOTrainer(
-        model=model_path,
-        args=args,
-        train_dataset=dataset,
-        processing_class=AutoTokenizer.from_pretrained(model_path),
-        **kwargs,
-    )
-    if trainable:  # before train() builds the optimizer from the parameters that require grad
-        freeze_except(trainer.model, trainable)
-    return trainer
+    return offline_trainer(DPOTrainer, model_path, args, dataset, trainable, **kwargs)

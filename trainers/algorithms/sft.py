@@ -161,10 +161,23 @@ def build_sft_trainer(
     regex) only the parameters whose names match it train."""
     if not rows:
         raise ValueError("no SFT rows: nothing to train on")
+    dataset = Dataset.from_list([{"messages": r["messages"]} for r in rows])
+    return offline_trainer(SFTTrainer, model_path, args, dataset, trainable, **kwargs)
+
+
+def offline_trainer(
+    trainer_cls: type,
+    model_path: str,
+    args: Any,
+    dataset: Dataset,
+    trainable: str | None = None,
+    **kwargs: Any,
+) -> Any:
+    """A TRL trainer of `trainer_cls` (SFT, DPO) on `dataset` from `model_path` and its tokenizer;
+    with `trainable` (a regex) only the parameters whose names match it train."""
     from transformers import AutoTokenizer
 
-    dataset = Dataset.from_list([{"messages": r["messages"]} for r in rows])
-    trainer = SFTTrainer(
+    trainer = trainer_cls(
         model=model_path,
         args=args,
         train_dataset=dataset,
