@@ -1,11 +1,11 @@
-"""Where the embedded critic and refiner go wrong: teacher-forced figures per kind of number.
+"""Where the embedded solver, critic and refiner go wrong: teacher-forced figures per number.
 
     python scripts/probe_embedded.py                     # the shipped model
     python scripts/probe_embedded.py --model DIR --problems 300
 
 Plays held-out ``unknown`` problems through the real reflection env with the scripted (always
-right) replies of `trainers.embedded.transcripts`, runs the model once over each critic and
-refiner reply, and for every number in the reply reports the probability the model gives the
+right) replies of `trainers.embedded.transcripts`, runs the model once over each solver, critic
+and refiner reply, and for every number in the reply reports the probability the model gives the
 right token (what sampling at temperature 1 gets right) and how often it is the model's first
 choice (what greedy decoding gets right), grouped by what the number is: copied from the problem,
 worked out at the head of a longer chain, and so on. A chain of n sampled numbers is right with
@@ -24,14 +24,33 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 NUMBER = re.compile(r"-?\d+")
 CHECK = re.compile(
-    r"Check (?P<claimed>\d+): (?P<restated>[^?]*) = (?P<end>\d+)\? (?P<chain>[^.]*)\. "
-    r"(?P<diff>[^:]*): (?P<miss>\d+)?"
+    r"Check (?P<claimed>\d+): (?P<restated>[^?]*) = (?P<end>\d+)\? (?P<steps>(?:[^.:]*\. )*)"
+    r"(?P<diff>[^:.]*): (?P<miss>\d+)?"
 )
+WORK = re.compile(r"Work back from (?P<end>\d+): (?P<steps>(?:[^.]*\. )*)The answer is \\boxed\{")
+
+
+def _step_kinds(steps: str, offset: int, role: str) -> list[tuple[int, str]]:
+    """Kinds of the numbers of one-equation steps (``a op k = b. ``): a carried from the step
+    before (or the chain's start), k copied from the problem, b worked out."""
+    kinds = []
+    for i, step in enumerate(re.finditer(r"[^.]*\. ", steps)):
+        numbers = list(NUMBER.finditer(step.group()))
+        names = (
+            f"{role} step: value carried" if i else f"{role} step: first value copied",
+            f"{role} step: operand copied",
+            f"{role} step: worked out",
+        )
+        kinds += [
+            (offset + step.start() + n.start(), name)
+            for n, name in zip(numbers, names, strict=True)
+        ]
+    return kinds
 
 
 def critic_kinds(reply: str) -> list[tuple[int, str]]:
     """(character offset, kind) of each number in a scripted critic reply
-    (``Check 17: 17 + 2 + 6 = 21? 17 + 2 + 6 = 19 + 6 = 25. 25 - 21 = 4: 4 too many.``)."""
+    (``Check 20: 20 + 7 - 4 = 21? 20 + 7 = 27. 27 - 4 = 23. 23 - 21 = 2: 2 too many.``)."""
     match = CHECK.match(reply)
     if match is None:
         raise ValueError(f"not a scripted critic check (`transcripts.check_reply`): {reply!r}")
@@ -40,27 +59,25 @@ def critic_kinds(reply: str) -> list[tuple[int, str]]:
         kind = "restated: answer substituted" if i == 0 else "restated: step operand, copied"
         kinds.append((match.start("restated") + number.start(), kind))
     kinds.append((match.start("end"), "restated: end, copied after '='"))
-    offset = match.start("chain")
-    for i, link in enumerate(match["chain"].split(" = ")):
-        numbers = list(NUMBER.finditer(link))
-        for j, number in enumerate(numbers):
-            if j:
-                kind = "chain: step copied"
-            elif i == 0:
-                kind = "chain: answer copied"
-            else:
-                kind = (
-                    "chain: step worked out, more follow"
-                    if len(numbers) > 1
-                    else ("chain: last step worked out")
-                )
-            kinds.append((offset + number.start(), kind))
-        offset += len(link) + len(" = ")
+    kinds += _step_kinds(match["steps"], match.start("steps"), "critic")
     diff = list(NUMBER.finditer(match["diff"]))
     names = ("difference: result, copied", "difference: end, copied", "difference worked out")
     kinds += [(match.start("diff") + n.start(), name) for n, name in zip(diff, names, strict=True)]
     if match["miss"]:
         kinds.append((match.start("miss"), "miss, copied"))
+    return kinds
+
+
+def solver_kinds(reply: str) -> list[tuple[int, str]]:
+    """(character offset, kind) of each number in a scripted worked solver reply
+    (``Work back from 21: 21 + 4 = 25. 25 - 7 = 18. The answer is \\boxed{18}.``); a reply at a
+    glance has one number, its answer."""
+    match = WORK.match(reply)
+    if match is None:
+        return [(m.start(), "solver: answer at a glance") for m in NUMBER.finditer(reply)]
+    kinds = [(match.start("end"), "solver: end, copied")]
+    kinds += _step_kinds(match["steps"], match.start("steps"), "solver")
+    kinds.append((match.end(), "solver: answer, copied"))
     return kinds
 
 
@@ -93,10 +110,21 @@ def probe(model_dir: str, problems: int, seed: int) -> dict[str, tuple[float, fl
     source = envs.make_task(
         EMBEDDED_TASK, split="test", size=problems, difficulty=[1, 2, 3], seed=seed
     ).source
-    rows = sft_rows(list(source), seed, review_fraction=1.0, second_round=0.5, team_fraction=0.0)
+    rows = sft_rows(
+        list(source),
+        seed,
+        review_fraction=1.0,
+        second_round=0.5,
+        team_fraction=0.0,
+        work_fraction=0.5,
+    )
     totals: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0])
     for row in rows:
-        kinds_of = {"critic": critic_kinds, "refiner": refiner_kinds}.get(row["role"])
+        kinds_of = {
+            "solver": solver_kinds,
+            "critic": critic_kinds,
+            "refiner": refiner_kinds,
+        }.get(row["role"])
         if kinds_of is None:
             continue
         reply = row["messages"][-1]["content"]

@@ -336,7 +336,7 @@ def test_probe_embedded_names_every_number_of_the_scripted_replies(monkeypatch):
     import probe_embedded
 
     import envs
-    from trainers.embedded.transcripts import check_reply, repair_reply
+    from trainers.embedded.transcripts import check_reply, repair_reply, solve_reply, work_reply
 
     problems = envs.make_task("unknown", split="test", size=20, difficulty=[1, 2, 3]).source
     for problem in problems:
@@ -345,6 +345,8 @@ def test_probe_embedded_names_every_number_of_the_scripted_replies(monkeypatch):
             for reply, kinds_of in (
                 (check_reply(problem, claimed), probe_embedded.critic_kinds),
                 (repair_reply(problem, claimed), probe_embedded.refiner_kinds),
+                (work_reply(problem, claimed), probe_embedded.solver_kinds),
+                (solve_reply(problem, claimed), probe_embedded.solver_kinds),
             ):
                 kinds = kinds_of(reply)
                 numbers = [m.start() for m in re.finditer(r"(?<![\d-])-?\d+", reply)]
@@ -360,7 +362,8 @@ def test_probe_embedded_end_to_end(tiny_model, monkeypatch, capsys):
     assert probe_embedded.main(["--model", tiny_model, "--problems", "4"]) == 0
     table = capsys.readouterr().out.splitlines()
     rows = {line.split(" | ")[0].strip("| "): line.split(" | ") for line in table[2:]}
-    assert "chain: last step worked out" in rows and "refiner: answer, copied" in rows
+    assert "critic step: worked out" in rows and "refiner: answer, copied" in rows
+    assert "solver step: worked out" in rows and "solver: answer at a glance" in rows
     for cells in rows.values():
         assert 0.0 <= float(cells[1]) <= 1.0 and 0.0 <= float(cells[2]) <= 1.0
         assert int(cells[3].strip(" |")) > 0

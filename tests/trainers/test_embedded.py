@@ -30,6 +30,7 @@ from trainers.embedded.transcripts import (
     sft_rows,
     slip,
     solve_reply,
+    work_reply,
 )
 
 
@@ -66,6 +67,44 @@ def test_transcripts_check_by_substitution_and_repair_by_the_miss(difficulty):
         assert f"{wrong} {'+' if wrong < start else '-'} {miss} = {start}." in fixed
     assert parse_verdict(check_reply(problem, None)) is False
     assert claimed_answer("no box") is None and claimed_answer("\\boxed{x}") is None
+
+
+@pytest.mark.parametrize("difficulty", [1, 2, 3])
+def test_worked_replies_undo_the_steps_backwards_one_equation_each(difficulty):
+    import re
+
+    from envs.arithmetic import APPLY
+
+    verifier = envs.make_task("unknown").verifier
+    for problem in envs.make_task("unknown", difficulty=difficulty, size=40).source:
+        meta = problem["metadata"]
+        reply = work_reply(problem)
+        assert reply.startswith(f"Work back from {meta['end']}: ")
+        assert verifier.verify(reply, problem["answer"]).score == 1.0
+        steps = re.findall(r"(\d+) ([+-]) (\d+) = (-?\d+)\.", reply)
+        assert len(steps) == difficulty
+        value = meta["end"]
+        for (a, op, k, b), (forward_op, forward_k) in zip(
+            steps, reversed(meta["steps"]), strict=True
+        ):  # each step undoes the problem's steps from the last, the value carried along
+            assert int(a) == value and int(k) == forward_k and op != forward_op
+            value = APPLY[op](value, int(k))
+            assert int(b) == value
+        wrong = work_reply(problem, meta["start"] + 3)
+        assert claimed_answer(wrong) == meta["start"] + 3
+        assert wrong.rsplit(" = ", 1)[0] == reply.rsplit(" = ", 1)[0]  # the slip is the last
+
+
+def test_work_fraction_sets_the_share_of_worked_solver_replies():
+    problems = list(envs.make_task("unknown", size=200, difficulty=[1, 2, 3]).source)
+
+    def worked(fraction):
+        rows = sft_rows(problems, 0, 0.0, 0.0, 0.0, work_fraction=fraction)
+        solver = [r["messages"][-1]["content"] for r in rows if r["role"] == "solver"]
+        return sum(reply.startswith("Work back") for reply in solver) / len(solver)
+
+    assert worked(0.0) == 0.0 and worked(1.0) == 1.0
+    assert 0.25 < worked(0.35) < 0.45
 
 
 def test_sft_rows_use_the_envs_own_prompts_and_are_seeded():

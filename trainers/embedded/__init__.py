@@ -7,9 +7,10 @@ at once. ``python scripts/build_embedded.py`` rebuilds them from `EmbeddedRecipe
 CPU with the recipe's thread count the rebuild is bit-identical), in about 20 minutes on 2 cores:
 
 1. transcripts (`trainers.embedded.transcripts`): ``unknown`` train problems played through the
-   real environments with scripted replies. The solver answers at a glance; the critic checks by
-   substitution (replays the steps from the answer, subtracts the stated result and judges by
-   whether that is 0); the refiner keeps an accepted answer and repairs a rejected one by the
+   real environments with scripted replies. The solver answers at a glance or, in 35% of its
+   replies, works back from the stated end one step at a time; the critic checks by substitution
+   (replays the steps from the answer one equation each, subtracts the stated result and judges
+   by whether that is 0); the refiner keeps an accepted answer and repairs a rejected one by the
    miss. Arithmetic drill rows (16 sums and differences each) are mixed in;
 2. a byte-level BPE tokenizer trained on those transcripts, with every number below 200 a single
    token, and a Mistral-style model (a folder whose tokenizer transformers loads as saved) built
@@ -19,11 +20,11 @@ CPU with the recipe's thread count the rebuild is bit-identical), in about 20 mi
 4. calibration (`calibrate`): the temperature that minimises the NLL of held-out transcripts is
    folded into the final norm, so sampling at T=1 draws from calibrated distributions.
 
-The shipped build (recipe v10: v8's SFT, then a logit scale of 2.15; 0.95M parameters): solver
-pass1@turn1 0.417, critic balanced verdict accuracy 0.719, the refiner fixes 0.229 of the wrong
-answers its critic flags and breaks 0.430 of the right ones under review (200 held-out problems x
-2 samples at T=1; v8 uncalibrated: 0.367, 0.625, 0.168, 0.613). docs/results.md has every build
-tried.
+The shipped build (recipe v11, 0.95M parameters, logit scale 1.95): solver pass1@turn1 0.370
+(0.21 of its answers at a glance right, 0.88 of the 23% it works out), critic balanced verdict
+accuracy 0.785, the refiner fixes 0.711 of the wrong answers its critic flags and breaks 0.287
+of the right ones under review; the team's maj1@turnK is 0.677 against 0.367 for the same
+model alone (200 held-out problems x 2 samples at T=1). docs/results.md has every build tried.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from typing import Any
 logger = logging.getLogger(__name__)
 
 EMBEDDED_TASK = "unknown"  # the task the embedded model is built on: the scripts' default
-RECIPE_VERSION = 10  # bump whenever the transcripts or the training change
+RECIPE_VERSION = 11  # bump whenever the transcripts or the training change
 SHIPPED = Path(__file__).resolve().parent / "model"
 REBUILD = "python scripts/build_embedded.py"
 MODEL_FILES = (  # at least these; recipe.json lists every file with its sha256
@@ -73,6 +74,9 @@ class EmbeddedRecipe:
             adding k is a rotation the model need not discover (`number_embeddings`); 0: random.
         vocab_size, hidden_size, num_layers, num_heads, intermediate_size: the model.
         review_fraction, second_round, team_fraction: transcript mix (`transcripts.sft_rows`).
+        work_fraction (`float`, 0.35): share of solver-like replies worked step by step
+            (`transcripts.work_reply`) rather than given at a glance: the careful behaviour the
+            SFT model takes seldom and RL can make its habit.
         drill_rows, drill_facts: arithmetic drill rows mixed into the SFT data
             (`transcripts.drill_rows`), each stating that many facts.
         max_steps, batch_size, learning_rate: SFT.
@@ -95,6 +99,7 @@ class EmbeddedRecipe:
     review_fraction: float = 0.7
     second_round: float = 0.5
     team_fraction: float = 0.15
+    work_fraction: float = 0.35
     drill_rows: int = 20000
     drill_facts: int = 16
     max_steps: int = 3500
@@ -206,7 +211,14 @@ def calibration_rows(recipe: EmbeddedRecipe) -> list[dict[str, Any]]:
         difficulty=list(recipe.difficulty),
         seed=recipe.seed,
     ).source
-    return sft_rows(list(source), recipe.seed + 1, 1.0, recipe.second_round, recipe.team_fraction)
+    return sft_rows(
+        list(source),
+        recipe.seed + 1,
+        1.0,
+        recipe.second_round,
+        recipe.team_fraction,
+        recipe.work_fraction,
+    )
 
 
 def fit_logit_scale(
@@ -345,6 +357,7 @@ def _recipe_rows(recipe: EmbeddedRecipe) -> tuple[list[dict[str, Any]], list[str
         recipe.review_fraction,
         recipe.second_round,
         recipe.team_fraction,
+        recipe.work_fraction,
     )
     corpus = [m["content"] for r in rows[:2000] for m in r["messages"]]
     rows += drill_rows(recipe.drill_rows, recipe.drill_facts, recipe.seed)

@@ -2,15 +2,20 @@
 
 Each role does what it does in the real setting, scaled down:
 
-- the solver (and the ensemble variants and debaters) answers at a glance, with no written
-  steps: undoing several steps at once is the hard part, so a small model gets it wrong often;
+- the solver (and the ensemble variants and debaters) mostly answers at a glance, with no written
+  steps: undoing several steps at once is the hard part, so a small model gets it wrong often.
+  Some of its replies (``work_fraction``) work back from the stated end instead, one equation per
+  step (``Work back from 21: 21 + 4 = 25. 25 - 7 = 18.``): far more often right, and rare in
+  the SFT data, as careful written-out reasoning is in a real model's corpus. RL can make it
+  the habit (`work_reply`);
 - the critic checks the answer under review by substitution: it puts the answer in for x
-  (``17 + 2 + 6 = 21?``), works the chain one step at a time (each step works out the first term
-  and copies the rest: ``17 + 2 + 6 = 19 + 6 = 25``), subtracts the stated result
-  (``25 - 21 = 4: 4 too many``) and judges by whether that is 0. Replaying is easier than
-  undoing, so a critic beats the solver. (Writing "25 is not 21" instead left the verdict to an
-  equality test between distant tokens that no build learned: the word after "is" stayed at
-  chance; a subtraction is the same lookup as every step, and "is it 0" is one token.)
+  (``20 + 7 - 4 = 21?``), replays the steps forwards one equation each, in the drill rows' form
+  (``20 + 7 = 27. 27 - 4 = 23.``), subtracts the stated end (``23 - 21 = 2: 2 too many``) and
+  judges by whether that is 0. Replaying is easier than undoing (no step is inverted, each is
+  read in the order written), so a critic beats a solver that answers at a glance. (Writing "25
+  is not 21" instead left the verdict to an equality test between distant tokens that no build
+  learned; rewriting the whole chain at each step, ``17 + 2 + 6 = 19 + 6``, left the head of the
+  chain the weakest number of every check.)
 - the refiner keeps an accepted answer and repairs a rejected one with the critic's measured
   miss (a start that ends 3 short was 3 too small).
 
@@ -27,34 +32,56 @@ from typing import Any
 import envs
 from agents.prompts import build_messages
 from envs.arithmetic import APPLY
+from envs.unknown import replay
 from rewards.extract import last_boxed
 
 
-def solve_reply(problem: dict[str, Any]) -> str:
-    return f"The answer is \\boxed{{{problem['metadata']['start']}}}."
+def solve_reply(problem: dict[str, Any], value: int | None = None) -> str:
+    """A solver's answer at a glance (`value`, default the right start), no steps written."""
+    return f"The answer is \\boxed{{{problem['metadata']['start'] if value is None else value}}}."
+
+
+def work_reply(problem: dict[str, Any], value: int | None = None) -> str:
+    """A solver's worked answer: undo the steps from the stated end backwards, one equation each
+    (``Work back from 21: 21 + 4 = 25. 25 - 7 = 18. The answer is \\boxed{18}.``). Given a wrong
+    `value`, the last equation carries the slip that ends there."""
+    meta = problem["metadata"]
+    start = meta["start"] if value is None else value
+    current, lines = meta["end"], []
+    for op, k in reversed(meta["steps"]):
+        undo = "-" if op == "+" else "+"
+        new = APPLY[undo](current, k)
+        lines.append([current, undo, k, new])
+        current = new
+    lines[-1][3] = start
+    steps = " ".join(f"{a} {op} {k} = {b}." for a, op, k, b in lines)
+    return f"Work back from {meta['end']}: {steps} The answer is \\boxed{{{start}}}."
+
+
+def solver_reply(
+    problem: dict[str, Any], rng: random.Random, work_fraction: float, value: int | None = None
+) -> str:
+    """A solver-like reply ending at `value`: worked (`work_reply`) with chance `work_fraction`,
+    else at a glance (`solve_reply`)."""
+    if rng.random() < work_fraction:
+        return work_reply(problem, value)
+    return solve_reply(problem, value)
 
 
 def check_reply(problem: dict[str, Any], claimed: int | None) -> str:
-    """A critic reply: put `claimed` in for x (copying the problem's equation), work the chain one
-    step at a time (each step works out the first term and copies the rest), then compare the
-    result with the one the equation states, written a few tokens before.
+    """A critic reply: put `claimed` in for x (copying the problem's equation), replay the steps
+    forwards one equation each (the drill rows' form, each step's operands copied from the
+    restated equation just before), then subtract the stated end and judge by whether that is 0.
 
-    ``Check 17: 17 + 2 + 6 = 21? 17 + 2 + 6 = 19 + 6 = 25. 25 - 21 = 4: 4 too many.``
+    ``Check 20: 20 + 7 - 4 = 21? 20 + 7 = 27. 27 - 4 = 23. 23 - 21 = 2: 2 too many.``
     """
     meta = problem["metadata"]
     if claimed is None:
         return "There is no answer to check.\nVerdict: incorrect"
-    value, steps = claimed, list(meta["steps"])
-    chain = [" ".join([str(value), *(f"{op} {k}" for op, k in steps)])]
-    while steps:
-        op, k = steps.pop(0)
-        value = APPLY[op](value, k)
-        chain.append(" ".join([str(value), *(f"{op} {k}" for op, k in steps)]))
-    end, target = value, meta["end"]
-    head = (
-        f"Check {claimed}: {chain[0]} = {target}? {' = '.join(chain)}. "
-        f"{end} - {target} = {end - target}"
-    )
+    lines, end = replay(meta, claimed)
+    target = meta["end"]
+    restated = " ".join([str(claimed), *(f"{op} {k}" for op, k in meta["steps"])])
+    head = f"Check {claimed}: {restated} = {target}? {' '.join(lines)} {end} - {target} = {end - target}"
     if end == target:
         return f"{head}: it checks.\nVerdict: correct"
     miss = f"{target - end} too few" if end < target else f"{end - target} too many"
@@ -106,10 +133,10 @@ def slip(problem: dict[str, Any], rng: random.Random) -> int:
     return wrong
 
 
-def _answer_text(value: int, rng: random.Random) -> str:
+def _answer_text(problem: dict[str, Any], value: int, rng: random.Random, work: float) -> str:
     """An answer under review: a solver's reply or a refiner's revision ending at `value`."""
     if rng.random() < 0.5:
-        return f"The answer is \\boxed{{{value}}}."
+        return solver_reply(problem, rng, work, value)
     return revision(max(value + rng.choice([-4, -2, -1, 0, 1, 3, 5]), 0), value)
 
 
@@ -152,6 +179,7 @@ def sft_rows(
     review_fraction: float = 1.0,
     second_round: float = 0.5,
     team_fraction: float = 0.2,
+    work_fraction: float = 0.0,
 ) -> list[dict[str, Any]]:
     """Chat rows (``messages`` and ``role``) for every role, played through the real envs.
 
@@ -161,6 +189,8 @@ def sft_rows(
         review_fraction: share of problems that give a first-round critic and refiner row.
         second_round: share of those that also give a second-round critic and refiner row.
         team_fraction: share of problems that give an ensemble-variant or debater row.
+        work_fraction: share of solver-like replies (solver, variant, debater, and the answers
+            under review) worked step by step (`work_reply`); the rest answer at a glance.
     """
     rng = random.Random(seed)
     reflection = envs.make("math/reflection-v0", rounds=2, task="unknown", wrapped=False)
@@ -179,31 +209,32 @@ def sft_rows(
     for problem in problems:
         start = problem["metadata"]["start"]
         reflection.reset(options={"problem": problem})
-        add(reflection.observe("solver_0"), solve_reply(problem), "solver")
+        add(reflection.observe("solver_0"), solver_reply(problem, rng, work_fraction), "solver")
         if rng.random() < review_fraction:
             claimed = start if rng.random() < 0.5 else slip(problem, rng)
-            reflection.step(f"The answer is \\boxed{{{claimed}}}.")
+            reflection.step(solver_reply(problem, rng, work_fraction, claimed))
             check = check_reply(problem, claimed)
             add(reflection.observe("critic_0"), check, "critic")
             reflection.step(check)
             add(reflection.observe("refiner_0"), repair_reply(problem, claimed), "refiner")
             if rng.random() < second_round:
                 again = start if rng.random() < 0.5 else slip(problem, rng)
-                reflection.step(_answer_text(again, rng))
+                reflection.step(_answer_text(problem, again, rng, work_fraction))
                 check = check_reply(problem, again)
                 add(reflection.observe("critic_0"), check, "critic")
                 reflection.step(check)
                 add(reflection.observe("refiner_0"), repair_reply(problem, again), "refiner")
         if rng.random() < team_fraction:
-            shown = (
-                f"The answer is \\boxed{{{start if rng.random() < 0.5 else slip(problem, rng)}}}."
+            shown = solver_reply(
+                problem, rng, work_fraction, start if rng.random() < 0.5 else slip(problem, rng)
             )
             if rng.random() < 0.5:
                 obs, _ = ensemble.reset(options={"problem": problem})
-                add(obs[rng.choice(ensemble.agents)], solve_reply(problem), "variant")
+                reply = solver_reply(problem, rng, work_fraction)
+                add(obs[rng.choice(ensemble.agents)], reply, "variant")
             else:
                 debate.reset(options={"problem": problem})
-                other = f"The answer is \\boxed{{{slip(problem, rng)}}}."
+                other = solver_reply(problem, rng, work_fraction, slip(problem, rng))
                 obs, *_ = debate.step({"debater_0": shown, "debater_1": other})
-                add(obs["debater_0"], solve_reply(problem), "debater")
+                add(obs["debater_0"], solver_reply(problem, rng, work_fraction), "debater")
     return rows
