@@ -81,7 +81,10 @@ def check_reply(problem: dict[str, Any], claimed: int | None) -> str:
     lines, end = replay(meta, claimed)
     target = meta["end"]
     restated = " ".join([str(claimed), *(f"{op} {k}" for op, k in meta["steps"])])
-    head = f"Check {claimed}: {restated} = {target}? {' '.join(lines)} {end} - {target} = {end - target}"
+    head = (
+        f"Check {claimed}: {restated} = {target}? "
+        f"{' '.join(lines)} {end} - {target} = {end - target}"
+    )
     if end == target:
         return f"{head}: it checks.\nVerdict: correct"
     miss = f"{target - end} too few" if end < target else f"{end - target} too many"
