@@ -198,26 +198,36 @@ def build_embedded(
     return out_dir
 
 
-def calibration_rows(recipe: EmbeddedRecipe) -> list[dict[str, Any]]:
-    """Transcript rows (every role, drill rows left out) of ``unknown`` validation problems:
-    problems the SFT never saw, played like the training transcripts."""
+def recipe_transcripts(
+    recipe: EmbeddedRecipe, split: str, size: int, rows_seed: int, review_fraction: float
+) -> list[dict[str, Any]]:
+    """Transcript rows (`transcripts.sft_rows`, drill rows left out) of `size` ``unknown``
+    problems of `split`, mixed as the recipe says."""
     import envs
     from trainers.embedded.transcripts import sft_rows
 
     source = envs.make_task(
         EMBEDDED_TASK,
-        split="validation",
-        size=recipe.calibration_problems,
+        split=split,
+        size=size,
         difficulty=list(recipe.difficulty),
         seed=recipe.seed,
     ).source
     return sft_rows(
         list(source),
-        recipe.seed + 1,
-        1.0,
+        rows_seed,
+        review_fraction,
         recipe.second_round,
         recipe.team_fraction,
         recipe.work_fraction,
+    )
+
+
+def calibration_rows(recipe: EmbeddedRecipe) -> list[dict[str, Any]]:
+    """Transcript rows (every role, drill rows left out) of ``unknown`` validation problems:
+    problems the SFT never saw, played like the training transcripts."""
+    return recipe_transcripts(
+        recipe, "validation", recipe.calibration_problems, recipe.seed + 1, 1.0
     )
 
 
@@ -341,23 +351,10 @@ def _train(
 def _recipe_rows(recipe: EmbeddedRecipe) -> tuple[list[dict[str, Any]], list[str]]:
     """The recipe's SFT rows (transcripts of the task's training problems, then the drills) and
     the tokenizer's corpus (the first 2,000 transcripts' messages)."""
-    import envs
-    from trainers.embedded.transcripts import drill_rows, sft_rows
+    from trainers.embedded.transcripts import drill_rows
 
-    source = envs.make_task(
-        EMBEDDED_TASK,
-        split="train",
-        size=recipe.num_problems,
-        difficulty=list(recipe.difficulty),
-        seed=recipe.seed,
-    ).source
-    rows = sft_rows(
-        list(source),
-        recipe.seed,
-        recipe.review_fraction,
-        recipe.second_round,
-        recipe.team_fraction,
-        recipe.work_fraction,
+    rows = recipe_transcripts(
+        recipe, "train", recipe.num_problems, recipe.seed, recipe.review_fraction
     )
     corpus = [m["content"] for r in rows[:2000] for m in r["messages"]]
     rows += drill_rows(recipe.drill_rows, recipe.drill_facts, recipe.seed)

@@ -136,10 +136,12 @@ def slip(problem: dict[str, Any], rng: random.Random) -> int:
     return wrong
 
 
-def _answer_text(problem: dict[str, Any], value: int, rng: random.Random, work: float) -> str:
+def _answer_text(
+    problem: dict[str, Any], value: int, rng: random.Random, work_fraction: float
+) -> str:
     """An answer under review: a solver's reply or a refiner's revision ending at `value`."""
     if rng.random() < 0.5:
-        return solver_reply(problem, rng, work, value)
+        return solver_reply(problem, rng, work_fraction, value)
     return revision(max(value + rng.choice([-4, -2, -1, 0, 1, 3, 5]), 0), value)
 
 
