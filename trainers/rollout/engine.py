@@ -275,7 +275,8 @@ class RolloutEngine:
                 actions = {agent: text for (agent, _), text in zip(agents, texts, strict=True)}
                 slot.observations = env.step(actions)[0]
             else:
-                env.step(texts[0])
+                (text,) = texts  # AEC: one agent acts per turn
+                env.step(text)
         return slot
 
     def _play(self, slots: list[_Slot]) -> Iterable[_Slot]:
