@@ -26,6 +26,8 @@ from trainers.embedded import (
 from trainers.embedded.transcripts import (
     check_reply,
     claimed_answer,
+    plan_reply,
+    program_reply,
     repair_reply,
     sft_rows,
     slip,
@@ -105,6 +107,83 @@ def test_work_fraction_sets_the_share_of_worked_solver_replies():
 
     assert worked(0.0) == 0.0 and worked(1.0) == 1.0
     assert 0.25 < worked(0.35) < 0.45
+
+
+def test_rework_fraction_reworks_rejected_answers_and_changes_no_other_row():
+    problems = list(envs.make_task("unknown", size=300, difficulty=[1, 2, 3]).source)
+    plain = sft_rows(problems, 0, 1.0, 1.0, 0.2, work_fraction=0.35)
+    reworked = sft_rows(problems, 0, 1.0, 1.0, 0.2, work_fraction=0.35, rework_fraction=0.5)
+    assert len(plain) == len(reworked)
+    changed = [(a, b) for a, b in zip(plain, reworked, strict=True) if a != b]
+    assert changed and {a["role"] for a, _ in changed} == {"refiner"}
+    for before, after in changed:  # a repair by the miss became a fresh worked answer
+        assert before["messages"][:-1] == after["messages"][:-1]
+        assert " so the start is " in before["messages"][-1]["content"]
+        reply = after["messages"][-1]["content"]
+        assert reply.startswith("Work back from ")
+        assert claimed_answer(reply) == claimed_answer(before["messages"][-1]["content"])
+    repairs = [
+        r
+        for r in plain
+        if r["role"] == "refiner" and " so the start is " in r["messages"][-1]["content"]
+    ]
+    assert 0.4 < len(changed) / len(repairs) < 0.6
+    kept = [
+        r
+        for r in reworked
+        if r["role"] == "refiner" and "check passed" in r["messages"][-1]["content"]
+    ]
+    assert kept  # an accepted answer is still kept as it is
+
+
+@pytest.mark.parametrize("difficulty", [1, 2, 3])
+def test_plans_undo_the_steps_and_programs_print_the_start(difficulty):
+    import ast
+    import re
+
+    for problem in envs.make_task("unknown", difficulty=difficulty, size=30).source:
+        meta = problem["metadata"]
+        plan = plan_reply(problem)
+        assert plan.startswith(f"Start from {meta['end']} and undo the steps, last first: ")
+        words = re.findall(r"(add|subtract) (\d+)", plan)
+        assert [(w == "add", int(k)) for w, k in words] == [
+            (op == "-", k) for op, k in reversed(meta["steps"])
+        ]
+        for keep in (None, *range(difficulty)):
+            program = program_reply(problem, keep)
+            assert program.startswith("```python\nprint(") and program.endswith(")\n```")
+            expression = program.split("print(", 1)[1].rsplit(")", 1)[0]
+            value = eval(compile(ast.parse(expression, mode="eval"), "<program>", "eval"))
+            if keep is None:
+                assert value == meta["start"]
+            else:  # one step written with the problem's sign: off by twice that step
+                _, k = list(reversed(meta["steps"]))[keep]
+                assert abs(value - meta["start"]) == 2 * k
+
+
+def test_tool_rows_run_their_programs_and_check_the_output():
+    problems = list(envs.make_task("unknown", size=24, difficulty=[1, 2, 3]).source)
+    rows = sft_rows(problems, 0, 0.0, 0.0, 0.0, tool_fraction=1.0)
+    by_role = {}
+    for row in rows:
+        by_role.setdefault(row["role"], []).append(row)
+    assert len(by_role["analyzer"]) == len(by_role["verifier"]) == len(problems)
+    assert len(by_role["executor"]) == 2 * len(problems)
+    verdicts = []
+    for problem, verifier in zip(problems, by_role["verifier"], strict=True):
+        shown = verifier["messages"][1]["content"]
+        output = int(shown.split("stdout:\n")[1].split()[0])  # the program really ran
+        verdict = parse_verdict(verifier["messages"][-1]["content"])
+        assert verdict is (output == problem["metadata"]["start"])
+        assert f"Check {output}:" in verifier["messages"][-1]["content"]
+        verdicts.append(verdict)
+    assert 0 < sum(verdicts) < len(verdicts)  # right and slipped programs both reviewed
+    for problem, first, second in zip(
+        problems, by_role["executor"][::2], by_role["executor"][1::2], strict=True
+    ):
+        assert first["messages"][-1]["content"] == program_reply(problem)
+        assert second["messages"][-1]["content"] == program_reply(problem)
+        assert "Reviewer feedback:" in second["messages"][1]["content"]
 
 
 def test_sft_rows_use_the_envs_own_prompts_and_are_seeded():

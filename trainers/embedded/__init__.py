@@ -4,14 +4,15 @@ Every script uses it when no model is given, so the whole pipeline runs offline 
 built files (config, tokenizer, safetensors, ``recipe.json`` with each file's sha256) are
 committed under ``trainers/embedded/model/`` and installed as package data: a fresh clone trains
 at once. ``python scripts/build_embedded.py`` rebuilds them from `EmbeddedRecipe` (seeded; on a
-CPU with the recipe's thread count the rebuild is bit-identical), in about 20 minutes on 2 cores:
+CPU with the recipe's thread count the rebuild is bit-identical), in about 21 minutes on 2 cores:
 
 1. transcripts (`trainers.embedded.transcripts`): ``unknown`` train problems played through the
    real environments with scripted replies. The solver answers at a glance or, in 35% of its
    replies, works back from the stated end one step at a time; the critic checks by substitution
    (replays the steps from the answer one equation each, subtracts the stated result and judges
    by whether that is 0); the refiner keeps an accepted answer and repairs a rejected one by the
-   miss. Arithmetic drill rows (16 sums and differences each) are mixed in;
+   miss or, in half of its repairs, works it out afresh. Arithmetic drill rows (16 sums and
+   differences each) are mixed in;
 2. a byte-level BPE tokenizer trained on those transcripts, with every number below 200 a single
    token, and a Mistral-style model (a folder whose tokenizer transformers loads as saved) built
    from a config with random weights (`agents.tiny`), number embeddings starting as cos/sin
@@ -20,10 +21,10 @@ CPU with the recipe's thread count the rebuild is bit-identical), in about 20 mi
 4. calibration (`calibrate`): the temperature that minimises the NLL of held-out transcripts is
    folded into the final norm, so sampling at T=1 draws from calibrated distributions.
 
-The shipped build (recipe v11, 0.95M parameters, logit scale 1.95): solver pass1@turn1 0.370
-(0.21 of its answers at a glance right, 0.88 of the 23% it works out), critic balanced verdict
-accuracy 0.785, the refiner fixes 0.711 of the wrong answers its critic flags and breaks 0.287
-of the right ones under review; the team's maj1@turnK is 0.677 against 0.367 for the same
+The shipped build (recipe v12, 0.95M parameters, logit scale 3.1): solver pass1@turn1 0.340
+(0.29 of its answers at a glance right, 0.76 of the 10% it works out), critic balanced verdict
+accuracy 0.858, the refiner fixes 0.662 of the wrong answers its critic flags and breaks 0.198
+of the right ones under review; the team's maj1@turnK is 0.675 against 0.300 for the same
 model alone (200 held-out problems x 2 samples at T=1). docs/results.md has every build tried.
 """
 
@@ -41,7 +42,7 @@ from typing import Any
 logger = logging.getLogger(__name__)
 
 EMBEDDED_TASK = "unknown"  # the task the embedded model is built on: the scripts' default
-RECIPE_VERSION = 11  # bump whenever the transcripts or the training change
+RECIPE_VERSION = 12  # bump whenever the transcripts or the training change
 SHIPPED = Path(__file__).resolve().parent / "model"
 REBUILD = "python scripts/build_embedded.py"
 MODEL_FILES = (  # at least these; recipe.json lists every file with its sha256
@@ -77,6 +78,12 @@ class EmbeddedRecipe:
         work_fraction (`float`, 0.35): share of solver-like replies worked step by step
             (`transcripts.work_reply`) rather than given at a glance: the careful behaviour the
             SFT model takes seldom and RL can make its habit.
+        rework_fraction (`float`, 0.5): share of the refiner's repairs of a rejected answer
+            that work the problem out afresh instead of applying the critic's miss.
+        tool_fraction (`float`, 0.0): share of problems that give ``math/tool-v0`` rows
+            (analyzer, executor, verifier; the programs run in the sandbox at build time). 0.15
+            cost the reflection team its gain over the lone model and left the executor right
+            only 20% of the time (docs/results.md, v12b), so the shipped build has none.
         drill_rows, drill_facts: arithmetic drill rows mixed into the SFT data
             (`transcripts.drill_rows`), each stating that many facts.
         max_steps, batch_size, learning_rate: SFT.
@@ -100,6 +107,8 @@ class EmbeddedRecipe:
     second_round: float = 0.5
     team_fraction: float = 0.15
     work_fraction: float = 0.35
+    rework_fraction: float = 0.5
+    tool_fraction: float = 0.0
     drill_rows: int = 20000
     drill_facts: int = 16
     max_steps: int = 3500
@@ -220,6 +229,8 @@ def recipe_transcripts(
         recipe.second_round,
         recipe.team_fraction,
         recipe.work_fraction,
+        recipe.rework_fraction,
+        recipe.tool_fraction,
     )
 
 

@@ -17,7 +17,15 @@ Each role does what it does in the real setting, scaled down:
   learned; rewriting the whole chain at each step, ``17 + 2 + 6 = 19 + 6``, left the head of the
   chain the weakest number of every check.)
 - the refiner keeps an accepted answer and repairs a rejected one with the critic's measured
-  miss (a start that ends 3 short was 3 too small).
+  miss (a start that ends 3 short was 3 too small) or, in some repairs (``rework_fraction``),
+  works the problem out afresh (`work_reply`): a repair that does not lean on the critic's
+  arithmetic, so a right answer the critic wrongly rejects is not necessarily lost;
+- in ``math/tool-v0`` (``tool_fraction``; none in the shipped recipe) the analyzer plans the
+  undoing (``Start from 21 and undo the steps, last first: add 4, then subtract 7.``), the
+  executor writes it as one printed expression (``print(21 + 4 - 7)``), leaving the arithmetic
+  to the sandbox, and the verifier checks the program's output by substitution like the critic.
+  The programs under review are right or leave one step with the problem's sign, the slip a
+  transcription makes.
 
 The rows are played through the real environments, so the prompts are exactly those the agents
 see later. Every target reply is right; the answers under review are right or carry the slips a
@@ -103,11 +111,33 @@ def revision(claimed: int, start: int) -> str:
     return f"{fix} The answer is \\boxed{{{start}}}."
 
 
-def repair_reply(problem: dict[str, Any], claimed: int | None) -> str:
-    """A refiner reply after a correct check of `claimed`: keep it, or repair it by the miss."""
+def repair_reply(problem: dict[str, Any], claimed: int | None, rework: bool = False) -> str:
+    """A refiner reply after a correct check of `claimed`: keep it, or repair it by the miss
+    (with `rework`, work a rejected answer out afresh instead: `work_reply`)."""
     if claimed is None:
         return solve_reply(problem)
+    if rework and claimed != problem["metadata"]["start"]:
+        return work_reply(problem)
     return revision(claimed, problem["metadata"]["start"])
+
+
+def plan_reply(problem: dict[str, Any]) -> str:
+    """An analyzer's plan: start from the stated end and undo the steps, last first
+    (``Start from 21 and undo the steps, last first: add 4, then subtract 7.``)."""
+    meta = problem["metadata"]
+    undo = (f"{'subtract' if op == '+' else 'add'} {k}" for op, k in reversed(meta["steps"]))
+    return f"Start from {meta['end']} and undo the steps, last first: {', then '.join(undo)}."
+
+
+def program_reply(problem: dict[str, Any], keep: int | None = None) -> str:
+    """An executor's program: the plan as one printed expression (``print(21 + 4 - 7)``), the
+    arithmetic left to Python. `keep`: the index (last step first) of a step written with the
+    problem's sign instead of undone, the slip a transcription makes."""
+    meta = problem["metadata"]
+    terms = []
+    for i, (op, k) in enumerate(reversed(meta["steps"])):
+        terms.append(f"{op if i == keep else ('-' if op == '+' else '+')} {k}")
+    return f"```python\nprint({meta['end']} {' '.join(terms)})\n```"
 
 
 def claimed_answer(text: str) -> int | None:
@@ -185,6 +215,8 @@ def sft_rows(
     second_round: float = 0.5,
     team_fraction: float = 0.2,
     work_fraction: float = 0.0,
+    rework_fraction: float = 0.0,
+    tool_fraction: float = 0.0,
 ) -> list[dict[str, Any]]:
     """Chat rows (``messages`` and ``role``) for every role, played through the real envs.
 
@@ -196,11 +228,20 @@ def sft_rows(
         team_fraction: share of problems that give an ensemble-variant or debater row.
         work_fraction: share of solver-like replies (solver, variant, debater, and the answers
             under review) worked step by step (`work_reply`); the rest answer at a glance.
+        rework_fraction: share of the refiner's repairs of a rejected answer that work the
+            problem out afresh (`work_reply`) instead of applying the critic's miss. Drawn from a
+            stream of its own, so the other rows do not depend on it.
+        tool_fraction: share of problems that give a ``math/tool-v0`` analyzer, executor and
+            verifier row and the executor's second-round row (its programs really run in the
+            sandbox). Drawn from a stream of its own, like `rework_fraction`.
     """
     rng = random.Random(seed)
+    rework = random.Random(f"rework-{seed}")
+    tooled = random.Random(f"tool-{seed}")
     reflection = envs.make("math/reflection-v0", rounds=2, task="unknown", wrapped=False)
     ensemble = envs.make("math/ensemble-v0", num_agents=4, task="unknown")
     debate = envs.make("math/debate-v0", num_agents=2, rounds=2, task="unknown")
+    tool = envs.make("math/tool-v0", rounds=2, task="unknown", wrapped=False)
     rows: list[dict[str, Any]] = []
 
     def add(obs: dict[str, str], reply: str, role: str) -> None:
@@ -221,14 +262,22 @@ def sft_rows(
             check = check_reply(problem, claimed)
             add(reflection.observe("critic_0"), check, "critic")
             reflection.step(check)
-            add(reflection.observe("refiner_0"), repair_reply(problem, claimed), "refiner")
+            add(
+                reflection.observe("refiner_0"),
+                repair_reply(problem, claimed, rework.random() < rework_fraction),
+                "refiner",
+            )
             if rng.random() < second_round:
                 again = start if rng.random() < 0.5 else slip(problem, rng)
                 reflection.step(_answer_text(problem, again, rng, work_fraction))
                 check = check_reply(problem, again)
                 add(reflection.observe("critic_0"), check, "critic")
                 reflection.step(check)
-                add(reflection.observe("refiner_0"), repair_reply(problem, again), "refiner")
+                add(
+                    reflection.observe("refiner_0"),
+                    repair_reply(problem, again, rework.random() < rework_fraction),
+                    "refiner",
+                )
         if rng.random() < team_fraction:
             shown = solver_reply(
                 problem, rng, work_fraction, start if rng.random() < 0.5 else slip(problem, rng)
@@ -242,4 +291,19 @@ def sft_rows(
                 other = solver_reply(problem, rng, work_fraction, slip(problem, rng))
                 obs, *_ = debate.step({"debater_0": shown, "debater_1": other})
                 add(obs["debater_0"], solver_reply(problem, rng, work_fraction), "debater")
+        if tooled.random() < tool_fraction:
+            tool.reset(options={"problem": problem})
+            plan = plan_reply(problem)
+            add(tool.observe("analyzer_0"), plan, "analyzer")
+            tool.step(plan)
+            add(tool.observe("executor_0"), program_reply(problem), "executor")
+            steps = len(problem["metadata"]["steps"])
+            tool.step(
+                program_reply(problem, None if tooled.random() < 0.5 else tooled.randrange(steps))
+            )
+            output = tool.infos["executor_0"]["extracted"]
+            check = check_reply(problem, None if output is None else int(output))
+            add(tool.observe("verifier_0"), check, "verifier")
+            tool.step(check)
+            add(tool.observe("executor_0"), program_reply(problem), "executor")
     return rows
