@@ -7,8 +7,8 @@
 The shipped files are committed, so nothing needs building to use the project; run this after
 changing `trainers.embedded.EmbeddedRecipe` or the transcripts, or to check the shipped files
 (`--check` compares the rebuild with them, byte for byte, and exits 1 on a difference).
-The tool env's transcripts run their programs in the sandbox, so the build needs bubblewrap
-(see the README), like `math/tool-v0` itself.
+A recipe with `tool_fraction` > 0 (not the shipped one) plays tool-env transcripts whose
+programs run in the sandbox, so its build needs bubblewrap (see the README).
 """
 
 from __future__ import annotations
