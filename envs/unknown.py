@@ -28,6 +28,7 @@ from envs.sources import Problem
 
 MAX_DIFFICULTY = 4
 LIMIT = 60  # every quantity stays in 1..LIMIT
+INVERSE = {"+": "-", "-": "+"}  # the operator that undoes each step
 
 
 def generate_problem(
@@ -72,3 +73,9 @@ def replay(metadata: dict[str, Any], start: int) -> tuple[list[str], int]:
         lines.append(f"{value} {op} {k} = {new}.")
         value = new
     return lines, value
+
+
+def undo_steps(metadata: dict[str, Any]) -> list[tuple[str, int]]:
+    """The steps that solve the problem from its stated end: each of its steps undone
+    (``+ 7`` -> ``- 7``), last first."""
+    return [(INVERSE[op], k) for op, k in reversed(metadata["steps"])]

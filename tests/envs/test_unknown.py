@@ -7,7 +7,7 @@ import re
 import pytest
 
 import envs
-from envs.unknown import LIMIT, MAX_DIFFICULTY, generate_problem, replay
+from envs.unknown import LIMIT, MAX_DIFFICULTY, generate_problem, replay, undo_steps
 
 
 @pytest.mark.parametrize("difficulty", range(1, MAX_DIFFICULTY + 1))
@@ -26,6 +26,19 @@ def test_replaying_the_start_reaches_the_stated_end(difficulty):
             assert 1 <= value <= LIMIT
         chain = " ".join(f"{op} {k}" for op, k in meta["steps"])
         assert problem["question"] == f"Find x: x {chain} = {end}."
+
+
+@pytest.mark.parametrize("difficulty", range(1, MAX_DIFFICULTY + 1))
+def test_undoing_the_steps_from_the_end_reaches_the_start(difficulty):
+    for problem in envs.make_task("unknown", size=100, difficulty=difficulty).source:
+        meta = problem["metadata"]
+        undo = undo_steps(meta)
+        assert [k for _, k in undo] == [k for _, k in reversed(meta["steps"])]
+        assert all(u != op for (u, _), (op, _) in zip(undo, reversed(meta["steps"]), strict=True))
+        value = meta["end"]
+        for op, k in undo:
+            value = value + k if op == "+" else value - k
+        assert value == meta["start"]
 
 
 def test_a_wrong_start_misses_the_end_by_its_own_error():

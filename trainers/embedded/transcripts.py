@@ -40,7 +40,7 @@ from typing import Any
 import envs
 from agents.prompts import build_messages
 from envs.arithmetic import APPLY
-from envs.unknown import replay
+from envs.unknown import INVERSE, replay, undo_steps
 from rewards.extract import last_boxed
 
 
@@ -56,8 +56,7 @@ def work_reply(problem: dict[str, Any], value: int | None = None) -> str:
     meta = problem["metadata"]
     start = meta["start"] if value is None else value
     current, lines = meta["end"], []
-    for op, k in reversed(meta["steps"]):
-        undo = "-" if op == "+" else "+"
+    for undo, k in undo_steps(meta):
         new = APPLY[undo](current, k)
         lines.append([current, undo, k, new])
         current = new
@@ -125,7 +124,7 @@ def plan_reply(problem: dict[str, Any]) -> str:
     """An analyzer's plan: start from the stated end and undo the steps, last first
     (``Start from 21 and undo the steps, last first: add 4, then subtract 7.``)."""
     meta = problem["metadata"]
-    undo = (f"{'subtract' if op == '+' else 'add'} {k}" for op, k in reversed(meta["steps"]))
+    undo = (f"{'add' if op == '+' else 'subtract'} {k}" for op, k in undo_steps(meta))
     return f"Start from {meta['end']} and undo the steps, last first: {', then '.join(undo)}."
 
 
@@ -134,9 +133,9 @@ def program_reply(problem: dict[str, Any], keep: int | None = None) -> str:
     arithmetic left to Python. `keep`: the index (last step first) of a step written with the
     problem's sign instead of undone, the slip a transcription makes."""
     meta = problem["metadata"]
-    terms = []
-    for i, (op, k) in enumerate(reversed(meta["steps"])):
-        terms.append(f"{op if i == keep else ('-' if op == '+' else '+')} {k}")
+    terms = (
+        f"{INVERSE[op] if i == keep else op} {k}" for i, (op, k) in enumerate(undo_steps(meta))
+    )
     return f"```python\nprint({meta['end']} {' '.join(terms)})\n```"
 
 
