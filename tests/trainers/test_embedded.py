@@ -329,7 +329,8 @@ def test_fit_logit_scale_recovers_the_temperature_the_targets_were_drawn_at():
     assert fit_logit_scale(logits, logits.argmax(-1))[0] == 6.0  # always right: the sharpest
 
 
-def test_calibrate_scales_every_logit_by_the_fitted_scale(tmp_path):
+@pytest.mark.parametrize("sharpen", [1.0, 2.0])
+def test_calibrate_scales_every_logit_by_the_fitted_scale_and_sharpen(tmp_path, sharpen):
     import torch
     from transformers import AutoModelForCausalLM
 
@@ -337,10 +338,17 @@ def test_calibrate_scales_every_logit_by_the_fitted_scale(tmp_path):
     path = build_embedded(recipe, tmp_path / "model")
     ids = torch.tensor([[1, 5, 9, 14, 3]])
     before = AutoModelForCausalLM.from_pretrained(path)(input_ids=ids).logits
-    fitted = calibrate(path, dataclasses.replace(recipe, calibration_problems=4))
+    fitted = calibrate(path, dataclasses.replace(recipe, calibration_problems=4, sharpen=sharpen))
     after = AutoModelForCausalLM.from_pretrained(path)(input_ids=ids).logits
-    assert fitted["nll_after"] <= fitted["nll_before"]
-    assert torch.allclose(after, before * fitted["logit_scale"], rtol=1e-4, atol=1e-5)
+    assert fitted["nll_after"] <= fitted["nll_before"] and fitted["sharpen"] == sharpen
+    expected = before * fitted["logit_scale"] * sharpen
+    assert torch.allclose(after, expected, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("sharpen", [0.0, -1.0])
+def test_a_sharpen_that_is_not_positive_is_refused(sharpen):
+    with pytest.raises(ValueError, match="sharpen"):
+        dataclasses.replace(TINY_NUMBERS, sharpen=sharpen)
 
 
 @pytest.mark.slow
