@@ -287,7 +287,8 @@ def calibrate(model_dir: Path, recipe: EmbeddedRecipe) -> dict[str, float]:
     choice right 0.88 of the time at p 0.47), so sampling at temperature 1 is much worse than its
     first choices. The scale that minimises the held-out NLL of the assistant tokens
     (`calibration_rows`) multiplies the final norm's weight, which scales every logit (the LM
-    head is linear, without bias), so T=1 samples from the calibrated distribution.
+    head is linear, without bias), so T=1 samples from the calibrated distribution; then by
+    `recipe.sharpen` (`EmbeddedRecipe`), so T=1 samples it at temperature 1 / sharpen.
     """
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
