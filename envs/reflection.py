@@ -30,8 +30,15 @@ a weak start model, GRPO's per-group normalisation still let the critic drift to
 rejecting: docs/results.md.) With ``team_reward=True`` every agent gets the score of the final
 answer when the episode ends and 0 before.
 
+``audit`` names roles whose turns must also get their arithmetic right: a turn of an audited role
+that states an equation that does not hold (``23 - 21 = 0``; `rewards.arithmetic`) earns 0 on its
+step, whatever its answer or verdict. Paid by the verdict alone, a critic sharing weights with a
+solver that is mostly right learns to write "= 0: it checks" under any subtraction; the audit
+pays only checks that are worked right (docs/results.md).
+
 Infos: ``problem_id``, ``turn`` (0-based index of the agent turn), ``round``, ``role``,
-``extracted``, ``correct``, ``score``, ``reason``, ``parse_error``, ``action_clipped``; the critic's
+``extracted``, ``correct``, ``score``, ``reason``, ``parse_error``, ``action_clipped``,
+``false_equations`` (how many stated equations do not hold, audited or not); the critic's
 also ``verdict`` and ``reviewed_correct``; at the end every agent's ``final_correct``.
 
 Arguments:
@@ -42,6 +49,8 @@ Arguments:
     critic_reward (`str`, "verdict"): "verdict" (the verdict matches the truth), "balanced" (the
         same, class-balanced by the trainer) or "outcome" (the score of the revision that follows
         the critic's feedback).
+    audit (`Sequence[str]`, ()): roles ("solver", "critic", "refiner") whose turns earn 0 when
+        they state a false equation; not with a team reward or the critic paid by outcome.
     max_action_chars (`int`, 8192), max_obs_chars (`int`, 32768): text bounds.
     render_mode (`str | None`): "ansi" makes `render()` return the transcript.
 
@@ -52,7 +61,7 @@ Version history:
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pettingzoo import AECEnv
@@ -62,6 +71,7 @@ from envs import prompts
 from envs.core import TaskEnvMixin, render_transcript
 from envs.tasks import Task
 from rewards import Verifier
+from rewards.arithmetic import false_equations
 
 VERDICT_RE = re.compile(
     # One whitespace run per gap: "\s*[:=-]?\s*[*_]*\s*" backtracks cubically on long spaces.
@@ -72,6 +82,7 @@ VERDICT_RE = re.compile(
 
 
 CRITIC_REWARDS = ("verdict", "balanced", "outcome")
+ROLES = ("solver", "critic", "refiner")
 
 
 def parse_verdict(text: str) -> bool | None:
@@ -100,6 +111,7 @@ class ReflectionEnv(TaskEnvMixin, AECEnv):
         stop_on_accept: bool = False,
         team_reward: bool = False,
         critic_reward: str = "verdict",
+        audit: Sequence[str] = (),
         max_action_chars: int = 8192,
         max_obs_chars: int = 32768,
         render_mode: str | None = None,
@@ -123,6 +135,13 @@ class ReflectionEnv(TaskEnvMixin, AECEnv):
             )
         self.rounds, self.stop_on_accept, self.team_reward = rounds, stop_on_accept, team_reward
         self.critic_reward = critic_reward
+        if isinstance(audit, str) or any(role not in ROLES for role in audit):
+            raise ValueError(f"audit must be a sequence of roles from {ROLES}, got {audit!r}")
+        if audit and team_reward:
+            raise ValueError("audit gates per-turn rewards; it does not apply with team_reward")
+        if "critic" in audit and critic_reward == "outcome":
+            raise ValueError("audit cannot gate the critic when it is paid by outcome")
+        self.audit = tuple(audit)
         self.possible_agents = ["solver_0", "critic_0", "refiner_0"]
         self.schedule = ["solver_0"] + ["critic_0", "refiner_0"] * rounds
         self.max_turns = len(self.schedule)
@@ -177,7 +196,8 @@ class ReflectionEnv(TaskEnvMixin, AECEnv):
         self._cumulative_rewards[agent] = 0.0
         self._clear_rewards()
         round_index = max(self.turn - 1, 0) // 2
-        extra = {"round": round_index, "role": agent.split("_")[0]}
+        role = agent.split("_")[0]
+        extra = {"round": round_index, "role": role, "false_equations": len(false_equations(text))}
         done = self.turn + 1 >= self.max_turns
         if agent == "critic_0":
             verdict = parse_verdict(text)
@@ -199,6 +219,8 @@ class ReflectionEnv(TaskEnvMixin, AECEnv):
             self.rewards[agent] = verdict_obj.score
             if self.critic_reward == "outcome" and agent == "refiner_0":
                 self.rewards["critic_0"] = verdict_obj.score
+        if role in self.audit and extra["false_equations"]:
+            self.rewards[agent] = 0.0
         self.turns.append((agent, text))
         self.turn += 1
         if self.team_reward:

@@ -191,6 +191,8 @@ def test_train_script_end_to_end(run_script, tiny_model, tmp_path, script, extra
     assert result.returncode == 0, result.stderr[-3000:]
     metrics = json.loads((out / "metrics.json").read_text())
     assert {"before", "after", "summary", "log_history"} <= set(metrics)
+    if script == "train_reflection.py":  # the script's default: every role's arithmetic audited
+        assert metrics["env_kwargs"]["audit"] == ["solver", "critic", "refiner"]
     assert any(k.startswith("agents/") for row in metrics["log_history"] for k in row)
     assert (out / "curves.png").stat().st_size > 0
     if "--role_models" in extra:

@@ -160,6 +160,30 @@ def test_outcome_critic_that_accepts_is_paid_by_the_accepted_answer():
         assert all(env.terminations.values()) and env.rewards["critic_0"] == expected
 
 
+def test_audit_pays_nothing_for_a_false_equation_of_an_audited_role():
+    solver = "2 + 3 = 6, so \\boxed{5}"  # right answer, false arithmetic
+    critic = "2 + 3 = 5. 5 - 5 = 1.\nVerdict: correct"  # right verdict, false arithmetic
+    refiner = "2 + 3 = 5. \\boxed{5}"
+    for audit in ((), ("critic",), ("solver", "critic", "refiner")):
+        env = make(rounds=1, audit=audit, wrapped=False)
+        env.reset(options={"problem": PROBLEM})
+        paid = {}
+        replies = (solver, critic, refiner)
+        for agent, text in zip(("solver_0", "critic_0", "refiner_0"), replies, strict=True):
+            env.step(text)
+            paid[agent] = env.rewards[agent]
+        assert paid == {
+            "solver_0": 0.0 if "solver" in audit else 1.0,
+            "critic_0": 0.0 if "critic" in audit else 1.0,
+            "refiner_0": 1.0,
+        }
+        # Counted whether audited or not; the infos still grade the answer and the verdict.
+        assert env.infos["solver_0"]["false_equations"] == 1
+        assert env.infos["critic_0"]["false_equations"] == 1
+        assert env.infos["refiner_0"]["false_equations"] == 0
+        assert env.infos["solver_0"]["correct"] and env.infos["critic_0"]["correct"]
+
+
 def test_critic_without_verdict_gets_zero_and_parse_error():
     env = make(rounds=1, wrapped=False)
     env.reset(options={"problem": PROBLEM})
@@ -237,4 +261,18 @@ def test_huge_action_is_clipped_and_flagged():
 )
 def test_bad_arguments_raise(kwargs):
     with pytest.raises(ValueError):
+        make(**kwargs)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"audit": "critic"}, "sequence of roles"),
+        ({"audit": ("judge",)}, "sequence of roles"),
+        ({"audit": ("solver",), "team_reward": True}, "team_reward"),
+        ({"audit": ("critic",), "critic_reward": "outcome"}, "outcome"),
+    ],
+)
+def test_bad_audit_is_refused_with_its_reason(kwargs, message):
+    with pytest.raises(ValueError, match=message):
         make(**kwargs)

@@ -46,6 +46,23 @@ def test_reflection_metrics():
     assert m["agents"]["critic_0"]["turns"] == 8 and m["agents"]["solver_0"]["accuracy"] == 0.25
 
 
+def test_agent_metrics_report_false_arithmetic_where_the_env_audits_it():
+    from trainers.evaluation.evaluate import markdown_report
+
+    played = reflection(0, [("4", False), ("5", True)])
+    m = compute_metrics([played])
+    assert all("false_arithmetic" not in a for a in m["agents"].values())
+    assert "false arithmetic" not in markdown_report({"env": "e", "metrics": m})
+    for t, n in zip(played.turns, (0, 2, 0), strict=True):
+        t.info["false_equations"] = n
+    played.turns.append(turn("critic_0", None, True, 3))  # a turn that does not record it
+    m = compute_metrics([played])
+    assert m["agents"]["critic_0"]["false_arithmetic"] == 1.0  # of the turns that record it
+    assert m["agents"]["solver_0"]["false_arithmetic"] == 0.0
+    report = markdown_report({"env": "e", "metrics": m})
+    assert "| false arithmetic |" in report and "| 1.000 |" in report
+
+
 def test_metrics_read_the_answer_roles_the_episode_recorded():
     """An episode's recorded answering roles decide its answer turns; one saved before episodes
     recorded them falls back to what the registered env declares (solver and refiner here)."""

@@ -105,3 +105,14 @@ def test_evaluation_gives_every_algorithm_its_own_tokens_per_turn():
     assert run.eval_config(EnvArguments(), "m", dpo).max_new_tokens == 80
     assert run.eval_config(EnvArguments(), "m", SimpleNamespace(seed=0)).max_new_tokens == 96
     assert CPUDPOConfig.__dataclass_fields__["rollout_max_new_tokens"].default >= 96
+
+
+def test_audit_reaches_the_env_as_a_tuple_of_roles():
+    import envs
+
+    kwargs = EnvArguments(audit=" critic, refiner ").env_kwargs()
+    assert kwargs["audit"] == ("critic", "refiner")
+    assert envs.make("math/reflection-v0", **kwargs).unwrapped.audit == ("critic", "refiner")
+    assert "audit" not in EnvArguments().env_kwargs()
+    with pytest.raises(ValueError, match="sequence of roles"):
+        envs.make("math/reflection-v0", **EnvArguments(audit="critics").env_kwargs())

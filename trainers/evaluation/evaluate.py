@@ -136,16 +136,21 @@ def markdown_report(results: dict[str, Any]) -> str:
     lines = [f"## {results['env']}: {m['problems']} problems, {m['episodes']} episodes", ""]
     keys = [k for k in m if k in HEADLINE or k.startswith(("pass@", "flip/", "review/"))]
     lines += ["| metric | value |", "|---|---|"] + [f"| {k} | {m[k]:.3f} |" for k in keys]
+    audited = any("false_arithmetic" in a for a in m["agents"].values())
+    extra = " false arithmetic |" if audited else ""
     lines += [
         "",
-        "| agent | turns | reward | accuracy | parse errors | tokens/turn |",
-        "|---|---|---|---|---|---|",
+        f"| agent | turns | reward | accuracy | parse errors | tokens/turn |{extra}",
+        "|---|---|---|---|---|---|" + ("---|" if audited else ""),
     ]
     for agent, a in m["agents"].items():
-        lines.append(
+        row = (
             f"| {agent} | {a['turns']} | {a['reward']:.3f} | {a['accuracy']:.3f} | "
             f"{a['parse_error']:.3f} | {a['completion_tokens']:.1f} |"
         )
+        if audited:
+            row += f" {a['false_arithmetic']:.3f} |" if "false_arithmetic" in a else " |"
+        lines.append(row)
     single = results.get("single_agent")
     if single:
         lines += [

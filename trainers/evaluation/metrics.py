@@ -142,21 +142,26 @@ def review_metrics(episodes: Sequence[Episode]) -> dict[str, float]:
 
 
 def agent_metrics(episodes: Sequence[Episode]) -> dict[str, dict[str, float]]:
-    """Mean reward, accuracy, parse-error rate and completion tokens per agent."""
+    """Mean reward, accuracy, parse-error rate and completion tokens per agent, and, where the env
+    audits arithmetic (``info["false_equations"]``, `envs.reflection`), ``false_arithmetic``: the
+    share of its turns that state an equation that does not hold."""
     rows: dict[str, list[Turn]] = defaultdict(list)
     for episode in episodes:
         for turn in episode.turns:
             rows[turn.agent].append(turn)
-    return {
-        agent: {
+    out: dict[str, dict[str, float]] = {}
+    for agent, turns in sorted(rows.items()):
+        out[agent] = {
             "turns": len(turns),
             "reward": sum(t.reward for t in turns) / len(turns),
             "accuracy": sum(bool(t.info.get("correct")) for t in turns) / len(turns),
             "parse_error": sum(bool(t.info.get("parse_error")) for t in turns) / len(turns),
             "completion_tokens": sum(len(t.completion_ids) for t in turns) / len(turns),
         }
-        for agent, turns in sorted(rows.items())
-    }
+        audited = [t.info["false_equations"] for t in turns if "false_equations" in t.info]
+        if audited:
+            out[agent]["false_arithmetic"] = sum(n > 0 for n in audited) / len(audited)
+    return out
 
 
 INTERVAL_KEYS = (

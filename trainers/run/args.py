@@ -31,6 +31,8 @@ class EnvArguments:
         role_weights (`str`, ""): reward weight per role, e.g. "solver=1,critic=0.5".
         critic_reward (`str | None`): reflection's critic reward: "verdict", "balanced" or
             "outcome" (`envs.reflection`); None keeps the env's default ("verdict").
+        audit (`str`, ""): reflection: comma-separated roles whose turns earn 0 when they state a
+            false equation (`envs.reflection`), e.g. "critic,refiner"; empty: none.
         max_train_minutes (`float | None`, 15): wall-clock budget of the training loop (GRPO,
             PPO); the scripts' defaults are time-bounded by it.
         num_envs (`int`, 64): env copies the rollout engine runs at once.
@@ -90,6 +92,13 @@ class EnvArguments:
             "help": "Reflection: 'verdict' (verdict matches the truth; the env's default), "
             "'balanced' (the verdict, each class of reviewed answer carrying half the batch's "
             "weight) or 'outcome' (score of the revision the feedback led to)."
+        },
+    )
+    audit: str = field(
+        default="",
+        metadata={
+            "help": "Reflection: roles whose turns earn 0 when they state a false equation, "
+            "e.g. 'critic,refiner' (empty: none)."
         },
     )
 
@@ -207,4 +216,6 @@ class EnvArguments:
             kwargs["team_reward"] = self.team_reward
         if self.critic_reward is not None:
             kwargs["critic_reward"] = self.critic_reward
+        if self.audit:
+            kwargs["audit"] = tuple(r.strip() for r in self.audit.split(",") if r.strip())
         return kwargs

@@ -72,6 +72,7 @@ def start_run(env_args: EnvArguments, config: Any, algo: str) -> tuple[Path, dic
     out.mkdir(parents=True, exist_ok=True)
     start_model = resolve_model(env_args.model_name_or_path)
     results: dict[str, Any] = {"env": env_args.env_id, "algo": algo, "start_model": start_model}
+    results["env_kwargs"] = env_args.env_kwargs()  # the training env's (critic_reward, audit...)
     results["processes"] = config.world_size
     if env_args.eval_problems and is_main(config):
         before = eval_config(env_args, start_model, config)
