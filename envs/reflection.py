@@ -38,7 +38,8 @@ pays only checks that are worked right (docs/results.md).
 
 Infos: ``problem_id``, ``turn`` (0-based index of the agent turn), ``round``, ``role``,
 ``extracted``, ``correct``, ``score``, ``reason``, ``parse_error``, ``action_clipped``,
-``false_equations`` (how many stated equations do not hold, audited or not); the critic's
+``false_equations`` (how many stated equations do not hold, audited or not) and, on a turn the
+audit zeroed, ``audit_failed``; the critic's
 also ``verdict`` and ``reviewed_correct``; at the end every agent's ``final_correct``.
 
 Arguments:
@@ -221,6 +222,7 @@ class ReflectionEnv(TaskEnvMixin, AECEnv):
                 self.rewards["critic_0"] = verdict_obj.score
         if role in self.audit and extra["false_equations"]:
             self.rewards[agent] = 0.0
+            self.infos[agent]["audit_failed"] = True
         self.turns.append((agent, text))
         self.turn += 1
         if self.team_reward:

@@ -182,6 +182,8 @@ def test_audit_pays_nothing_for_a_false_equation_of_an_audited_role():
         assert env.infos["critic_0"]["false_equations"] == 1
         assert env.infos["refiner_0"]["false_equations"] == 0
         assert env.infos["solver_0"]["correct"] and env.infos["critic_0"]["correct"]
+        failed = {a for a in env.infos if env.infos[a].get("audit_failed")}
+        assert failed == {f"{r}_0" for r in audit if r != "refiner"}
 
 
 def test_critic_without_verdict_gets_zero_and_parse_error():

@@ -74,6 +74,20 @@ def test_sft_rows_keep_good_turns_of_the_trained_roles():
     assert len(sft_rows(episodes + episodes)) == 3  # deduplicated
 
 
+def test_turns_that_failed_the_arithmetic_audit_are_never_good():
+    """A right answer or verdict reached through a false equation (reflection's ``audit``) is
+    neither an SFT row nor a chosen reply; as a rejected one it loses to a clean right reply."""
+    clean = episode("p", 0, solver_ok=True, verdict=True, refiner_ok=True, solver_text="A")
+    sloppy = episode("p", 1, solver_ok=True, verdict=True, refiner_ok=True, solver_text="B")
+    for t in sloppy.turns:
+        t.info["audit_failed"] = True
+    texts = [r["messages"][-1]["content"] for r in sft_rows([clean, sloppy])]
+    assert texts == ["A", "p critic says True 0", "p refiner right 0"]
+    rows = preference_pairs([clean, sloppy])
+    assert ("Q p", "A", "B") in [contents(r) for r in rows if r["kind"] == "solver"]
+    assert {r["chosen"][0]["content"] for r in rows} <= {t.text for t in clean.turns}
+
+
 def test_refiner_pairs_choose_the_correct_answer_on_the_refiners_prompt():
     fixed = episode("p", 0, solver_ok=False, verdict=False, refiner_ok=True)
     ((row,),) = [refiner_pairs(fixed)]

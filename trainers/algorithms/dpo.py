@@ -21,6 +21,9 @@ to it, so only replies to the *same* prompt are paired:
   correct is chosen over a reply with a wrong verdict whose next refinement was wrong. With
   ``critic_outcome=False`` only the verdict counts (more pairs, weaker signal).
 
+A turn whose env's arithmetic audit failed (reflection's ``audit``: it stated a false equation)
+is never chosen, whatever its answer or verdict: it counts as wrong.
+
 Pairs are deduplicated on (prompt, chosen, rejected) and at most ``max_pairs_per_group`` come from
 one group. Rows use TRL's conversational format: ``prompt`` = system + user messages,
 ``chosen`` / ``rejected`` = one assistant message each, plus ``role``, ``kind``, ``problem_id``.
@@ -77,8 +80,12 @@ def _cross(good: list[Turn], bad: list[Turn], limit: int) -> Iterable[tuple[Turn
 
 
 def _answer_correct(turn: Turn) -> bool | None:
+    """Whether an answer turn was right; a right answer whose env's arithmetic audit failed (it
+    stated a false equation) counts as wrong. None: not an answer turn."""
     value = turn.info.get("correct")
-    return None if value is None else bool(value)
+    if value is None:
+        return None
+    return bool(value) and not turn.info.get("audit_failed")
 
 
 def refiner_pairs(episode: Episode) -> list[dict[str, Any]]:

@@ -9,7 +9,9 @@ Design
 
 - answering roles (solver, refiner, debater, variant): ``info["correct"]`` is true;
 - critic: it gave a verdict and the verdict matched the truth of the answer it reviewed
-  (``info["verdict"] == info["reviewed_correct"]``).
+  (``info["verdict"] == info["reviewed_correct"]``);
+- and, where the env audits the role's arithmetic (reflection's ``audit``), every equation it
+  states holds: a right verdict reached through ``23 - 21 = 0`` teaches the shortcut.
 
 Rows are deduplicated on (prompt, reply). ``roles`` selects which roles' turns are kept, so the
 solver/refiner and the critic can be trained as separate models (``--sft_roles critic``) or one
@@ -39,7 +41,11 @@ from trainers.rollout.records import Episode, Turn
 
 
 def good_turn(turn: Turn) -> bool:
-    """A correct answer, or a critic verdict that matched the truth of the reviewed answer."""
+    """A correct answer, or a critic verdict that matched the truth of the reviewed answer; not a
+    turn its env's arithmetic audit failed (``info["audit_failed"]``: it stated a false
+    equation, `envs.reflection`)."""
+    if turn.info.get("audit_failed"):
+        return False
     if "reviewed_correct" in turn.info:  # a review (critic, verifier): its verdict
         verdict = turn.info.get("verdict")
         return verdict is not None and verdict == turn.info.get("reviewed_correct")
