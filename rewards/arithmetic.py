@@ -4,13 +4,14 @@ annotations: a process check that needs no reference answer.
 `false_equations` finds every plain equation of numbers ``a op b [op c ...] = r`` (``+ - * /``,
 also ``×`` and ``÷``; usual precedence) and returns those that do not hold. It is conservative:
 what it cannot read unambiguously it skips rather than judges (an expression continued by a word
-or a bracket, a right side that goes on with an operator, a question such as ``20 + 7 = 21?``, numbers with thousands separators,
-numbers of more than `MAX_DIGITS` digits). A right side written with decimals holds when it
-equals the left side rounded to its decimals, so ``10 / 3 = 3.33`` holds. It runs in linear time
-on any text and never raises on a string.
+or a bracket, a right side that goes on with an operator, a question such as ``20 + 7 = 21?``,
+numbers with thousands separators, numbers of more than `MAX_DIGITS` digits). A right side
+written with decimals holds when it equals the left side rounded to its decimals, so
+``10 / 3 = 3.33`` holds. Only the last `MAX_TEXT_CHARS` characters are read, each expression is
+scanned once from its start, and it never raises on a string: model output cannot stall it.
 
 Examples:
-    >>> false_equations("Check 20: 20 + 7 - 4 = 21? 20 + 7 = 27. 27 - 4 = 23. 23 - 21 = 0: it checks.")
+    >>> false_equations("Check 20: 20 + 7 - 4 = 21? 20 + 7 = 27. 27 - 4 = 23. 23 - 21 = 0.")
     ['23 - 21 = 0']
     >>> false_equations("2 * 3 + 4 = 10, 7 / 2 = 3.5, so x = 5.")
     []
