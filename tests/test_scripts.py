@@ -10,6 +10,7 @@ and as commands too under ``-m slow``.
 from __future__ import annotations
 
 import json
+import runpy
 import subprocess
 
 import pytest
@@ -321,12 +322,15 @@ def test_train_script_under_accelerate_launch_two_processes(tiny_model, tmp_path
 @pytest.mark.parametrize("path", sorted((REPO / "scripts" / "configs").glob("*_grpo*.yaml")))
 def test_shipped_grpo_configs_parse(path):
     """Every shipped GRPO config names only real fields (TrlParser refuses unknown keys)."""
+    import envs
     from trainers.run.cli import make_parser
 
     env_id = f"math/{path.stem.split('_')[0]}-v0"
-    parser, _ = make_parser("grpo", env_id)
+    script = runpy.run_path(str(REPO / "scripts" / f"train_{env_id[5:-3]}.py"))
+    parser, _ = make_parser("grpo", env_id, script.get("DEFAULTS"))
     env_args, config = parser.parse_args_and_config(["--config", str(path)])
     assert config.output_dir.startswith("outputs/")
+    envs.make(env_id, **env_args.env_kwargs())  # the script's defaults and the config agree
     if path.stem == "reflection_grpo_norm":
         assert env_args.trainable_params == r"^model\.norm\." and config.learning_rate == 0.3
 

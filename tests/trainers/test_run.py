@@ -114,5 +114,18 @@ def test_audit_reaches_the_env_as_a_tuple_of_roles():
     assert kwargs["audit"] == ("critic", "refiner")
     assert envs.make("math/reflection-v0", **kwargs).unwrapped.audit == ("critic", "refiner")
     assert "audit" not in EnvArguments().env_kwargs()
-    with pytest.raises(ValueError, match="sequence of roles"):
-        envs.make("math/reflection-v0", **EnvArguments(audit="critics").env_kwargs())
+    assert "audit" not in EnvArguments(audit="", critic_reward="outcome").env_kwargs()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"audit": "critics"}, "unknown roles"),
+        ({"audit": "critic", "critic_reward": "outcome"}, "--audit solver,refiner"),
+        ({"audit": "solver", "team_reward": True}, "--team_reward"),
+        ({"audit": "solver", "env_id": "math/debate-v0"}, "applies to math/reflection-v0"),
+    ],
+)
+def test_bad_audit_is_refused_before_any_model_loads(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        EnvArguments(**kwargs)

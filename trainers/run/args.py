@@ -143,6 +143,7 @@ class EnvArguments:
         if self.max_train_minutes is not None and not self.max_train_minutes > 0:
             raise ValueError(f"max_train_minutes must be > 0, got {self.max_train_minutes}")
         self.weights()  # validate early
+        self.audit_roles()
         self.role_model_paths()
         if self.role_models and self.role_adapters:
             raise ValueError("pass --role_models or --role_adapters, not both")
@@ -196,6 +197,28 @@ class EnvArguments:
             "branch_turns": self.branch_turns,
         }
 
+    def audit_roles(self) -> tuple[str, ...]:
+        """`audit` as a tuple of roles, checked against the reflection env's rules before any
+        model loads (`envs.reflection`)."""
+        roles = tuple(r.strip() for r in self.audit.split(",") if r.strip())
+        if not roles:
+            return roles
+        if self.env_id != "math/reflection-v0":
+            raise ValueError(f"--audit applies to math/reflection-v0, not {self.env_id}")
+        from envs.reflection import ROLES
+
+        unknown = [r for r in roles if r not in ROLES]
+        if unknown:
+            raise ValueError(f"--audit {self.audit!r}: unknown roles {unknown}; roles: {ROLES}")
+        if self.team_reward:
+            raise ValueError('--audit gates per-turn rewards: pass --audit "" with --team_reward')
+        if "critic" in roles and self.critic_reward == "outcome":
+            raise ValueError(
+                "--critic_reward outcome pays the critic by the revision, which the audit cannot "
+                'gate: pass --audit solver,refiner (or --audit "")'
+            )
+        return roles
+
     def env_kwargs(self, split: str | None = None) -> dict:
         kwargs: dict = {"task": self.task}
         if self.data_path:
@@ -216,6 +239,6 @@ class EnvArguments:
             kwargs["team_reward"] = self.team_reward
         if self.critic_reward is not None:
             kwargs["critic_reward"] = self.critic_reward
-        if self.audit:
-            kwargs["audit"] = tuple(r.strip() for r in self.audit.split(",") if r.strip())
+        if self.audit_roles():
+            kwargs["audit"] = self.audit_roles()
         return kwargs
