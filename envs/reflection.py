@@ -31,8 +31,9 @@ rejecting: docs/results.md.) With ``team_reward=True`` every agent gets the scor
 answer when the episode ends and 0 before.
 
 ``audit`` names roles whose turns must also get their arithmetic right: a turn of an audited role
-that states an equation that does not hold (``23 - 21 = 0``; `rewards.arithmetic`) earns 0 on its
-step, whatever its answer or verdict. Paid by the verdict alone, a critic sharing weights with a
+that states an equation that does not hold (``23 - 21 = 0``; `rewards.arithmetic`) earns 0,
+whatever its answer or verdict: its own step's reward, the outcome a critic is paid later, and,
+with ``team_reward``, the agent's share of the final reward. Paid by the verdict alone, a critic sharing weights with a
 solver that is mostly right learns to write "= 0: it checks" under any subtraction; the audit
 pays only checks that are worked right (docs/results.md).
 
@@ -51,7 +52,7 @@ Arguments:
         same, class-balanced by the trainer) or "outcome" (the score of the revision that follows
         the critic's feedback).
     audit (`Sequence[str]`, ()): roles ("solver", "critic", "refiner") whose turns earn 0 when
-        they state a false equation; not with a team reward or the critic paid by outcome.
+        they state a false equation.
     max_action_chars (`int`, 8192), max_obs_chars (`int`, 32768): text bounds.
     render_mode (`str | None`): "ansi" makes `render()` return the transcript.
 
@@ -138,10 +139,6 @@ class ReflectionEnv(TaskEnvMixin, AECEnv):
         self.critic_reward = critic_reward
         if isinstance(audit, str) or any(role not in ROLES for role in audit):
             raise ValueError(f"audit must be a sequence of roles from {ROLES}, got {audit!r}")
-        if audit and team_reward:
-            raise ValueError("audit gates per-turn rewards; it does not apply with team_reward")
-        if "critic" in audit and critic_reward == "outcome":
-            raise ValueError("audit cannot gate the critic when it is paid by outcome")
         self.audit = tuple(audit)
         self.possible_agents = ["solver_0", "critic_0", "refiner_0"]
         self.schedule = ["solver_0"] + ["critic_0", "refiner_0"] * rounds
@@ -172,6 +169,8 @@ class ReflectionEnv(TaskEnvMixin, AECEnv):
         self.answer: str | None = None  # latest solver/refiner answer
         self.answer_verdict = None
         self.feedback: str | None = None
+        self.failed_audit: set[str] = set()  # agents with a turn the audit failed this episode
+        self.critic_failed = False  # the latest critic turn failed the audit
         self.agent_selection = self.schedule[0]
 
     def observe(self, agent: str) -> dict[str, str]:
@@ -219,15 +218,19 @@ class ReflectionEnv(TaskEnvMixin, AECEnv):
             self.infos[agent] = self._answer_info(self.turn, verdict_obj, clipped, **extra)
             self.rewards[agent] = verdict_obj.score
             if self.critic_reward == "outcome" and agent == "refiner_0":
-                self.rewards["critic_0"] = verdict_obj.score
-        if role in self.audit and extra["false_equations"]:
+                self.rewards["critic_0"] = 0.0 if self.critic_failed else verdict_obj.score
+        failed = role in self.audit and extra["false_equations"] > 0
+        if agent == "critic_0":
+            self.critic_failed = failed
+        if failed:
             self.rewards[agent] = 0.0
             self.infos[agent]["audit_failed"] = True
+            self.failed_audit.add(agent)
         self.turns.append((agent, text))
         self.turn += 1
         if self.team_reward:
             final = self.answer_verdict.score if done else 0.0
-            self.rewards = dict.fromkeys(self.agents, final)
+            self.rewards = {a: 0.0 if a in self.failed_audit else final for a in self.agents}
         if done:
             for a in self.agents:
                 self.terminations[a] = True

@@ -266,15 +266,28 @@ def test_bad_arguments_raise(kwargs):
         make(**kwargs)
 
 
-@pytest.mark.parametrize(
-    ("kwargs", "message"),
-    [
-        ({"audit": "critic"}, "sequence of roles"),
-        ({"audit": ("judge",)}, "sequence of roles"),
-        ({"audit": ("solver",), "team_reward": True}, "team_reward"),
-        ({"audit": ("critic",), "critic_reward": "outcome"}, "outcome"),
-    ],
-)
-def test_bad_audit_is_refused_with_its_reason(kwargs, message):
-    with pytest.raises(ValueError, match=message):
-        make(**kwargs)
+@pytest.mark.parametrize("audit", ["critic", ("judge",)])
+def test_bad_audit_is_refused_with_its_reason(audit):
+    with pytest.raises(ValueError, match="sequence of roles"):
+        make(audit=audit)
+
+
+def test_audit_also_gates_the_outcome_and_the_team_reward():
+    sloppy_critic = "5 - 5 = 1.\nVerdict: incorrect"
+    replies = ("\\boxed{4}", sloppy_critic, "\\boxed{5}")  # wrong, flagged, fixed
+    for audit in ((), ("critic",)):
+        env = make(rounds=1, critic_reward="outcome", audit=audit, wrapped=False)
+        env.reset(options={"problem": PROBLEM})
+        for text in replies:
+            env.step(text)
+        # The fix its feedback led to pays the critic only when its check holds.
+        assert env._cumulative_rewards["critic_0"] == (0.0 if audit else 1.0)
+        env = make(rounds=1, team_reward=True, audit=audit, wrapped=False)
+        env.reset(options={"problem": PROBLEM})
+        for text in replies:
+            env.step(text)
+        assert env.rewards == {
+            "solver_0": 1.0,
+            "critic_0": 0.0 if audit else 1.0,
+            "refiner_0": 1.0,
+        }

@@ -121,8 +121,6 @@ def test_audit_reaches_the_env_as_a_tuple_of_roles():
     ("kwargs", "message"),
     [
         ({"audit": "critics"}, "unknown roles"),
-        ({"audit": "critic", "critic_reward": "outcome"}, "--audit solver,refiner"),
-        ({"audit": "solver", "team_reward": True}, "--team_reward"),
         ({"audit": "solver", "env_id": "math/debate-v0"}, "applies to math/reflection-v0"),
     ],
 )

@@ -210,13 +210,6 @@ class EnvArguments:
         unknown = [r for r in roles if r not in ROLES]
         if unknown:
             raise ValueError(f"--audit {self.audit!r}: unknown roles {unknown}; roles: {ROLES}")
-        if self.team_reward:
-            raise ValueError('--audit gates per-turn rewards: pass --audit "" with --team_reward')
-        if "critic" in roles and self.critic_reward == "outcome":
-            raise ValueError(
-                "--critic_reward outcome pays the critic by the revision, which the audit cannot "
-                'gate: pass --audit solver,refiner (or --audit "")'
-            )
         return roles
 
     def env_kwargs(self, split: str | None = None) -> dict:
