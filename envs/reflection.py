@@ -33,9 +33,9 @@ answer when the episode ends and 0 before.
 ``audit`` names roles whose turns must also get their arithmetic right: a turn of an audited role
 that states an equation that does not hold (``23 - 21 = 0``; `rewards.arithmetic`) earns 0,
 whatever its answer or verdict: its own step's reward, the outcome a critic is paid later, and,
-with ``team_reward``, the agent's share of the final reward. Paid by the verdict alone, a critic sharing weights with a
-solver that is mostly right learns to write "= 0: it checks" under any subtraction; the audit
-pays only checks that are worked right (docs/results.md).
+with ``team_reward``, the agent's share of the final reward. Paid by the verdict alone, a critic
+sharing weights with a solver that is mostly right learns to write "= 0: it checks" under any
+subtraction; the audit pays only checks that are worked right (docs/results.md).
 
 Infos: ``problem_id``, ``turn`` (0-based index of the agent turn), ``round``, ``role``,
 ``extracted``, ``correct``, ``score``, ``reason``, ``parse_error``, ``action_clipped``,
