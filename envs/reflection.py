@@ -140,7 +140,7 @@ class ReflectionEnv(TaskEnvMixin, AECEnv):
         if isinstance(audit, str) or any(role not in ROLES for role in audit):
             raise ValueError(f"audit must be a sequence of roles from {ROLES}, got {audit!r}")
         self.audit = tuple(audit)
-        self.possible_agents = ["solver_0", "critic_0", "refiner_0"]
+        self.possible_agents = [f"{role}_0" for role in ROLES]
         self.schedule = ["solver_0"] + ["critic_0", "refiner_0"] * rounds
         self.max_turns = len(self.schedule)
         self._instructions = {
@@ -170,7 +170,6 @@ class ReflectionEnv(TaskEnvMixin, AECEnv):
         self.answer_verdict = None
         self.feedback: str | None = None
         self.failed_audit: set[str] = set()  # agents with a turn the audit failed this episode
-        self.critic_failed = False  # the latest critic turn failed the audit
         self.agent_selection = self.schedule[0]
 
     def observe(self, agent: str) -> dict[str, str]:
@@ -196,7 +195,7 @@ class ReflectionEnv(TaskEnvMixin, AECEnv):
         self._cumulative_rewards[agent] = 0.0
         self._clear_rewards()
         round_index = max(self.turn - 1, 0) // 2
-        role = agent.split("_")[0]
+        role = agent.split("_")[0]  # as observe(); envs.roles imports this module
         extra = {"round": round_index, "role": role, "false_equations": len(false_equations(text))}
         done = self.turn + 1 >= self.max_turns
         if agent == "critic_0":
@@ -218,11 +217,10 @@ class ReflectionEnv(TaskEnvMixin, AECEnv):
             self.infos[agent] = self._answer_info(self.turn, verdict_obj, clipped, **extra)
             self.rewards[agent] = verdict_obj.score
             if self.critic_reward == "outcome" and agent == "refiner_0":
-                self.rewards["critic_0"] = 0.0 if self.critic_failed else verdict_obj.score
-        failed = role in self.audit and extra["false_equations"] > 0
-        if agent == "critic_0":
-            self.critic_failed = failed
-        if failed:
+                # Not for feedback whose own check failed the audit (the latest critic info).
+                paid = not self.infos["critic_0"].get("audit_failed")
+                self.rewards["critic_0"] = verdict_obj.score if paid else 0.0
+        if role in self.audit and extra["false_equations"] > 0:
             self.rewards[agent] = 0.0
             self.infos[agent]["audit_failed"] = True
             self.failed_audit.add(agent)

@@ -20,8 +20,9 @@ from trainers.run.cli import run_script
 
 # The critic is paid for its verdict (the env's default; paying it by the revision's outcome
 # taught it to accept). Every role's turn earns 0 when it states a false equation (--audit;
-# `--audit ""` turns it off): paid by the verdict alone, the critic learned to write "= 0: it checks" under any subtraction once
-# the solver was mostly right (docs/results.md, "The arithmetic audit").
+# `--audit ""` turns it off): paid by the verdict alone, the critic learned to write
+# "= 0: it checks" under any subtraction once the solver was mostly right (docs/results.md,
+# "The arithmetic audit").
 DEFAULTS = {"audit": "solver,critic,refiner"}
 
 if __name__ == "__main__":

@@ -232,6 +232,7 @@ class EnvArguments:
             kwargs["team_reward"] = self.team_reward
         if self.critic_reward is not None:
             kwargs["critic_reward"] = self.critic_reward
-        if self.audit_roles():
-            kwargs["audit"] = self.audit_roles()
+        audit = self.audit_roles()
+        if audit:
+            kwargs["audit"] = audit
         return kwargs
