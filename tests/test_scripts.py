@@ -257,6 +257,18 @@ def test_train_script_reads_a_yaml_config_and_flags_override(tmp_path):
     assert grpo.per_device_train_batch_size == 20  # 5 turn slots x 4 generations
 
 
+@pytest.mark.parametrize("algo", ["grpo", "ppo", "sft", "dpo"])
+def test_train_scripts_default_to_no_gradient_checkpointing(algo):
+    """TRL turns it on; recomputing a small model's forward pass only costs time. A flag turns it
+    back on for a large model."""
+    from trainers.run.cli import make_parser
+
+    parser, _ = make_parser(algo, "math/reflection-v0")
+    assert parser.parse_args_and_config([])[1].gradient_checkpointing is False
+    flagged = parser.parse_args_and_config(["--gradient_checkpointing", "true"])[1]
+    assert flagged.gradient_checkpointing is True
+
+
 def test_train_script_rejects_an_unknown_algorithm(run_script):
     result = run_script("train_debate.py", "nope")
     assert result.returncode != 0

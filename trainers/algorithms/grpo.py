@@ -496,6 +496,11 @@ class CPUGRPOConfig(GRPOConfig):
     output_dir: str = field(default="outputs/train", metadata={"help": "Where to write."})
     use_cpu: bool = field(default=True, metadata={"help": "Train on the CPU."})
     bf16: bool = field(default=False, metadata={"help": "bf16 mixed precision."})
+    # TRL turns it on; it only recomputes the forward pass for memory a small model never needs
+    # (the same gradients, 20% more time per GRPO step on the embedded model).
+    gradient_checkpointing: bool = field(
+        default=False, metadata={"help": "Recompute activations in backward to save memory."}
+    )
     learning_rate: float = field(default=5e-5, metadata={"help": "Adam learning rate."})
     num_generations: int = field(default=4, metadata={"help": "G samples per problem."})
     per_device_train_batch_size: int = field(

@@ -114,6 +114,11 @@ class CPUSFTConfig(RolloutSettings, SFTConfig):
     output_dir: str = field(default="outputs/sft", metadata={"help": "Where to write."})
     use_cpu: bool = field(default=True, metadata={"help": "Train on the CPU."})
     bf16: bool = field(default=False, metadata={"help": "bf16 mixed precision."})
+    # TRL turns it on; it only recomputes the forward pass for memory a small model never needs
+    # (the same gradients, 20% more time per GRPO step on the embedded model).
+    gradient_checkpointing: bool = field(
+        default=False, metadata={"help": "Recompute activations in backward to save memory."}
+    )
     assistant_only_loss: bool = field(
         default=True, metadata={"help": "Loss on the assistant reply only."}
     )

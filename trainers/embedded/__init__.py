@@ -435,6 +435,7 @@ def _sft_config(recipe: EmbeddedRecipe, workdir: Path, progress: bool, device: s
         warmup_steps=max(1, recipe.max_steps // 20),
         weight_decay=0.0,
         assistant_only_loss=True,
+        gradient_checkpointing=False,  # TRL's default; the same bits, 13% less time per step
         use_cpu=device == "cpu",
         bf16=False,
         report_to=[],
