@@ -87,7 +87,7 @@ from trainers.algorithms.rows import (
     turn_reward,
     turn_slots,
 )
-from trainers.algorithms.trainable import freeze_except
+from trainers.algorithms.trainable import freeze_except, no_gradient_checkpointing
 from trainers.roles.adapters import add_role_adapters, with_role_adapters
 from trainers.roles.models import (
     check_shared_tokenizer,
@@ -496,11 +496,7 @@ class CPUGRPOConfig(GRPOConfig):
     output_dir: str = field(default="outputs/train", metadata={"help": "Where to write."})
     use_cpu: bool = field(default=True, metadata={"help": "Train on the CPU."})
     bf16: bool = field(default=False, metadata={"help": "bf16 mixed precision."})
-    # TRL turns it on; it only recomputes the forward pass for memory a small model never needs
-    # (the same gradients; the main job's GRPO steps take 4.5 s with it off, 5.1 s on).
-    gradient_checkpointing: bool = field(
-        default=False, metadata={"help": "Recompute activations in backward to save memory."}
-    )
+    gradient_checkpointing: bool = no_gradient_checkpointing()
     learning_rate: float = field(default=5e-5, metadata={"help": "Adam learning rate."})
     num_generations: int = field(default=4, metadata={"help": "G samples per problem."})
     per_device_train_batch_size: int = field(

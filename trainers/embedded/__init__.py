@@ -435,7 +435,7 @@ def _sft_config(recipe: EmbeddedRecipe, workdir: Path, progress: bool, device: s
         warmup_steps=max(1, recipe.max_steps // 20),
         weight_decay=0.0,
         assistant_only_loss=True,
-        gradient_checkpointing=False,  # TRL's default; the same bits, 13% less time per step
+        gradient_checkpointing=False,  # TRL turns it on: the same bits, 0.42 s per step, not 0.36
         use_cpu=device == "cpu",
         bf16=False,
         report_to=[],
