@@ -10,6 +10,11 @@ from envs.tasks import PROCEDURAL_TASKS
 from trainers.embedded import EMBEDDED_TASK, EmbeddedRecipe
 
 
+def comma_items(text: str) -> list[str]:
+    """The stripped, non-empty items of a comma-separated flag (``"a, b,"`` -> ``["a", "b"]``)."""
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
 @dataclass
 class EnvArguments:
     """Which env, task, problems and model a training script uses.
@@ -161,7 +166,7 @@ class EnvArguments:
         if text in ("", "all"):
             return text == "all"
         out = {}
-        for part in filter(None, (p.strip() for p in text.split(","))):
+        for part in comma_items(text):
             role, sep, path = part.partition("=")
             if not sep or not role.strip() or not path.strip():
                 raise ValueError(
@@ -174,7 +179,7 @@ class EnvArguments:
     def weights(self) -> dict[str, float]:
         """`role_weights` as a dict, or a ValueError saying the expected form."""
         out = {}
-        for part in filter(None, (p.strip() for p in self.role_weights.split(","))):
+        for part in comma_items(self.role_weights):
             role, sep, value = part.partition("=")
             try:
                 out[role.strip()] = float(value)
@@ -200,7 +205,7 @@ class EnvArguments:
     def audit_roles(self) -> tuple[str, ...]:
         """`audit` as a tuple of roles, checked against the reflection env's rules before any
         model loads (`envs.reflection`)."""
-        roles = tuple(r.strip() for r in self.audit.split(",") if r.strip())
+        roles = tuple(comma_items(self.audit))
         if not roles:
             return roles
         if self.env_id != "math/reflection-v0":
