@@ -179,6 +179,7 @@ def dpo_script(run_script, tiny_model, out, *extra):
         *("--model_name_or_path", tiny_model, "--max_steps", "1"),
         *("--eval_problems", "1", "--eval_samples", "1", "--rollout_problems", "8"),
         *("--rollout_samples", "4", "--rollout_max_new_tokens", "8", "--rounds", "1"),
+        *("--iterations", "1"),
         # level-1 arithmetic: the tiny model's replies sometimes land on its small answers,
         # so the rollouts hold good turns to train on
         *("--task", "arithmetic", "--difficulty", "1", "--output_dir", str(out), *extra),
@@ -200,9 +201,13 @@ def test_dpo_script_runs_the_sft_then_dpo_pipeline(run_script, tiny_model, tmp_p
     )
     assert result.returncode == 0, result.stderr[-3000:]
     metrics = json.loads((out / "metrics.json").read_text())
-    assert metrics["algo"] == "dpo" and metrics["pairs"] >= 1 and metrics["sft"]["rows"] >= 1
+    (played,) = metrics["rounds"]
+    assert metrics["algo"] == "dpo" and played["pairs"] >= 1 and played["sft"]["rows"] >= 1
     assert {"before", "after", "summary"} <= set(metrics)
-    assert (out / "final" / "config.json").is_file() and (out / "sft" / "config.json").is_file()
+    assert (out / "final" / "config.json").is_file()
+    assert (out / "rounds" / "round-1" / "sft" / "config.json").is_file()
+    stages = [row.get("stage") for row in metrics["log_history"]]
+    assert stages.index("sft") < stages.index("dpo")  # the SFT stage's steps come first
 
 
 def test_sft_and_dpo_train_only_the_parameters_matching_trainable(tiny_model, tmp_path):
@@ -256,8 +261,8 @@ def test_dpo_script_trains_only_the_final_norm_when_asked(run_script, tiny_model
     )
     assert result.returncode == 0, result.stderr[-3000:]
     start = load_file(Path(tiny_model) / "model.safetensors")
-    for stage in ("sft", "final"):
-        weights = load_file(out / stage / "model.safetensors")
+    for stage in (out / "rounds" / "round-1" / "sft", out / "final"):
+        weights = load_file(stage / "model.safetensors")
         changed = {k for k in start if not torch.equal(start[k], weights[k])}
         assert changed == {"model.norm.weight"}, (stage, changed)
 

@@ -212,6 +212,12 @@ class CPUDPOConfig(RolloutSettings, DPOConfig):
     gradient_checkpointing: bool = no_gradient_checkpointing()
     learning_rate: float = field(default=5e-5, metadata={"help": "Adam learning rate."})
     beta: float = field(default=0.1, metadata={"help": "DPO temperature (KL strength)."})
+    # DPO alone on the team's pairs cost the SFT'd embedded team 0.13 maj1@turnK in one round;
+    # with the NLL of the chosen reply beside it (RPO) it gained (docs/results.md).
+    loss_type: list[str] = field(
+        default_factory=lambda: ["sigmoid", "sft"],
+        metadata={"help": "TRL's DPO losses, summed: 'sigmoid' (DPO) plus 'sft' (NLL, RPO)."},
+    )
     per_device_train_batch_size: int = field(default=8, metadata={"help": "Pairs per batch."})
     max_steps: int = field(default=60, metadata={"help": "Optimizer steps."})
     max_length: int | None = field(default=1024, metadata={"help": "Tokens per sequence."})

@@ -102,6 +102,13 @@ class RolloutSettings:
     rollout_max_new_tokens: int = field(
         default=96, metadata={"help": "Tokens per turn (the embedded critic's checks need ~70)."}
     )
+    iterations: int = field(
+        default=100,
+        metadata={
+            "help": "Rounds of rollout -> training, each on fresh problems played by the "
+            "latest model (the time budget, --max_train_minutes, usually ends them first)."
+        },
+    )
 
 
 @dataclass
@@ -132,9 +139,10 @@ class CPUSFTConfig(RolloutSettings, SFTConfig):
 
 
 def rollout_episodes(
-    env_args: Any, model_path: str, config: Any, seed: int | None = None
+    env_args: Any, model_path: str, config: Any, seed: int | None = None, offset: int = 0
 ) -> list[Episode]:
-    """Play `config.rollout_samples` episodes of `config.rollout_problems` training problems."""
+    """Play `config.rollout_samples` episodes of `config.rollout_problems` training problems,
+    from index `offset` of the first ``env_args.train_problems`` (wrapping around them)."""
     if config.rollout_problems < 1 or config.rollout_samples < 1:
         raise ValueError(
             f"rollout_problems={config.rollout_problems} and rollout_samples="
@@ -153,10 +161,11 @@ def rollout_episodes(
         num_envs=env_args.num_envs,
         progress=True,
     )
-    count = min(config.rollout_problems, len(engine.task.source))
-    return engine.run(
-        engine.problem_ids(count), group_size=config.rollout_samples, seed=config.seed
-    )
+    source = engine.task.source
+    pool = min(getattr(env_args, "train_problems", len(source)) or len(source), len(source))
+    count = min(config.rollout_problems, pool)
+    ids = [source[(offset + i) % pool]["id"] for i in range(count)]
+    return engine.run(ids, group_size=config.rollout_samples, seed=generation.seed)
 
 
 def build_sft_trainer(

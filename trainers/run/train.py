@@ -20,13 +20,13 @@ from trainers.algorithms.sft import (
     CPUSFTConfig,
     build_sft_trainer,
     parse_roles,
-    rollout_episodes,
     sft_rows,
 )
 from trainers.rollout.records import Episode
 from trainers.run.args import EnvArguments
-from trainers.run.checkpoint import resume_checkpoint, resume_checkpoint_requested
+from trainers.run.checkpoint import resume_checkpoint
 from trainers.run.experiment import callbacks, finish_run, start_run
+from trainers.run.rounds import NoTrainingDataError, train_rounds
 
 
 def train_online(
@@ -82,7 +82,7 @@ def run_sft_stage(
     `trainable`, when given); save to `out`; return (path, figures)."""
     rows = sft_rows(episodes, roles)
     if not rows:
-        raise ValueError(
+        raise NoTrainingDataError(
             f"the {len(episodes)} rollout episodes hold no good turn of roles "
             f"{parse_roles(roles) or 'any'}; roll out more problems (--rollout_problems), more "
             "samples (--rollout_samples) or use a stronger start model"
@@ -95,32 +95,29 @@ def run_sft_stage(
     figures = {
         "rows": len(rows),
         "rows_per_role": dict(Counter(r["role"] for r in rows)),
-        "seconds": time.perf_counter() - began,
+        "seconds": round(time.perf_counter() - began, 1),
+        "steps": trainer.state.global_step,
         "log_history": trainer.state.log_history,
     }
     return out, figures
 
 
 def train_sft(env_args: EnvArguments, config: CPUSFTConfig) -> dict[str, Any]:
-    """Evaluate the start, roll it out, SFT it on its good turns, evaluate the result."""
-    out, results = start_run(env_args, config, "sft")
-    episodes = rollout_episodes(env_args, results["start_model"], config)
-    final, figures = run_sft_stage(
-        results["start_model"],
-        episodes,
-        config,
-        config.sft_roles,
-        out / "final",
-        env_args.trainable_params or None,
-    )
-    results["rollout_episodes"] = len(episodes)
-    results["sft"] = {k: v for k, v in figures.items() if k != "log_history"}
-    results["train_seconds"] = figures["seconds"]
-    return finish_run(env_args, config, results, final, figures["log_history"])
+    """Evaluate the start; rounds of rollout -> SFT on the good turns (expert iteration,
+    `trainers.run.rounds`); evaluate the result."""
+    trainable = env_args.trainable_params or None
+
+    def update(model: str, episodes: Sequence[Episode], round_config: Any, out: Path):
+        trained, figures = run_sft_stage(
+            model, episodes, round_config, config.sft_roles, out / "model", trainable
+        )
+        return trained, {"steps": figures.pop("steps"), **figures}
+
+    return train_rounds(env_args, config, "sft", update)
 
 
 def sft_stage_config(config: CPUDPOConfig, out: Path) -> CPUSFTConfig:
-    """The SFT stage's config of a DPO run with ``--sft_first``."""
+    """The SFT stage's config of a DPO round (`config`: the round's) with ``--sft_first``."""
     return CPUSFTConfig(
         output_dir=str(out),
         max_steps=config.sft_steps,
@@ -130,45 +127,48 @@ def sft_stage_config(config: CPUDPOConfig, out: Path) -> CPUSFTConfig:
         seed=config.seed,
         report_to=config.report_to,
         disable_tqdm=config.disable_tqdm,
-        # a resumed DPO run resumes (or skips, when it finished) its SFT stage too
-        resume_from_checkpoint="latest" if resume_checkpoint_requested(config) else None,
     )
 
 
 def train_dpo(env_args: EnvArguments, config: CPUDPOConfig) -> dict[str, Any]:
-    """Evaluate the start, roll it out, (SFT,) DPO on the rollouts' pairs, evaluate the result."""
-    out, results = start_run(env_args, config, "dpo")
-    model_path = results["start_model"]
+    """Evaluate the start; rounds of rollout -> (SFT on the good turns ->) DPO on the pairs,
+    each round's reference its start model (iterative DPO, `trainers.run.rounds`); evaluate the
+    result."""
     trainable = env_args.trainable_params or None
-    episodes = rollout_episodes(env_args, model_path, config)
-    results["rollout_episodes"] = len(episodes)
-    history: list[dict[str, Any]] = []
-    if config.sft_first:
-        sft_config = sft_stage_config(config, out / "sft_run")
-        sft_model, figures = run_sft_stage(
-            model_path, episodes, sft_config, None, out / "sft", trainable
+
+    def update(model: str, episodes: Sequence[Episode], round_config: Any, out: Path):
+        figures: dict[str, Any] = {"steps": 0, "log_history": []}
+        if config.sft_first:
+            stage = sft_stage_config(round_config, out / "sft_run")
+            sft_model, sft = run_sft_stage(model, episodes, stage, None, out / "sft", trainable)
+            model = str(sft_model)
+            figures["steps"] += sft.pop("steps")
+            figures["log_history"] += [{**row, "stage": "sft"} for row in sft.pop("log_history")]
+            figures["sft"] = sft
+        rows = preference_pairs(
+            episodes, config.max_pairs_per_group, config.dpo_roles or None, config.critic_outcome
         )
-        model_path = str(sft_model)
-        results["sft"] = {k: v for k, v in figures.items() if k != "log_history"}
-        history.extend({**row, "stage": "sft"} for row in figures["log_history"])
-    rows = preference_pairs(
-        episodes, config.max_pairs_per_group, config.dpo_roles or None, config.critic_outcome
-    )
-    if not rows:
-        raise ValueError(
-            f"the {len(episodes)} rollout episodes gave no preference pair (roles "
-            f"{config.dpo_roles or 'all'}): a pair needs a right and a wrong reply to one prompt. "
-            "Roll out more problems (--rollout_problems) or samples (--rollout_samples), raise "
-            "--rollout_temperature, or pass --critic_outcome false"
-        )
-    results["pairs"] = len(rows)
-    results["pairs_per_kind"] = dict(Counter(r["kind"] for r in rows))
-    trainer = build_dpo_trainer(model_path, rows, config, trainable)
-    began = time.perf_counter()
-    trainer.train(resume_from_checkpoint=resume_checkpoint(config))
-    results["train_seconds"] = time.perf_counter() - began
-    final = out / "final"
-    trainer.save_model(str(final))
-    trainer.processing_class.save_pretrained(str(final))
-    history.extend(trainer.state.log_history)
-    return finish_run(env_args, config, results, final, history)
+        if not rows:
+            raise NoTrainingDataError(
+                f"the {len(episodes)} rollout episodes gave no preference pair (roles "
+                f"{config.dpo_roles or 'all'}): a pair needs a right and a wrong reply to one "
+                "prompt. Roll out more problems (--rollout_problems) or samples "
+                "(--rollout_samples), raise --rollout_temperature, or pass --critic_outcome false"
+            )
+        figures["pairs"] = len(rows)
+        figures["pairs_per_kind"] = dict(Counter(r["kind"] for r in rows))
+        trainer = build_dpo_trainer(model, rows, round_config, trainable)
+        began = time.perf_counter()
+        trainer.train()
+        figures["dpo_seconds"] = round(time.perf_counter() - began, 1)
+        figures["steps"] += trainer.state.global_step
+        step = figures["steps"] - trainer.state.global_step
+        figures["log_history"] += [
+            {**row, "step": step + row.get("step", 0), "stage": "dpo"}
+            for row in trainer.state.log_history
+        ]
+        trainer.save_model(str(out / "model"))
+        trainer.processing_class.save_pretrained(str(out / "model"))
+        return out / "model", figures
+
+    return train_rounds(env_args, config, "dpo", update)

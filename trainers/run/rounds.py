@@ -1,0 +1,172 @@
+"""Rounds of rollout -> offline training: how ``sft`` and ``dpo`` train online.
+
+One pass of SFT (or DPO) over the start model's own rollouts has little to teach: the embedded
+team's rows are replies the model already gives (token accuracy 0.98 before the first step) and
+one pass moved its headline by -0.010 (docs/results.md). Iterating is what makes them learn:
+each round plays ``rollout_problems`` *fresh* training problems x ``rollout_samples`` with the
+latest model, trains on what that play gave, and hands the result to the next round. For SFT on
+the good turns that is expert iteration (rejection-sampling fine-tuning, as in STaR and ReST-EM,
+continued from the latest model rather than restarted); for DPO it is iterative DPO with the
+previous round's model as the reference, and with the default ``sft`` term on the chosen replies
+(`CPUDPOConfig.loss_type`) iterative RPO (Pang et al. 2024, "Iterative Reasoning Preference
+Optimization").
+
+**Budget.** ``--max_train_minutes`` bounds the rounds (rollouts included): a round starts only
+when the time spent so far plus the last round's time fits in the budget, so a run ends inside
+it. ``--iterations`` caps the count.
+
+**Files.** Round ``k`` writes ``rounds/round-k/`` (its trained model in ``model/``, DPO's SFT
+stage in ``sft/``) and last ``round.json``, which records every round so far and the
+log history; the previous round's folder is then removed (one model on disk at a time). The
+newest round's model is copied to ``final/``.
+
+**Empty rounds.** When the first round's rollouts hold nothing to train on (no good turn, no
+pair) the run stops with an error saying which setting to change; a later round that finds
+nothing keeps its model and the next round plays on.
+
+**Resume.** ``--resume_from_checkpoint true`` continues after the newest round whose
+``round.json`` is whole; a round cut off midway is played again from its start.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+import shutil
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from trainers.algorithms.sft import good_turn, rollout_episodes
+from trainers.rollout.records import Episode
+from trainers.run.args import EnvArguments
+from trainers.run.checkpoint import resume_checkpoint_requested, write_json_atomic
+from trainers.run.experiment import finish_run, start_run
+
+logger = logging.getLogger(__name__)
+
+ROUND_FILE = "round.json"
+
+
+class NoTrainingDataError(ValueError):
+    """A round's rollouts hold nothing to train on (no good turn, no preference pair)."""
+
+
+# update(model_path, episodes, round_config, round_dir) -> (trained model folder, figures):
+# figures hold "steps" and "log_history" (the round's trainer rows), the rest goes to the record.
+Update = Callable[[str, Sequence[Episode], Any, Path], tuple[Path, dict[str, Any]]]
+
+
+def round_config(config: Any, index: int, round_dir: Path) -> Any:
+    """`config` for round `index` (0-based): its own output folder and seed, never resumed
+    (a round is resumed as a whole, from the round before it)."""
+    out = copy.copy(config)
+    out.output_dir = str(round_dir / "run")
+    out.seed = config.seed + index
+    out.resume_from_checkpoint = None
+    return out
+
+
+def rollout_figures(episodes: Sequence[Episode]) -> dict[str, float]:
+    """Per agent: mean reward and share of good turns (`good_turn`: the turns SFT keeps) of the
+    round's rollouts, as ``agents/<agent>/reward`` and ``agents/<agent>/accuracy``."""
+    turns: dict[str, list[Any]] = {}
+    for episode in episodes:
+        for turn in episode.turns:
+            turns.setdefault(turn.agent, []).append(turn)
+    figures = {}
+    for agent, rows in sorted(turns.items()):
+        figures[f"agents/{agent}/reward"] = sum(t.reward for t in rows) / len(rows)
+        figures[f"agents/{agent}/accuracy"] = sum(good_turn(t) for t in rows) / len(rows)
+    return figures
+
+
+def completed_rounds(rounds_dir: Path) -> dict[str, Any] | None:
+    """The newest whole ``round.json`` under `rounds_dir` whose model folder exists; None."""
+    found = []
+    for path in rounds_dir.glob(f"round-*/{ROUND_FILE}"):
+        try:
+            state = json.loads(path.read_text())
+            index = int(state["records"][-1]["round"])
+        except (OSError, ValueError, KeyError, IndexError, TypeError) as exc:
+            logger.warning("%s is unreadable (%s): that round is played again", path, exc)
+            continue
+        if Path(state["records"][-1]["model"], "config.json").is_file():
+            found.append((index, state))
+    return max(found, key=lambda item: item[0])[1] if found else None
+
+
+def train_rounds(env_args: EnvArguments, config: Any, algo: str, update: Update) -> dict[str, Any]:
+    """Evaluate the start, run rounds of rollout -> `update` (module docstring), evaluate the
+    newest round's model; return the figures."""
+    if config.iterations < 1:
+        raise ValueError(f"iterations={config.iterations}; it must be >= 1")
+    out, results = start_run(env_args, config, algo)
+    rounds_dir = out / "rounds"
+    model, records, history = results["start_model"], [], []
+    state = completed_rounds(rounds_dir) if resume_checkpoint_requested(config) else None
+    if state is not None:
+        records, history = state["records"], state["history"]
+        model = records[-1]["model"]
+        logger.info("resuming after round %d (%s)", len(records), model)
+    elif resume_checkpoint_requested(config):
+        logger.warning("no complete round in %s: starting afresh", rounds_dir)
+    budget = 60.0 * env_args.max_train_minutes if env_args.max_train_minutes else None
+    began = time.perf_counter()
+    while len(records) < config.iterations:
+        index, round_began = len(records), time.perf_counter()
+        step = sum(r["steps"] for r in records)
+        episodes = rollout_episodes(
+            env_args,
+            model,
+            config,
+            seed=config.seed + index,
+            offset=index * config.rollout_problems,
+        )
+        round_dir = rounds_dir / f"round-{index + 1}"
+        if round_dir.exists():  # a round cut off midway: played again from its start
+            shutil.rmtree(round_dir)
+        try:
+            trained, figures = update(
+                model, episodes, round_config(config, index, round_dir), round_dir
+            )
+        except NoTrainingDataError as exc:
+            if index == 0:  # the start model's play gives nothing: a setting must change
+                raise
+            logger.warning("round %d trains nothing and keeps its model: %s", index + 1, exc)
+            trained = round_dir / "model"
+            shutil.copytree(model, trained)
+            figures = {"steps": 0, "log_history": [], "skipped": str(exc)}
+        rows = figures.pop("log_history")
+        history.append({"step": step, "round": index + 1, **rollout_figures(episodes)})
+        history.extend({**r, "step": step + r.get("step", 0), "round": index + 1} for r in rows)
+        records.append(
+            {
+                "round": index + 1,
+                "model": str(trained),
+                "episodes": len(episodes),
+                "seconds": round(time.perf_counter() - round_began, 1),
+                **figures,
+            }
+        )
+        write_json_atomic(round_dir / ROUND_FILE, {"records": records, "history": history})
+        previous = rounds_dir / f"round-{index}"
+        if previous.is_dir():
+            shutil.rmtree(previous)
+        model = str(trained)
+        spent, last = time.perf_counter() - began, time.perf_counter() - round_began
+        logger.info("round %d done in %.0f s (%.0f s of training so far)", index + 1, last, spent)
+        if budget is not None and spent + last > budget:
+            logger.info("time budget of %.1f min: no room for another round", budget / 60)
+            break
+    final = out / "final"
+    if final.exists():
+        shutil.rmtree(final)
+    shutil.copytree(model, final)
+    results["rounds"] = records
+    results["train_seconds"] = time.perf_counter() - began
+    results["train_steps"] = sum(r["steps"] for r in records)
+    results["rollout_episodes"] = sum(r["episodes"] for r in records)
+    return finish_run(env_args, config, results, final, history)
