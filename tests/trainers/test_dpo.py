@@ -74,6 +74,29 @@ def test_sft_rows_keep_good_turns_of_the_trained_roles():
     assert len(sft_rows(episodes + episodes)) == 3  # deduplicated
 
 
+def test_sft_rows_say_what_they_answered_and_balance_evens_it_per_role():
+    """``under_review``: the truth of the answer a critic reviewed or a refiner revised. With
+    `balance`, per role, the larger case is cut to the smaller's size."""
+    episodes = [  # 3 right solver answers the critic accepts and refiner keeps, 1 wrong fixed
+        *(episode(f"r{i}", 0, solver_ok=True, verdict=True, refiner_ok=True) for i in range(3)),
+        episode("w", 0, solver_ok=False, verdict=False, refiner_ok=True),
+    ]
+    rows = sft_rows(episodes)
+    cases = [(r["role"], r["under_review"]) for r in rows]
+    assert cases.count(("critic", True)) == cases.count(("refiner", True)) == 3
+    assert ("critic", False) in cases and ("refiner", False) in cases
+    assert cases.count(("solver", None)) == 3  # first answers: no answer under review
+    balanced = sft_rows(episodes, balance=True, seed=1)
+    kept = [(r["role"], r["under_review"]) for r in balanced]
+    for role in ("critic", "refiner"):
+        assert kept.count((role, True)) == kept.count((role, False)) == 1
+    assert kept.count(("solver", None)) == 3
+    assert [r for r in rows if r in balanced] == balanced  # a subset, in the same order
+    assert sft_rows(episodes, balance=True, seed=1) == balanced  # the draw is seeded
+    only_right = sft_rows(episodes[:3], balance=True)  # one case only: every row stays
+    assert only_right == sft_rows(episodes[:3])
+
+
 def test_turns_that_failed_the_arithmetic_audit_are_never_good():
     """A right answer or verdict reached through a false equation (reflection's ``audit``) is
     neither an SFT row nor a chosen reply; as a rejected one it loses to a clean right reply."""

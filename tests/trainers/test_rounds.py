@@ -83,6 +83,7 @@ def test_sft_runs_rounds_keeps_the_newest_and_resumes_after_it(run_script, tiny_
     rounds = metrics["rounds"]
     assert [r["round"] for r in rounds] == [1, 2] and metrics["train_steps"] == 2
     assert metrics["rollout_episodes"] == 2 * 8 * 4 and all(r["rows"] >= 1 for r in rounds)
+    assert all(r["seconds"] >= r["rollout_seconds"] + r["train_seconds"] for r in rounds)
     # each round logs its rollouts' figures at the step it started from, then its SFT steps
     starts = [row for row in metrics["log_history"] if "agents/solver_0/accuracy" in row]
     assert [(row["round"], row["step"]) for row in starts] == [(1, 0), (2, 1)]

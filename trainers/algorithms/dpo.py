@@ -28,12 +28,15 @@ Pairs are deduplicated on (prompt, chosen, rejected) and at most ``max_pairs_per
 one group. Rows use TRL's conversational format: ``prompt`` = system + user messages,
 ``chosen`` / ``rejected`` = one assistant message each, plus ``role``, ``kind``, ``problem_id``.
 
-**Training.** One `DPOTrainer` on one shared model over every role's pairs (the default; TRL loads
-the frozen reference from the same folder). ``--dpo_roles critic`` trains on one role's pairs only,
+**Training.** Each round (`trainers.run.rounds`) plays fresh problems with the latest model and
+cuts its pairs from that play. One `DPOTrainer` on one shared model over every role's pairs (the
+default; TRL loads the frozen reference from the same folder: the round's start model), with
+TRL's ``sft`` loss (the NLL of the chosen reply) beside the DPO loss by default: RPO, which kept
+the team's arithmetic where DPO alone broke it. ``--dpo_roles critic`` trains on one role's pairs only,
 which is how a separate model per role is trained (run once per role with its own
-``--model_name_or_path``). ``--sft_first`` runs the SFT stage (`trainers.algorithms.sft`) on the
-same rollouts first and starts DPO (policy and reference) from the SFT model: the pipeline
-(`trainers.run.train.train_dpo`).
+``--model_name_or_path``). ``--sft_first`` runs the SFT stage (`trainers.algorithms.sft`) on each
+round's rollouts first and starts that round's DPO (policy and reference) from the SFT model: the
+pipeline (`trainers.run.train.train_dpo`).
 """
 
 from __future__ import annotations

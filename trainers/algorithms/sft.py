@@ -2,8 +2,9 @@
 
 Design
 ------
-**Rows from rollouts.** The start model plays ``rollout_samples`` episodes of each of
-``rollout_problems`` training problems through the rollout engine. A turn becomes a chat row
+**Rows from rollouts.** Each round (`trainers.run.rounds`: expert iteration, bounded by the
+time budget and ``iterations``) the latest model plays ``rollout_samples`` episodes of each of
+``rollout_problems`` fresh training problems through the rollout engine. A turn becomes a chat row
 (``messages`` = the observation exactly as the policy saw it, formatted by
 `agents.prompts.build_messages`, plus the reply as the assistant message) when it was good:
 
@@ -24,6 +25,7 @@ the system prompt, the problem or the other agents' text quoted in the prompt.
 
 from __future__ import annotations
 
+import random
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,7 +39,7 @@ from agents.prompts import build_messages
 from envs.roles import role_of
 from trainers.algorithms.trainable import freeze_except, no_gradient_checkpointing
 from trainers.rollout.engine import RolloutEngine
-from trainers.rollout.records import Episode, Turn
+from trainers.rollout.records import Episode, Turn, answer_roles_of
 
 
 def good_turn(turn: Turn) -> bool:
@@ -68,14 +70,26 @@ def parse_roles(roles: str | Sequence[str] | None) -> tuple[str, ...] | None:
 
 
 def sft_rows(
-    episodes: Iterable[Episode], roles: str | Sequence[str] | None = None
+    episodes: Iterable[Episode],
+    roles: str | Sequence[str] | None = None,
+    balance: bool = False,
+    seed: int = 0,
 ) -> list[dict[str, Any]]:
-    """Chat rows (``messages``, ``role``, ``problem_id``) of the good turns of `roles`."""
+    """Chat rows (``messages``, ``role``, ``problem_id``, ``under_review``) of the good turns of
+    `roles`. ``under_review``: whether the answer the turn reviewed (critic) or revised (refiner)
+    was right; None for a first answer. With `balance`, `balance_rows` evens those cases."""
     keep = parse_roles(roles)
     rows, seen = [], set()
     for episode in episodes:
+        answering = answer_roles_of(episode)
+        previous: Turn | None = None
         for turn in episode.turns:
             role = role_of(turn.agent)
+            under_review = turn.info.get("reviewed_correct")
+            if under_review is None and previous is not None and role in answering:
+                under_review = bool(previous.info.get("correct"))
+            if role in answering:
+                previous = turn
             if keep is not None and role not in keep:
                 continue
             if not turn.text.strip() or not good_turn(turn):
@@ -85,9 +99,36 @@ def sft_rows(
                 continue
             seen.add(key)
             rows.append(
-                {"messages": chat_row(turn), "role": role, "problem_id": episode.problem_id}
+                {
+                    "messages": chat_row(turn),
+                    "role": role,
+                    "problem_id": episode.problem_id,
+                    "under_review": under_review,
+                }
             )
-    return rows
+    return balance_rows(rows, seed) if balance else rows
+
+
+def balance_rows(rows: Sequence[dict[str, Any]], seed: int = 0) -> list[dict[str, Any]]:
+    """`rows` with, per role, as many rows on a right answer under review as on a wrong one: the
+    larger case is cut to the smaller's size (a seeded draw; order kept). A role with one case
+    only, and first answers (``under_review`` None), keep every row.
+
+    Why: as the team improves, most answers under review are right, so a critic's good turns
+    are mostly ``correct`` verdicts and a refiner's mostly kept answers. Trained on its own play
+    unevened, the shipped team's refiner fixed fewer wrong answers every round (flip
+    wrong->right 0.70 -> 0.48 over 8 rounds, docs/results.md)."""
+    cases: dict[tuple[str, bool], list[int]] = {}
+    for i, row in enumerate(rows):
+        if row["under_review"] is not None:
+            cases.setdefault((row["role"], row["under_review"]), []).append(i)
+    rng = random.Random(seed)
+    dropped: set[int] = set()
+    for (role, truth), indices in cases.items():
+        other = cases.get((role, not truth), [])
+        if other and len(indices) > len(other):
+            dropped.update(set(indices) - set(rng.sample(indices, len(other))))
+    return [row for i, row in enumerate(rows) if i not in dropped]
 
 
 @dataclass
@@ -101,6 +142,12 @@ class RolloutSettings:
     rollout_temperature: float = field(default=1.0, metadata={"help": "Rollout temperature."})
     rollout_max_new_tokens: int = field(
         default=96, metadata={"help": "Tokens per turn (the embedded critic's checks need ~70)."}
+    )
+    sft_balance: bool = field(
+        default=True,
+        metadata={
+            "help": "SFT: per role, as many rows on right answers under review as on wrong ones."
+        },
     )
     iterations: int = field(
         default=100,

@@ -39,7 +39,8 @@ class EnvArguments:
         audit (`str`, ""): reflection: comma-separated roles whose turns earn 0 when they state a
             false equation (`envs.reflection`), e.g. "critic,refiner"; empty: none.
         max_train_minutes (`float | None`, 15): wall-clock budget of the training loop (GRPO,
-            PPO); the scripts' defaults are time-bounded by it.
+            PPO: its steps; SFT, DPO: its rounds, rollouts included, `trainers.run.rounds`);
+            the scripts' defaults are time-bounded by it.
         num_envs (`int`, 64): env copies the rollout engine runs at once.
         role_adapters (`bool`, False): GRPO/PPO train one LoRA adapter per role (rank `lora_r`,
             alpha `lora_alpha`) on the frozen start model instead of the whole shared model.
@@ -89,7 +90,7 @@ class EnvArguments:
     )
     max_train_minutes: float | None = field(
         default=15.0,
-        metadata={"help": "Stop training (and save) after this many minutes (GRPO, PPO)."},
+        metadata={"help": "Training time budget in minutes (GRPO, PPO: steps; SFT, DPO: rounds)."},
     )
     critic_reward: str | None = field(
         default=None,

@@ -125,6 +125,7 @@ def train_rounds(env_args: EnvArguments, config: Any, algo: str, update: Update)
             seed=config.seed + index,
             offset=index * config.rollout_problems,
         )
+        rolled = time.perf_counter()
         round_dir = rounds_dir / f"round-{index + 1}"
         if round_dir.exists():  # a round cut off midway: played again from its start
             shutil.rmtree(round_dir)
@@ -144,11 +145,12 @@ def train_rounds(env_args: EnvArguments, config: Any, algo: str, update: Update)
         history.extend({**r, "step": step + r.get("step", 0), "round": index + 1} for r in rows)
         records.append(
             {
+                **figures,
                 "round": index + 1,
                 "model": str(trained),
                 "episodes": len(episodes),
+                "rollout_seconds": round(rolled - round_began, 1),
                 "seconds": round(time.perf_counter() - round_began, 1),
-                **figures,
             }
         )
         write_json_atomic(round_dir / ROUND_FILE, {"records": records, "history": history})

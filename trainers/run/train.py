@@ -11,8 +11,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from trl import SFTConfig
-
 from trainers.algorithms.dpo import CPUDPOConfig, build_dpo_trainer, preference_pairs
 from trainers.algorithms.grpo import CPUGRPOConfig, build_grpo_trainer
 from trainers.algorithms.ppo import VALUE_HEAD, CPUPPOConfig, build_ppo_trainer
@@ -27,6 +25,9 @@ from trainers.run.args import EnvArguments
 from trainers.run.checkpoint import resume_checkpoint
 from trainers.run.experiment import callbacks, finish_run, start_run
 from trainers.run.rounds import NoTrainingDataError, train_rounds
+
+# rows_per_case: what a row's turn answered (`sft_rows`' ``under_review``)
+CASES = {True: "on_right", False: "on_wrong", None: "first"}
 
 
 def train_online(
@@ -73,14 +74,14 @@ def train_ppo(env_args: EnvArguments, config: CPUPPOConfig) -> dict[str, Any]:
 def run_sft_stage(
     model_path: str,
     episodes: Sequence[Episode],
-    config: SFTConfig,
+    config: CPUSFTConfig,
     roles: Any,
     out: Path,
     trainable: str | None = None,
 ) -> tuple[Path, dict[str, Any]]:
     """SFT `model_path` on the good turns of `episodes` (only the parameters matching the regex
     `trainable`, when given); save to `out`; return (path, figures)."""
-    rows = sft_rows(episodes, roles)
+    rows = sft_rows(episodes, roles, config.sft_balance, config.seed)
     if not rows:
         raise NoTrainingDataError(
             f"the {len(episodes)} rollout episodes hold no good turn of roles "
@@ -95,7 +96,8 @@ def run_sft_stage(
     figures = {
         "rows": len(rows),
         "rows_per_role": dict(Counter(r["role"] for r in rows)),
-        "seconds": round(time.perf_counter() - began, 1),
+        "rows_per_case": dict(Counter(f"{r['role']}/{CASES[r['under_review']]}" for r in rows)),
+        "train_seconds": round(time.perf_counter() - began, 1),
         "steps": trainer.state.global_step,
         "log_history": trainer.state.log_history,
     }
@@ -125,6 +127,7 @@ def sft_stage_config(config: CPUDPOConfig, out: Path) -> CPUSFTConfig:
         use_cpu=config.use_cpu,
         bf16=config.bf16,
         seed=config.seed,
+        sft_balance=config.sft_balance,
         report_to=config.report_to,
         disable_tqdm=config.disable_tqdm,
     )
@@ -160,7 +163,7 @@ def train_dpo(env_args: EnvArguments, config: CPUDPOConfig) -> dict[str, Any]:
         trainer = build_dpo_trainer(model, rows, round_config, trainable)
         began = time.perf_counter()
         trainer.train()
-        figures["dpo_seconds"] = round(time.perf_counter() - began, 1)
+        figures["train_seconds"] = round(time.perf_counter() - began, 1)
         figures["steps"] += trainer.state.global_step
         step = figures["steps"] - trainer.state.global_step
         figures["log_history"] += [
