@@ -209,28 +209,61 @@ def dpo_script(run_script, tiny_model, out, *extra):
     )
 
 
-def test_dpo_script_runs_the_sft_then_dpo_pipeline(run_script, tiny_model, tmp_path):
-    out = tmp_path / "run"
-    result = dpo_script(
-        run_script,
-        tiny_model,
-        out,
-        "--critic_outcome",
-        "false",
-        "--sft_first",
-        "true",
-        "--sft_steps",
-        "1",
+def played(monkeypatch):
+    """Rounds play these episodes instead of the tiny model's (which are seldom right, so its
+    own play would leave a round nothing to train on): per problem a wrong solver answer that
+    the critic rejects and the refiner fixes, and a right one accepted and kept."""
+    from trainers.run import rounds
+
+    episodes = [
+        episode(f"p{i}", sample, solver_ok=bool(sample), verdict=bool(sample), refiner_ok=True)
+        for i in range(4)
+        for sample in (0, 1)
+    ]
+    monkeypatch.setattr(rounds, "rollout_episodes", lambda *args, **kwargs: episodes)
+
+
+def pipeline_args(tiny_model, out, **extra):
+    from trainers.run.args import EnvArguments
+
+    env = EnvArguments(
+        env_id="math/reflection-v0",
+        model_name_or_path=tiny_model,
+        eval_problems=1,
+        eval_samples=1,
+        rounds=1,
+        task="arithmetic",
+        difficulty=[1],
     )
-    assert result.returncode == 0, result.stderr[-3000:]
-    metrics = json.loads((out / "metrics.json").read_text())
-    (played,) = metrics["rounds"]
-    assert metrics["algo"] == "dpo" and played["pairs"] >= 1 and played["sft"]["rows"] >= 1
+    config = CPUDPOConfig(
+        output_dir=str(out), max_steps=1, sft_steps=1, sft_iterations=1, sft_first=True, **extra
+    )
+    return env, config
+
+
+def test_dpo_runs_the_sft_then_dpo_pipeline(tiny_model, tmp_path, monkeypatch):
+    from trainers.run.train import train_dpo
+
+    played(monkeypatch)
+    out = tmp_path / "run"
+    metrics = train_dpo(*pipeline_args(tiny_model, out))
+    sft, dpo = metrics["rounds"]  # one SFT round (sft_iterations 1), then one DPO round
+    assert (sft["stage"], dpo["stage"]) == ("sft", "dpo")
+    assert dpo["pairs_per_kind"] == {"solver": 4, "refiner": 4}  # every critic was right
+    assert sft["rows_per_case"] == {
+        "solver/first": 4,
+        "critic/on_right": 4,
+        "critic/on_wrong": 4,
+        "refiner/on_right": 4,
+        "refiner/on_wrong": 4,
+    }
+    assert dpo["steps"] == sft["steps"] == 1 and metrics["train_steps"] == 2
     assert {"before", "after", "summary"} <= set(metrics)
+    assert json.loads((out / "metrics.json").read_text())["rounds"][1]["pairs"] == 8
     assert (out / "final" / "config.json").is_file()
-    assert (out / "rounds" / "round-1" / "sft" / "config.json").is_file()
+    assert [p.name for p in (out / "rounds").iterdir()] == ["round-2"]
     stages = [row.get("stage") for row in metrics["log_history"]]
-    assert stages.index("sft") < stages.index("dpo")  # the SFT stage's steps come first
+    assert stages.index("sft") < stages.index("dpo")  # the SFT stage's rows come first
 
 
 def test_sft_and_dpo_train_only_the_parameters_matching_trainable(tiny_model, tmp_path):
@@ -259,35 +292,23 @@ def test_sft_and_dpo_train_only_the_parameters_matching_trainable(tiny_model, tm
         build_dpo_trainer(tiny_model, preference_pairs(episodes), dpo_args, trainable="nothing")
 
 
-def test_dpo_script_trains_only_the_final_norm_when_asked(run_script, tiny_model, tmp_path):
-    """--trainable_params reaches both stages of the pipeline: the SFT model and the final one
-    differ from the start model in the matching weights only."""
+def test_dpo_trains_only_the_final_norm_when_asked(tiny_model, tmp_path, monkeypatch):
+    """trainable_params reaches both stages of the pipeline: the final model differs from the
+    start model in the matching weights only."""
     from safetensors.torch import load_file
 
+    from trainers.run.train import train_dpo
+
+    played(monkeypatch)
     out = tmp_path / "run"
-    result = dpo_script(
-        run_script,
-        tiny_model,
-        out,
-        "--critic_outcome",
-        "false",
-        "--sft_first",
-        "true",
-        "--sft_steps",
-        "1",
-        "--learning_rate",
-        "0.1",
-        "--sft_learning_rate",
-        "0.1",
-        "--trainable_params",
-        r"^model\.norm\.",
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
+    env, config = pipeline_args(tiny_model, out, learning_rate=0.1, sft_learning_rate=0.1)
+    env.trainable_params, env.eval_problems = r"^model\.norm\.", 0
+    metrics = train_dpo(env, config)
+    assert [r["steps"] for r in metrics["rounds"]] == [1, 1]
     start = load_file(Path(tiny_model) / "model.safetensors")
-    for stage in (out / "rounds" / "round-1" / "sft", out / "final"):
-        weights = load_file(stage / "model.safetensors")
-        changed = {k for k in start if not torch.equal(start[k], weights[k])}
-        assert changed == {"model.norm.weight"}, (stage, changed)
+    weights = load_file(out / "final" / "model.safetensors")
+    changed = {k for k in start if not torch.equal(start[k], weights[k])}
+    assert changed == {"model.norm.weight"}, changed
 
 
 def test_dpo_script_says_what_to_change_when_no_pair_is_found(run_script, tiny_model, tmp_path):

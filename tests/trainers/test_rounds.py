@@ -12,7 +12,7 @@ from trainers.algorithms.dpo import CPUDPOConfig
 from trainers.algorithms.sft import CPUSFTConfig, rollout_episodes
 from trainers.rollout.records import Episode, Turn
 from trainers.run.args import EnvArguments
-from trainers.run.rounds import completed_rounds, rollout_figures, round_config
+from trainers.run.rounds import Stage, completed_rounds, rollout_figures, round_config
 
 
 def sft_script(run_script, tiny_model, out, *extra):
@@ -81,9 +81,12 @@ def test_sft_runs_rounds_keeps_the_newest_and_resumes_after_it(run_script, tiny_
     assert result.returncode == 0, result.stderr[-3000:]
     metrics = json.loads((out / "metrics.json").read_text())
     rounds = metrics["rounds"]
-    assert [r["round"] for r in rounds] == [1, 2] and metrics["train_steps"] == 2
-    assert metrics["rollout_episodes"] == 2 * 8 * 4 and all(r["rows"] >= 1 for r in rounds)
-    assert all(r["seconds"] >= r["rollout_seconds"] + r["train_seconds"] for r in rounds)
+    assert [r["round"] for r in rounds] == [1, 2] and rounds[0]["steps"] == 1
+    # round 2 trains too unless the tiny model's play gave it nothing (then it says so)
+    assert metrics["train_steps"] == 1 + (0 if "skipped" in rounds[1] else 1)
+    assert metrics["rollout_episodes"] == 2 * 8 * 4 and rounds[0]["rows"] >= 1
+    # a round's time holds its rollouts' and its trainer's (each rounded to 0.1 s)
+    assert rounds[0]["seconds"] >= rounds[0]["rollout_seconds"] + rounds[0]["train_seconds"] - 0.1
     # each round logs its rollouts' figures at the step it started from, then its SFT steps
     starts = [row for row in metrics["log_history"] if "agents/solver_0/accuracy" in row]
     assert [(row["round"], row["step"]) for row in starts] == [(1, 0), (2, 1)]
@@ -111,7 +114,44 @@ def test_the_time_budget_leaves_no_room_for_a_second_round(run_script, tiny_mode
 
 def test_iterations_below_one_are_refused(run_script, tiny_model, tmp_path):
     result = sft_script(run_script, tiny_model, tmp_path / "run", "--iterations", "0")
-    assert result.returncode != 0 and "iterations=0; it must be >= 1" in result.stderr
+    assert result.returncode != 0 and "sft: iterations=0; it must be >= 1" in result.stderr
+    with pytest.raises(ValueError, match="budget share 0; it must be in"):
+        Stage("dpo", lambda *args: None, 1, share=0)
+
+
+def test_stages_share_the_budget_and_each_plays_at_least_one_round(tmp_path, monkeypatch):
+    """SFT rounds while they fit in their share of the budget, then the DPO stage's round (its
+    first always runs); a resumed run that had reached DPO does not go back to SFT."""
+    import shutil
+
+    from trainers.run import rounds
+
+    model = tmp_path / "start"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    monkeypatch.setattr(rounds, "rollout_episodes", lambda *args, **kwargs: [])
+    monkeypatch.setattr(rounds, "finish_run", lambda env, config, results, *rest: results)
+    clock = iter(range(0, 10_000, 10))  # every reading 10 s after the last
+    monkeypatch.setattr(rounds.time, "perf_counter", lambda: next(clock))
+
+    def update(model, episodes, config, out):
+        shutil.copytree(model, out / "model")
+        return out / "model", {"steps": 1, "log_history": []}
+
+    env = EnvArguments(
+        env_id="math/reflection-v0",
+        eval_problems=0,
+        model_name_or_path=str(model),
+        max_train_minutes=2,
+    )
+    config = CPUDPOConfig(output_dir=str(tmp_path / "run"))
+    stages = [rounds.Stage("sft", update, 100, share=0.5), rounds.Stage("dpo", update, 1)]
+    played = [r["stage"] for r in rounds.train_rounds(env, config, "dpo", stages)["rounds"]]
+    assert played[-1] == "dpo" and played.count("dpo") == 1
+    assert 1 <= played.count("sft") < 100  # the 60 s share stopped the SFT rounds
+    config.resume_from_checkpoint = "true"
+    again = rounds.train_rounds(env, config, "dpo", stages)["rounds"]
+    assert [r["stage"] for r in again] == played  # every stage was done: nothing replayed
 
 
 def test_a_damaged_round_file_is_played_again(tmp_path):
@@ -135,7 +175,11 @@ def test_offline_algorithms_default_to_time_bounded_rounds(algo):
 
     parser, _ = make_parser(algo, "math/reflection-v0")
     env_args, config = parser.parse_args_and_config([])
-    assert config.iterations == 100 and env_args.max_train_minutes == 15
+    assert env_args.max_train_minutes == 15
+    if algo == "sft":
+        assert config.iterations == 100  # the budget ends them
+    else:  # one DPO round; with --sft_first, SFT rounds in 3/4 of the budget before it
+        assert (config.iterations, config.sft_iterations, config.sft_budget) == (1, 100, 0.75)
 
 
 def test_a_later_round_with_nothing_to_train_keeps_its_model(tiny_model, tmp_path, monkeypatch):
@@ -157,7 +201,7 @@ def test_a_later_round_with_nothing_to_train_keeps_its_model(tiny_model, tmp_pat
 
     env = EnvArguments(env_id="math/reflection-v0", eval_problems=0, model_name_or_path=tiny_model)
     config = CPUSFTConfig(output_dir=str(tmp_path / "run"), iterations=3)
-    results = rounds.train_rounds(env, config, "sft", update)
+    results = rounds.train_rounds(env, config, "sft", [rounds.Stage("sft", update, 3)])
     assert [r.get("skipped") for r in results["rounds"]] == [None, "no good turn", None]
     assert calls[2] == str(tmp_path / "run" / "rounds" / "round-2" / "model")
     assert results["train_steps"] == 2 and (tmp_path / "run" / "final" / "config.json").is_file()
@@ -166,4 +210,5 @@ def test_a_later_round_with_nothing_to_train_keeps_its_model(tiny_model, tmp_pat
         raise rounds.NoTrainingDataError("no good turn")
 
     with pytest.raises(rounds.NoTrainingDataError, match="no good turn"):
-        rounds.train_rounds(env, CPUSFTConfig(output_dir=str(tmp_path / "r2")), "sft", nothing)
+        config = CPUSFTConfig(output_dir=str(tmp_path / "r2"))
+        rounds.train_rounds(env, config, "sft", [rounds.Stage("sft", nothing, 3)])

@@ -236,7 +236,22 @@ class CPUDPOConfig(RolloutSettings, DPOConfig):
     sft_first: bool = field(
         default=False, metadata={"help": "Run the SFT stage on the same rollouts first."}
     )
-    sft_steps: int = field(default=60, metadata={"help": "SFT steps when --sft_first."})
+    iterations: int = field(
+        default=1,
+        metadata={
+            "help": "DPO rounds, each on fresh problems played by the latest model (more than "
+            "one broke the embedded team's refiner, docs/results.md)."
+        },
+    )
+    sft_iterations: int = field(
+        default=100,
+        metadata={"help": "SFT rounds first when --sft_first (sft_budget usually ends them)."},
+    )
+    sft_budget: float = field(
+        default=0.75,
+        metadata={"help": "Share of --max_train_minutes the SFT rounds may use (--sft_first)."},
+    )
+    sft_steps: int = field(default=60, metadata={"help": "Steps per SFT round (--sft_first)."})
     # As `CPUSFTConfig.learning_rate`: at 2e-4 SFT -> DPO cost the shipped team 0.342.
     sft_learning_rate: float = field(default=5e-5, metadata={"help": "SFT LR when --sft_first."})
 

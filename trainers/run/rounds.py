@@ -36,6 +36,7 @@ import logging
 import shutil
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -98,11 +99,29 @@ def completed_rounds(rounds_dir: Path) -> dict[str, Any] | None:
     return max(found, key=lambda item: item[0])[1] if found else None
 
 
-def train_rounds(env_args: EnvArguments, config: Any, algo: str, update: Update) -> dict[str, Any]:
-    """Evaluate the start, run rounds of rollout -> `update` (module docstring), evaluate the
-    newest round's model; return the figures."""
-    if config.iterations < 1:
-        raise ValueError(f"iterations={config.iterations}; it must be >= 1")
+@dataclass
+class Stage:
+    """Rounds of one kind: `update` trains each; at most `iterations` of them, started while the
+    time since the run began plus the stage's last round fits in `share` of the budget (the
+    stage's first round always runs)."""
+
+    name: str
+    update: Update
+    iterations: int
+    share: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.iterations < 1:
+            raise ValueError(f"{self.name}: iterations={self.iterations}; it must be >= 1")
+        if not 0 < self.share <= 1:
+            raise ValueError(f"{self.name}: budget share {self.share}; it must be in (0, 1]")
+
+
+def train_rounds(
+    env_args: EnvArguments, config: Any, algo: str, stages: Sequence[Stage]
+) -> dict[str, Any]:
+    """Evaluate the start, run each stage's rounds of rollout -> update in turn (module
+    docstring), evaluate the newest round's model; return the figures."""
     out, results = start_run(env_args, config, algo)
     rounds_dir = out / "rounds"
     model, records, history = results["start_model"], [], []
@@ -115,54 +134,37 @@ def train_rounds(env_args: EnvArguments, config: Any, algo: str, update: Update)
         logger.warning("no complete round in %s: starting afresh", rounds_dir)
     budget = 60.0 * env_args.max_train_minutes if env_args.max_train_minutes else None
     began = time.perf_counter()
-    while len(records) < config.iterations:
-        index, round_began = len(records), time.perf_counter()
-        step = sum(r["steps"] for r in records)
-        episodes = rollout_episodes(
-            env_args,
-            model,
-            config,
-            seed=config.seed + index,
-            offset=index * config.rollout_problems,
-        )
-        rolled = time.perf_counter()
-        round_dir = rounds_dir / f"round-{index + 1}"
-        if round_dir.exists():  # a round cut off midway: played again from its start
-            shutil.rmtree(round_dir)
-        try:
-            trained, figures = update(
-                model, episodes, round_config(config, index, round_dir), round_dir
+    names = [stage.name for stage in stages]
+    for position, stage in enumerate(stages):
+        done = [r for r in records if r.get("stage") == stage.name]
+        if any(r.get("stage") in names[position + 1 :] for r in records):
+            continue  # a resumed run that had moved past this stage
+        last = None
+        while len(done) < stage.iterations:
+            spent = time.perf_counter() - began
+            if budget is not None and last is not None and spent + last > stage.share * budget:
+                logger.info("%s: no room for another round in the time budget", stage.name)
+                break
+            round_began = time.perf_counter()
+            record, rows = play_round(env_args, config, stage, model, len(records), rounds_dir)
+            step = sum(r["steps"] for r in records)
+            index = len(records) + 1
+            history.append({"step": step, "round": index, "stage": stage.name, **rows[0]})
+            history.extend(
+                {**r, "step": step + r.get("step", 0), "round": index, "stage": stage.name}
+                for r in rows[1:]
             )
-        except NoTrainingDataError as exc:
-            if index == 0:  # the start model's play gives nothing: a setting must change
-                raise
-            logger.warning("round %d trains nothing and keeps its model: %s", index + 1, exc)
-            trained = round_dir / "model"
-            shutil.copytree(model, trained)
-            figures = {"steps": 0, "log_history": [], "skipped": str(exc)}
-        rows = figures.pop("log_history")
-        history.append({"step": step, "round": index + 1, **rollout_figures(episodes)})
-        history.extend({**r, "step": step + r.get("step", 0), "round": index + 1} for r in rows)
-        records.append(
-            {
-                **figures,
-                "round": index + 1,
-                "model": str(trained),
-                "episodes": len(episodes),
-                "rollout_seconds": round(rolled - round_began, 1),
-                "seconds": round(time.perf_counter() - round_began, 1),
-            }
-        )
-        write_json_atomic(round_dir / ROUND_FILE, {"records": records, "history": history})
-        previous = rounds_dir / f"round-{index}"
-        if previous.is_dir():
-            shutil.rmtree(previous)
-        model = str(trained)
-        spent, last = time.perf_counter() - began, time.perf_counter() - round_began
-        logger.info("round %d done in %.0f s (%.0f s of training so far)", index + 1, last, spent)
-        if budget is not None and spent + last > budget:
-            logger.info("time budget of %.1f min: no room for another round", budget / 60)
-            break
+            records.append(record)
+            done.append(record)
+            write_json_atomic(
+                rounds_dir / f"round-{index}" / ROUND_FILE, {"records": records, "history": history}
+            )
+            previous = rounds_dir / f"round-{index - 1}"
+            if previous.is_dir():
+                shutil.rmtree(previous)
+            model = record["model"]
+            last = time.perf_counter() - round_began
+            logger.info("%s round %d done in %.0f s", stage.name, index, last)
     final = out / "final"
     if final.exists():
         shutil.rmtree(final)
@@ -172,3 +174,41 @@ def train_rounds(env_args: EnvArguments, config: Any, algo: str, update: Update)
     results["train_steps"] = sum(r["steps"] for r in records)
     results["rollout_episodes"] = sum(r["episodes"] for r in records)
     return finish_run(env_args, config, results, final, history)
+
+
+def play_round(
+    env_args: EnvArguments, config: Any, stage: Stage, model: str, index: int, rounds_dir: Path
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Round `index` (0-based over the run): `model` plays fresh problems, `stage.update`
+    trains on them. Returns the round's record and its history rows (the rollouts' figures,
+    then the trainer's rows, steps counted from the round's start)."""
+    began = time.perf_counter()
+    episodes = rollout_episodes(
+        env_args, model, config, seed=config.seed + index, offset=index * config.rollout_problems
+    )
+    rolled = time.perf_counter()
+    round_dir = rounds_dir / f"round-{index + 1}"
+    if round_dir.exists():  # a round cut off midway: played again from its start
+        shutil.rmtree(round_dir)
+    try:
+        trained, figures = stage.update(
+            model, episodes, round_config(config, index, round_dir), round_dir
+        )
+    except NoTrainingDataError as exc:
+        if index == 0:  # the start model's play gives nothing: a setting must change
+            raise
+        logger.warning("round %d trains nothing and keeps its model: %s", index + 1, exc)
+        trained = round_dir / "model"
+        shutil.copytree(model, trained)
+        figures = {"steps": 0, "log_history": [], "skipped": str(exc)}
+    rows = [rollout_figures(episodes), *figures.pop("log_history")]
+    record = {
+        **figures,
+        "round": index + 1,
+        "stage": stage.name,
+        "model": str(trained),
+        "episodes": len(episodes),
+        "rollout_seconds": round(rolled - began, 1),
+        "seconds": round(time.perf_counter() - began, 1),
+    }
+    return record, rows

@@ -24,7 +24,7 @@ from trainers.rollout.records import Episode
 from trainers.run.args import EnvArguments
 from trainers.run.checkpoint import resume_checkpoint
 from trainers.run.experiment import callbacks, finish_run, start_run
-from trainers.run.rounds import NoTrainingDataError, train_rounds
+from trainers.run.rounds import NoTrainingDataError, Stage, Update, train_rounds
 
 # rows_per_case: what a row's turn answered (`sft_rows`' ``under_review``)
 CASES = {True: "on_right", False: "on_wrong", None: "first"}
@@ -104,10 +104,8 @@ def run_sft_stage(
     return out, figures
 
 
-def train_sft(env_args: EnvArguments, config: CPUSFTConfig) -> dict[str, Any]:
-    """Evaluate the start; rounds of rollout -> SFT on the good turns (expert iteration,
-    `trainers.run.rounds`); evaluate the result."""
-    trainable = env_args.trainable_params or None
+def sft_update(config: CPUSFTConfig, trainable: str | None) -> Update:
+    """A round of SFT on the good turns of its rollouts (of ``config.sft_roles``)."""
 
     def update(model: str, episodes: Sequence[Episode], round_config: Any, out: Path):
         trained, figures = run_sft_stage(
@@ -115,11 +113,18 @@ def train_sft(env_args: EnvArguments, config: CPUSFTConfig) -> dict[str, Any]:
         )
         return trained, {"steps": figures.pop("steps"), **figures}
 
-    return train_rounds(env_args, config, "sft", update)
+    return update
+
+
+def train_sft(env_args: EnvArguments, config: CPUSFTConfig) -> dict[str, Any]:
+    """Evaluate the start; rounds of rollout -> SFT on the good turns (expert iteration,
+    `trainers.run.rounds`); evaluate the result."""
+    update = sft_update(config, env_args.trainable_params or None)
+    return train_rounds(env_args, config, "sft", [Stage("sft", update, config.iterations)])
 
 
 def sft_stage_config(config: CPUDPOConfig, out: Path) -> CPUSFTConfig:
-    """The SFT stage's config of a DPO round (`config`: the round's) with ``--sft_first``."""
+    """The config of an SFT round of a DPO run with ``--sft_first`` (`config`: the round's)."""
     return CPUSFTConfig(
         output_dir=str(out),
         max_steps=config.sft_steps,
@@ -133,21 +138,11 @@ def sft_stage_config(config: CPUDPOConfig, out: Path) -> CPUSFTConfig:
     )
 
 
-def train_dpo(env_args: EnvArguments, config: CPUDPOConfig) -> dict[str, Any]:
-    """Evaluate the start; rounds of rollout -> (SFT on the good turns ->) DPO on the pairs,
-    each round's reference its start model (iterative DPO, `trainers.run.rounds`); evaluate the
-    result."""
-    trainable = env_args.trainable_params or None
+def dpo_update(config: CPUDPOConfig, trainable: str | None) -> Update:
+    """A round of DPO on the preference pairs of its rollouts; the reference is the round's
+    start model."""
 
     def update(model: str, episodes: Sequence[Episode], round_config: Any, out: Path):
-        figures: dict[str, Any] = {"steps": 0, "log_history": []}
-        if config.sft_first:
-            stage = sft_stage_config(round_config, out / "sft_run")
-            sft_model, sft = run_sft_stage(model, episodes, stage, None, out / "sft", trainable)
-            model = str(sft_model)
-            figures["steps"] += sft.pop("steps")
-            figures["log_history"] += [{**row, "stage": "sft"} for row in sft.pop("log_history")]
-            figures["sft"] = sft
         rows = preference_pairs(
             episodes, config.max_pairs_per_group, config.dpo_roles or None, config.critic_outcome
         )
@@ -158,20 +153,34 @@ def train_dpo(env_args: EnvArguments, config: CPUDPOConfig) -> dict[str, Any]:
                 "prompt. Roll out more problems (--rollout_problems) or samples "
                 "(--rollout_samples), raise --rollout_temperature, or pass --critic_outcome false"
             )
-        figures["pairs"] = len(rows)
-        figures["pairs_per_kind"] = dict(Counter(r["kind"] for r in rows))
         trainer = build_dpo_trainer(model, rows, round_config, trainable)
         began = time.perf_counter()
         trainer.train()
-        figures["train_seconds"] = round(time.perf_counter() - began, 1)
-        figures["steps"] += trainer.state.global_step
-        step = figures["steps"] - trainer.state.global_step
-        figures["log_history"] += [
-            {**row, "step": step + row.get("step", 0), "stage": "dpo"}
-            for row in trainer.state.log_history
-        ]
         trainer.save_model(str(out / "model"))
         trainer.processing_class.save_pretrained(str(out / "model"))
-        return out / "model", figures
+        return out / "model", {
+            "steps": trainer.state.global_step,
+            "pairs": len(rows),
+            "pairs_per_kind": dict(Counter(r["kind"] for r in rows)),
+            "train_seconds": round(time.perf_counter() - began, 1),
+            "log_history": trainer.state.log_history,
+        }
 
-    return train_rounds(env_args, config, "dpo", update)
+    return update
+
+
+def train_dpo(env_args: EnvArguments, config: CPUDPOConfig) -> dict[str, Any]:
+    """Evaluate the start; with ``--sft_first``, rounds of rollout -> SFT on the good turns for
+    ``sft_budget`` of the time budget; then rounds of rollout -> DPO on the pairs (``iterations``
+    of them, 1 by default); evaluate the result (`trainers.run.rounds`)."""
+    trainable = env_args.trainable_params or None
+    stages = [Stage("dpo", dpo_update(config, trainable), config.iterations)]
+    if config.sft_first:
+
+        def sft_round(model: str, episodes: Sequence[Episode], round_config: Any, out: Path):
+            stage = sft_stage_config(round_config, out / "run")
+            return sft_update(stage, trainable)(model, episodes, stage, out)
+
+        sft = Stage("sft", sft_round, config.sft_iterations, config.sft_budget)
+        stages.insert(0, sft)
+    return train_rounds(env_args, config, "dpo", stages)
