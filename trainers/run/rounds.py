@@ -2,30 +2,36 @@
 
 One pass of SFT (or DPO) over the start model's own rollouts has little to teach: the embedded
 team's rows are replies the model already gives (token accuracy 0.98 before the first step) and
-one pass moved its headline by -0.010 (docs/results.md). Iterating is what makes them learn:
-each round plays ``rollout_problems`` *fresh* training problems x ``rollout_samples`` with the
-latest model, trains on what that play gave, and hands the result to the next round. For SFT on
-the good turns that is expert iteration (rejection-sampling fine-tuning, as in STaR and ReST-EM,
-continued from the latest model rather than restarted); for DPO it is iterative DPO with the
-previous round's model as the reference, and with the default ``sft`` term on the chosen replies
-(`CPUDPOConfig.loss_type`) iterative RPO (Pang et al. 2024, "Iterative Reasoning Preference
-Optimization").
+one pass moved its headline by -0.010 (docs/results.md). Iterating is what makes SFT learn: each
+round plays ``rollout_problems`` *fresh* training problems x ``rollout_samples`` with the latest
+model, trains on what that play gave, and hands the result to the next round: expert iteration
+(rejection-sampling fine-tuning, as in STaR and ReST-EM, continued from the latest model rather
+than restarted). A DPO round cuts its pairs from its own play and uses the round's start model
+as the reference (iterative DPO; with the default ``sft`` term on the chosen replies, iterative
+RPO, Pang et al. 2024). On the embedded team more than one DPO round broke the refiner, so
+``dpo`` plays one by default, after the SFT rounds of ``--sft_first``.
 
-**Budget.** ``--max_train_minutes`` bounds the rounds (rollouts included): a round starts only
-when the time spent so far plus the last round's time fits in the budget, so a run ends inside
-it. ``--iterations`` caps the count.
+**Stages.** A run is a list of `Stage`: SFT rounds, then DPO rounds (``dpo --sft_first``), or
+one kind only. Rounds are numbered across stages and each plays fresh problems.
 
-**Files.** Round ``k`` writes ``rounds/round-k/`` (its trained model in ``model/``, DPO's SFT
-stage in ``sft/``) and last ``round.json``, which records every round so far and the
-log history; the previous round's folder is then removed (one model on disk at a time). The
-newest round's model is copied to ``final/``.
+**Budget.** ``--max_train_minutes`` bounds the rounds, rollouts included: a stage starts another
+round only while the time since the run began plus its last round's time fits in its share of
+the budget (``dpo``'s ``sft_budget`` for the SFT stage, all of it for the last stage), so a run
+ends inside the budget; a stage's first round always runs. ``--iterations`` caps a stage's
+count.
 
-**Empty rounds.** When the first round's rollouts hold nothing to train on (no good turn, no
-pair) the run stops with an error saying which setting to change; a later round that finds
-nothing keeps its model and the next round plays on.
+**Files.** Round ``k`` writes ``rounds/round-k/`` (its trained model in ``model/``) and last
+``round.json``, which records every round so far and the log history; the previous round's
+folder is then removed (one model on disk at a time). The newest round's model is copied to
+``final/``.
+
+**Empty rounds.** When the run's first round holds nothing to train on (no good turn, no pair)
+the run stops with an error saying which setting to change; a later round that finds nothing
+keeps its model, says why in its record, and the run goes on.
 
 **Resume.** ``--resume_from_checkpoint true`` continues after the newest round whose
-``round.json`` is whole; a round cut off midway is played again from its start.
+``round.json`` is whole (with a fresh time budget); a round cut off midway is played again from
+its start, and a stage the run had moved past is not played again.
 """
 
 from __future__ import annotations

@@ -108,10 +108,9 @@ def sft_update(config: CPUSFTConfig, trainable: str | None) -> Update:
     """A round of SFT on the good turns of its rollouts (of ``config.sft_roles``)."""
 
     def update(model: str, episodes: Sequence[Episode], round_config: Any, out: Path):
-        trained, figures = run_sft_stage(
+        return run_sft_stage(
             model, episodes, round_config, config.sft_roles, out / "model", trainable
         )
-        return trained, {"steps": figures.pop("steps"), **figures}
 
     return update
 
