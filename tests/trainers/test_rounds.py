@@ -180,6 +180,7 @@ def test_offline_algorithms_default_to_time_bounded_rounds(algo):
         assert config.iterations == 100  # the budget ends them
     else:  # one DPO round; with --sft_first, SFT rounds in 3/4 of the budget before it
         assert (config.iterations, config.sft_iterations, config.sft_budget) == (1, 100, 0.75)
+        assert (config.learning_rate, config.sft_learning_rate) == (1e-5, 5e-5)
 
 
 def test_a_later_round_with_nothing_to_train_keeps_its_model(tiny_model, tmp_path, monkeypatch):
