@@ -313,7 +313,10 @@ def test_dpo_trains_only_the_final_norm_when_asked(tiny_model, tmp_path, monkeyp
 
 def test_dpo_script_says_what_to_change_when_no_pair_is_found(run_script, tiny_model, tmp_path):
     result = dpo_script(
-        run_script, tiny_model, tmp_path / "run", "--rollout_samples", "1", "--dpo_roles", "solver"
+        run_script,
+        tiny_model,
+        tmp_path / "run",
+        *("--rollout_samples", "1", "--dpo_roles", "solver", "--sft_first", "false"),
     )
     assert result.returncode != 0
     assert "gave no preference pair" in result.stderr and "--rollout_samples" in result.stderr

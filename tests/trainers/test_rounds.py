@@ -178,8 +178,9 @@ def test_offline_algorithms_default_to_time_bounded_rounds(algo):
     assert env_args.max_train_minutes == 15
     if algo == "sft":
         assert config.iterations == 100  # the budget ends them
-    else:  # one DPO round; with --sft_first, SFT rounds in 3/4 of the budget before it
-        assert (config.iterations, config.sft_iterations, config.sft_budget) == (1, 100, 0.75)
+    else:  # SFT rounds in 3/4 of the budget, then one DPO round
+        assert config.sft_first and config.iterations == 1
+        assert (config.sft_iterations, config.sft_budget) == (100, 0.75)
         assert (config.learning_rate, config.sft_learning_rate) == (1e-5, 5e-5)
 
 

@@ -45,7 +45,7 @@ class EnvArguments:
         role_adapters (`bool`, False): GRPO/PPO train one LoRA adapter per role (rank `lora_r`,
             alpha `lora_alpha`) on the frozen start model instead of the whole shared model.
         trainable_params (`str`, ""): train only the parameters matching this regex (every
-            algorithm; with --sft_first, DPO's SFT stage too).
+            algorithm; in dpo, its SFT rounds too).
         role_models (`str`, ""): GRPO/PPO train a full model per role: "all" gives every role its
             own copy of the start model; "critic=PATH,..." starts those roles from PATH (the rest
             from the start model).

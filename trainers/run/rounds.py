@@ -9,10 +9,10 @@ model, trains on what that play gave, and hands the result to the next round: ex
 than restarted). A DPO round cuts its pairs from its own play and uses the round's start model
 as the reference (iterative DPO; with the default ``sft`` term on the chosen replies, iterative
 RPO, Pang et al. 2024). On the embedded team more than one DPO round broke the refiner, so
-``dpo`` plays one by default, after the SFT rounds of ``--sft_first``.
+``dpo`` plays one by default, after SFT rounds (``--sft_first``, on by default).
 
-**Stages.** A run is a list of `Stage`: SFT rounds, then DPO rounds (``dpo --sft_first``), or
-one kind only. Rounds are numbered across stages and each plays fresh problems.
+**Stages.** A run is a list of `Stage`: SFT rounds, then DPO rounds (``dpo``), or one kind
+only (``sft``; ``dpo --sft_first false``). Rounds are numbered across stages and each plays fresh problems.
 
 **Budget.** ``--max_train_minutes`` bounds the rounds, rollouts included: a stage starts another
 round only while the time since the run began plus its last round's time fits in its share of
