@@ -28,6 +28,7 @@ from trainers.embedded.transcripts import (
     claimed_answer,
     plan_reply,
     program_reply,
+    program_slip,
     repair_reply,
     sft_rows,
     slip,
@@ -137,28 +138,30 @@ def test_rework_fraction_reworks_rejected_answers_and_changes_no_other_row():
 
 
 @pytest.mark.parametrize("difficulty", [1, 2, 3])
-def test_plans_undo_the_steps_and_programs_print_the_start(difficulty):
-    import ast
-    import re
+def test_plans_restate_the_problem_and_programs_search_for_the_start(difficulty):
+    import random
 
-    for problem in envs.make_task("unknown", difficulty=difficulty, size=30).source:
+    from envs.sandbox import SandboxConfig, run_code
+
+    config = SandboxConfig(timeout_s=5.0)
+    rng = random.Random(difficulty)
+    for problem in envs.make_task("unknown", difficulty=difficulty, size=12).source:
         meta = problem["metadata"]
-        plan = plan_reply(problem)
-        assert plan.startswith(f"Start from {meta['end']} and undo the steps, last first: ")
-        words = re.findall(r"(add|subtract) (\d+)", plan)
-        assert [(w == "add", int(k)) for w, k in words] == [
-            (op == "-", k) for op, k in reversed(meta["steps"])
-        ]
-        for keep in (None, *range(difficulty)):
-            program = program_reply(problem, keep)
-            assert program.startswith("```python\nprint(") and program.endswith(")\n```")
-            expression = program.split("print(", 1)[1].rsplit(")", 1)[0]
-            value = eval(compile(ast.parse(expression, mode="eval"), "<program>", "eval"))
-            if keep is None:
-                assert value == meta["start"]
-            else:  # one step written with the problem's sign: off by twice that step
-                _, k = list(reversed(meta["steps"]))[keep]
-                assert abs(value - meta["start"]) == 2 * k
+        equation = problem["question"].removeprefix("Find x: ").rstrip(".")
+        assert plan_reply(problem) == f"Try each x from 0 to 99 until {equation}."
+        program = program_reply(problem)
+        assert program.startswith("```python\nprint(next(x for x in range(100) if ")
+        assert equation.replace(" = ", " == ") in program  # a copy, nothing inverted
+        assert run_code(program.split("\n", 1)[1].rsplit("```", 1)[0], config).answer() == str(
+            meta["start"]
+        )
+        for _ in range(4):  # a slipped copy never finds the start
+            slipped = program_reply(problem, program_slip(problem, rng))
+            assert slipped != program
+            result = run_code(slipped.split("\n", 1)[1].rsplit("```", 1)[0], config)
+            assert result.answer() != str(meta["start"])
+    with pytest.raises(ValueError, match="slip kind"):
+        program_reply(problem, ("typo", 0, 1))
 
 
 def test_tool_rows_run_their_programs_and_check_the_output():
@@ -172,10 +175,15 @@ def test_tool_rows_run_their_programs_and_check_the_output():
     verdicts = []
     for problem, verifier in zip(problems, by_role["verifier"], strict=True):
         shown = verifier["messages"][1]["content"]
-        output = int(shown.split("stdout:\n")[1].split()[0])  # the program really ran
-        verdict = parse_verdict(verifier["messages"][-1]["content"])
-        assert verdict is (output == problem["metadata"]["start"])
-        assert f"Check {output}:" in verifier["messages"][-1]["content"]
+        reply = verifier["messages"][-1]["content"]
+        verdict = parse_verdict(reply)
+        if "exit status 0" in shown:  # the program really ran; the verifier checks its output
+            output = int(shown.split("stdout:\n")[1].split()[0])
+            assert verdict is (output == problem["metadata"]["start"])
+            assert f"Check {output}:" in reply
+        else:  # a slipped search that found no x fails, and there is nothing to check
+            assert "StopIteration" in shown and verdict is False
+            assert reply.startswith("There is no answer to check.")
         verdicts.append(verdict)
     assert 0 < sum(verdicts) < len(verdicts)  # right and slipped programs both reviewed
     for problem, first, second in zip(

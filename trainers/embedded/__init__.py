@@ -84,9 +84,12 @@ class EmbeddedRecipe:
         rework_fraction (`float`, 0.5): share of the refiner's repairs of a rejected answer
             that work the problem out afresh instead of applying the critic's miss.
         tool_fraction (`float`, 0.0): share of problems that give ``math/tool-v0`` rows
-            (analyzer, executor, verifier; the programs run in the sandbox at build time). 0.15
-            cost the reflection team its gain over the lone model and left the executor right
-            only 20% of the time (docs/results.md, v12b), so the shipped build has none.
+            (analyzer, executor, verifier; the programs run in the sandbox at build time, so
+            such a build needs bubblewrap). The executor writes the problem as a search
+            (`transcripts.program_reply`): copying, no arithmetic. At 0.1 (v15, not shipped) the
+            tool team starts at maj1@turnK 0.82-0.85 against 0.42-0.44 for the same model alone
+            and GRPO lifts it, but the reflection solver then learns to 0.97 alone, leaving its
+            team no room (docs/results.md, "Recipe v15"); so the shipped build has none.
         drill_rows, drill_facts: arithmetic drill rows mixed into the SFT data
             (`transcripts.drill_rows`), each stating that many facts.
         max_steps, batch_size, learning_rate: SFT.

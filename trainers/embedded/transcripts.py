@@ -20,12 +20,14 @@ Each role does what it does in the real setting, scaled down:
   miss (a start that ends 3 short was 3 too small) or, in some repairs (``rework_fraction``),
   works the problem out afresh (`work_reply`): a repair that does not lean on the critic's
   arithmetic, so a right answer the critic wrongly rejects is not necessarily lost;
-- in ``math/tool-v0`` (``tool_fraction``; none in the shipped recipe) the analyzer plans the
-  undoing (``Start from 21 and undo the steps, last first: add 4, then subtract 7.``), the
-  executor writes it as one printed expression (``print(21 + 4 - 7)``), leaving the arithmetic
-  to the sandbox, and the verifier checks the program's output by substitution like the critic.
-  The programs under review are right or leave one step with the problem's sign, the slip a
-  transcription makes.
+- in ``math/tool-v0`` (``tool_fraction``; none in the shipped recipe) the analyzer restates the
+  problem as a search (``Try each x from 0 to 99 until x + 7 - 4 = 21.``), the executor writes
+  that search as a program (``print(next(x for x in range(100) if x + 7 - 4 == 21))``), so
+  nothing is inverted and no arithmetic is done by the model, only copied, and the verifier
+  checks the program's output by substitution like the critic. The programs under review are
+  right or carry one copying slip (an operand or the end off by a little, or an operator
+  flipped). (v12b's executor undid the steps itself, ``print(21 + 4 - 7)``: it kept the
+  problem's sign in most programs and was right 20% of the time.)
 
 The rows are played through the real environments, so the prompts are exactly those the agents
 see later. Every target reply is right; the answers under review are right or carry the slips a
@@ -120,23 +122,53 @@ def repair_reply(problem: dict[str, Any], claimed: int | None, rework: bool = Fa
     return revision(claimed, problem["metadata"]["start"])
 
 
+SEARCH_RANGE = 100  # the executor's search covers every start (2..30) with room to spare
+
+
 def plan_reply(problem: dict[str, Any]) -> str:
-    """An analyzer's plan: start from the stated end and undo the steps, last first
-    (``Start from 21 and undo the steps, last first: add 4, then subtract 7.``)."""
+    """An analyzer's plan: the problem restated as a search over x
+    (``Try each x from 0 to 99 until x + 7 - 4 = 21.``)."""
     meta = problem["metadata"]
-    undo = (f"{'add' if op == '+' else 'subtract'} {k}" for op, k in undo_steps(meta))
-    return f"Start from {meta['end']} and undo the steps, last first: {', then '.join(undo)}."
+    return f"Try each x from 0 to {SEARCH_RANGE - 1} until {equation(meta)} = {meta['end']}."
 
 
-def program_reply(problem: dict[str, Any], keep: int | None = None) -> str:
-    """An executor's program: the plan as one printed expression (``print(21 + 4 - 7)``), the
-    arithmetic left to Python. `keep`: the index (last step first) of a step written with the
-    problem's sign instead of undone, the slip a transcription makes."""
+def equation(meta: dict[str, Any], steps: list[list[Any]] | None = None) -> str:
+    """The left side of a problem's equation (``x + 7 - 4``), from `steps` when given."""
+    return " ".join(["x", *(f"{op} {k}" for op, k in (meta["steps"] if steps is None else steps))])
+
+
+def program_reply(problem: dict[str, Any], slip: tuple[str, int, int] | None = None) -> str:
+    """An executor's program: the plan's search, the arithmetic left to Python
+    (``print(next(x for x in range(100) if x + 7 - 4 == 21))``).
+
+    `slip` copies one thing wrong, as a transcription does: ``("sign", i, 0)`` flips step i's
+    operator, ``("operand", i, d)`` adds d to step i's operand, ``("end", 0, d)`` adds d to the
+    stated end. A slipped search may find no x; the program then prints nothing useful and
+    fails (``next`` of an empty generator), as a real one would.
+    """
     meta = problem["metadata"]
-    terms = (
-        f"{INVERSE[op] if i == keep else op} {k}" for i, (op, k) in enumerate(undo_steps(meta))
-    )
-    return f"```python\nprint({meta['end']} {' '.join(terms)})\n```"
+    steps, end = [list(step) for step in meta["steps"]], meta["end"]
+    if slip is not None:
+        kind, i, delta = slip
+        if kind == "sign":
+            steps[i][0] = INVERSE[steps[i][0]]
+        elif kind == "operand":
+            steps[i][1] = max(1, steps[i][1] + delta)
+        elif kind == "end":
+            end += delta
+        else:
+            raise ValueError(f"slip kind {kind!r}; expected 'sign', 'operand' or 'end'")
+    search = f"next(x for x in range({SEARCH_RANGE}) if {equation(meta, steps)} == {end})"
+    return f"```python\nprint({search})\n```"
+
+
+def program_slip(problem: dict[str, Any], rng: random.Random) -> tuple[str, int, int]:
+    """A copying slip for `program_reply`: an operator flipped, an operand or the end off by
+    1..3."""
+    kind = rng.choice(("sign", "operand", "end"))
+    index = rng.randrange(len(problem["metadata"]["steps"]))
+    delta = 0 if kind == "sign" else rng.choice((-3, -2, -1, 1, 2, 3))
+    return kind, 0 if kind == "end" else index, delta
 
 
 def claimed_answer(text: str) -> int | None:
@@ -296,10 +328,8 @@ def sft_rows(
             add(tool.observe("analyzer_0"), plan, "analyzer")
             tool.step(plan)
             add(tool.observe("executor_0"), program_reply(problem), "executor")
-            steps = len(problem["metadata"]["steps"])
-            tool.step(
-                program_reply(problem, None if tooled.random() < 0.5 else tooled.randrange(steps))
-            )
+            slipped = None if tooled.random() < 0.5 else program_slip(problem, tooled)
+            tool.step(program_reply(problem, slipped))
             output = tool.infos["executor_0"]["extracted"]
             check = check_reply(problem, None if output is None else int(output))
             add(tool.observe("verifier_0"), check, "verifier")
