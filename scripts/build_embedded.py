@@ -3,12 +3,15 @@
     python scripts/build_embedded.py                    # CPU, 2 threads: bit-identical rebuild
     python scripts/build_embedded.py --out DIR          # somewhere else (e.g. to compare)
     python scripts/build_embedded.py --device cuda      # on a GPU (not bit-identical)
+    python scripts/build_embedded.py --out DIR --set tool_fraction=0.1   # a variant recipe
 
 The shipped files are committed, so nothing needs building to use the project; run this after
 changing `trainers.embedded.EmbeddedRecipe` or the transcripts, or to check the shipped files
 (`--check` compares the rebuild with them, byte for byte, and exits 1 on a difference).
-A recipe with `tool_fraction` > 0 (not the shipped one) plays tool-env transcripts whose
-programs run in the sandbox, so its build needs bubblewrap (see the README).
+`--set FIELD=VALUE` (repeatable) changes one `EmbeddedRecipe` field, to build a variant that the
+scripts take with `--model_name_or_path DIR`. A recipe with `tool_fraction` > 0 (not the
+shipped one) plays tool-env transcripts whose programs run in the sandbox, so its build needs
+bubblewrap (see the README).
 """
 
 from __future__ import annotations
@@ -18,12 +21,44 @@ import json
 import sys
 import tempfile
 import time
-from dataclasses import asdict
+from dataclasses import asdict, fields, replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from trainers.embedded import SHIPPED, EmbeddedRecipe, build_embedded, file_digest
+
+
+def recipe_with(settings: list[str]) -> EmbeddedRecipe:
+    """The default `EmbeddedRecipe` with each ``FIELD=VALUE`` of `settings` applied (the value
+    converted to the field's type; a tuple field takes comma-separated items)."""
+    types = {f.name: type(getattr(EmbeddedRecipe(), f.name)) for f in fields(EmbeddedRecipe)}
+    changes: dict[str, object] = {}
+    for setting in settings:
+        name, sep, value = setting.partition("=")
+        name = name.strip()
+        if not sep or name not in types:
+            raise SystemExit(
+                f"--set {setting!r}: expected FIELD=VALUE with FIELD one of {', '.join(types)}"
+            )
+        kind = types[name]
+        try:
+            if kind is bool:
+                if value.lower() not in ("true", "false"):
+                    raise ValueError("expected true or false")
+                changes[name] = value.lower() == "true"
+            elif kind is tuple:
+                changes[name] = tuple(int(item) for item in value.split(",") if item.strip())
+            else:
+                changes[name] = kind(value)
+        except ValueError as exc:
+            raise SystemExit(
+                f"--set {setting!r}: {name} needs a value of type {kind.__name__} ({exc})"
+            ) from exc
+    try:
+        return replace(EmbeddedRecipe(), **changes)
+    except ValueError as exc:
+        raise SystemExit(f"--set: {exc}") from exc
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -35,8 +70,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--check", action="store_true", help="rebuild in a temp folder and compare with --out"
     )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="change one EmbeddedRecipe field (repeatable), e.g. tool_fraction=0.1",
+    )
     args = parser.parse_args(argv)
-    recipe = EmbeddedRecipe()
+    recipe = recipe_with(args.set)
+    if args.set and not args.check and Path(args.out) == SHIPPED:
+        parser.error("--set builds a variant: give it its own --out (the shipped files stay)")
     print(f"recipe {recipe.key()}: {json.dumps(asdict(recipe))}")
     began = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:

@@ -372,3 +372,46 @@ def test_rebuilding_the_shipped_model_gives_the_shipped_bytes():
     )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert "identical" in done.stdout
+
+
+def _build_script():
+    import runpy
+
+    from tests.utils import REPO
+
+    return runpy.run_path(str(REPO / "scripts" / "build_embedded.py"), run_name="build_embedded")
+
+
+def test_build_script_sets_recipe_fields_by_their_type():
+    recipe_with = _build_script()["recipe_with"]
+    assert recipe_with([]) == EmbeddedRecipe()
+    recipe = recipe_with(
+        ["tool_fraction=0.1", "max_steps=40", "whole_numbers=false", "difficulty=1,2"]
+    )
+    assert recipe == dataclasses.replace(
+        EmbeddedRecipe(), tool_fraction=0.1, max_steps=40, whole_numbers=False, difficulty=(1, 2)
+    )
+    assert recipe.key() != EmbeddedRecipe().key()
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        ("tool_share=0.1", "FIELD one of seed, num_problems"),
+        ("tool_fraction", "expected FIELD=VALUE"),
+        ("max_steps=many", "max_steps needs a value of type int"),
+        ("whole_numbers=yes", "whole_numbers needs a value of type bool"),
+        ("sharpen=0", "sharpen=0.0 must be > 0"),
+    ],
+)
+def test_build_script_refuses_a_bad_setting_before_building(setting, message):
+    recipe_with = _build_script()["recipe_with"]
+    with pytest.raises(SystemExit, match=message):
+        recipe_with([setting])
+
+
+def test_build_script_will_not_overwrite_the_shipped_model_with_a_variant(capsys):
+    main = _build_script()["main"]
+    with pytest.raises(SystemExit):
+        main(["--set", "tool_fraction=0.1"])
+    assert "give it its own --out" in capsys.readouterr().err
