@@ -88,8 +88,9 @@ class EmbeddedRecipe:
             such a build needs bubblewrap). The executor writes the problem as a search
             (`transcripts.program_reply`): copying, no arithmetic. At 0.1 (v15, not shipped) the
             tool team starts at maj1@turnK 0.82-0.85 against 0.42-0.44 for the same model alone
-            and GRPO lifts it, but the reflection solver then learns to 0.97 alone, leaving its
-            team no room (docs/results.md, "Recipe v15"); so the shipped build has none.
+            (GRPO moves that little), but the reflection solver then learns to 0.97 alone,
+            leaving its team no room (docs/results.md, "Recipe v15"); so the shipped build has
+            none.
         drill_rows, drill_facts: arithmetic drill rows mixed into the SFT data
             (`transcripts.drill_rows`), each stating that many facts.
         max_steps, batch_size, learning_rate: SFT.

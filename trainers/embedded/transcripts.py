@@ -26,8 +26,8 @@ Each role does what it does in the real setting, scaled down:
   nothing is inverted and no arithmetic is done by the model, only copied, and the verifier
   checks the program's output by substitution like the critic. The programs under review are
   right or carry one copying slip (an operand or the end off by a little, or an operator
-  flipped). (v12b's executor undid the steps itself, ``print(21 + 4 - 7)``: it kept the
-  problem's sign in most programs and was right 20% of the time.)
+  flipped). (v12b's executor undid the steps itself, ``print(21 + 4 - 7)``: its programs
+  followed the plan's signs in 17% of episodes and it was right 20% of the time.)
 
 The rows are played through the real environments, so the prompts are exactly those the agents
 see later. Every target reply is right; the answers under review are right or carry the slips a
