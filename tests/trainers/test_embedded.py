@@ -142,6 +142,7 @@ def test_plans_restate_the_problem_and_programs_search_for_the_start(difficulty)
     import random
 
     from envs.sandbox import SandboxConfig, run_code
+    from envs.tool import extract_code
 
     config = SandboxConfig(timeout_s=5.0)
     rng = random.Random(difficulty)
@@ -152,13 +153,11 @@ def test_plans_restate_the_problem_and_programs_search_for_the_start(difficulty)
         program = program_reply(problem)
         assert program.startswith("```python\nprint(next(x for x in range(100) if ")
         assert equation.replace(" = ", " == ") in program  # a copy, nothing inverted
-        assert run_code(program.split("\n", 1)[1].rsplit("```", 1)[0], config).answer() == str(
-            meta["start"]
-        )
+        assert run_code(extract_code(program)[0], config).answer() == str(meta["start"])
         for _ in range(4):  # a slipped copy never finds the start
             slipped = program_reply(problem, program_slip(problem, rng))
             assert slipped != program
-            result = run_code(slipped.split("\n", 1)[1].rsplit("```", 1)[0], config)
+            result = run_code(extract_code(slipped)[0], config)
             assert result.answer() != str(meta["start"])
     with pytest.raises(ValueError, match="slip kind"):
         program_reply(problem, ("typo", 0, 1))

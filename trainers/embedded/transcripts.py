@@ -77,6 +77,12 @@ def solver_reply(
     return solve_reply(problem, value)
 
 
+def equation(steps: list[list[Any]], start: str = "x") -> str:
+    """The left side of a problem's equation from `start` (``x + 7 - 4``; ``20 + 7 - 4`` with a
+    claimed start put in for x)."""
+    return " ".join([start, *(f"{op} {k}" for op, k in steps)])
+
+
 def check_reply(problem: dict[str, Any], claimed: int | None) -> str:
     """A critic reply: put `claimed` in for x (copying the problem's equation), replay the steps
     forwards one equation each (the drill rows' form, each step's operands copied from the
@@ -89,7 +95,7 @@ def check_reply(problem: dict[str, Any], claimed: int | None) -> str:
         return "There is no answer to check.\nVerdict: incorrect"
     lines, end = replay(meta, claimed)
     target = meta["end"]
-    restated = " ".join([str(claimed), *(f"{op} {k}" for op, k in meta["steps"])])
+    restated = equation(meta["steps"], str(claimed))
     head = (
         f"Check {claimed}: {restated} = {target}? "
         f"{' '.join(lines)} {end} - {target} = {end - target}"
@@ -129,12 +135,9 @@ def plan_reply(problem: dict[str, Any]) -> str:
     """An analyzer's plan: the problem restated as a search over x
     (``Try each x from 0 to 99 until x + 7 - 4 = 21.``)."""
     meta = problem["metadata"]
-    return f"Try each x from 0 to {SEARCH_RANGE - 1} until {equation(meta)} = {meta['end']}."
-
-
-def equation(meta: dict[str, Any], steps: list[list[Any]] | None = None) -> str:
-    """The left side of a problem's equation (``x + 7 - 4``), from `steps` when given."""
-    return " ".join(["x", *(f"{op} {k}" for op, k in (meta["steps"] if steps is None else steps))])
+    return (
+        f"Try each x from 0 to {SEARCH_RANGE - 1} until {equation(meta['steps'])} = {meta['end']}."
+    )
 
 
 def program_reply(problem: dict[str, Any], slip: tuple[str, int, int] | None = None) -> str:
@@ -158,7 +161,7 @@ def program_reply(problem: dict[str, Any], slip: tuple[str, int, int] | None = N
             end += delta
         else:
             raise ValueError(f"slip kind {kind!r}; expected 'sign', 'operand' or 'end'")
-    search = f"next(x for x in range({SEARCH_RANGE}) if {equation(meta, steps)} == {end})"
+    search = f"next(x for x in range({SEARCH_RANGE}) if {equation(steps)} == {end})"
     return f"```python\nprint({search})\n```"
 
 
