@@ -6,6 +6,11 @@
 
 The first argument picks the algorithm (`grpo` or `ppo`). It evaluates on held-out problems,
 trains, evaluates again, and writes the model, metrics.json and curves.png to --output_dir.
+The shipped embedded model was never trained on this env's roles, so by default it first gets a
+warm-up SFT on the embedded recipe's tool transcripts (`--warmup_sft_steps`, 500; saved and
+evaluated in --output_dir/warmup), then RL; both share --max_train_minutes (see
+`trainers.run.warmup`). `--warmup_sft_steps 0` skips it; `--warmup_data FILE.jsonl` brings your
+own demonstrations for another model or task.
 Each executor turn runs its program in a fresh sandboxed process (see `envs.sandbox`).
 """
 

@@ -171,6 +171,7 @@ def test_evaluate_rejects_malformed_role_model(capsys, monkeypatch):
         ("train_debate.py", []),
         ("train_reflection.py", ["--role_adapters", "true", "--lora_r", "4"]),
         ("train_reflection.py", ["--role_models", "all", "--beta", "0.1"]),
+        ("train_tool.py", ["--warmup_sft_steps", "2"]),
     ],
 )
 def test_train_script_end_to_end(run_script, tiny_model, tmp_path, script, extra):
@@ -178,7 +179,8 @@ def test_train_script_end_to_end(run_script, tiny_model, tmp_path, script, extra
 
     With ``--role_adapters true`` the final folder holds one adapter per role, which the "after"
     evaluation plays on top of the start model; with ``--role_models all`` (and ``--beta``, a
-    reference per role) it holds one complete model per role, which the "after" evaluation plays."""
+    reference per role) it holds one complete model per role, which the "after" evaluation plays.
+    ``--warmup_sft_steps`` SFTs the start model on demonstrations first; RL starts from that."""
     out = tmp_path / "run"
     result = run_script(
         script,
@@ -196,7 +198,12 @@ def test_train_script_end_to_end(run_script, tiny_model, tmp_path, script, extra
         assert metrics["env_kwargs"]["audit"] == ["solver", "critic", "refiner"]
     assert any(k.startswith("agents/") for row in metrics["log_history"] for k in row)
     assert (out / "curves.png").stat().st_size > 0
-    if "--role_models" in extra:
+    if "--warmup_sft_steps" in extra:
+        assert metrics["warmup"]["steps"] == 2 and metrics["warmup"]["data"] == "embedded"
+        assert metrics["rl_start_model"] == str(out / "warmup")
+        assert metrics["warmup"]["eval"]["config"]["model"] == str(out / "warmup")
+        assert metrics["start_model"] == tiny_model == metrics["before"]["config"]["model"]
+    elif "--role_models" in extra:
         assert any("kl" in row for row in metrics["log_history"])  # each role's KL to its start
         roles = ["critic", "refiner", "solver"]
         assert sorted(metrics["after"]["config"]["role_models"]) == roles

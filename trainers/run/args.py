@@ -51,6 +51,13 @@ class EnvArguments:
             from the start model).
         branch_turns (`bool`, False): GRPO: branched rollouts; every turn's G samples reply to
             one shared history, so each turn's group baseline compares replies, not histories.
+        warmup_sft_steps (`int | None`): GRPO/PPO: SFT steps on demonstrations of the env's
+            roles before RL (`trainers.run.warmup`); None: 500 when an embedded build starts an
+            env with a role it was never trained on (``train_tool.py`` on the shipped model),
+            else 0.
+        warmup_data (`str`, "embedded"): the warm-up's demonstrations: "embedded" (the embedded
+            recipe's transcripts, ``unknown`` task) or a JSONL of ``{"messages": [...]}`` chats.
+        warmup_learning_rate (`float`, 1e-3): the warm-up's peak learning rate (cosine).
     """
 
     env_id: str = field(default="math/reflection-v0", metadata={"help": "Registered env id."})
@@ -137,7 +144,29 @@ class EnvArguments:
         },
     )
 
+    warmup_sft_steps: int | None = field(
+        default=None,
+        metadata={
+            "help": "GRPO/PPO: SFT steps on demonstrations of the env's roles before RL; default: "
+            "500 when the embedded model has never played a role of the env, else 0."
+        },
+    )
+    warmup_data: str = field(
+        default="embedded",
+        metadata={
+            "help": "Warm-up demonstrations: 'embedded' (the embedded recipe's transcripts of "
+            "the unknown task) or a JSONL file of {\"messages\": [...]} chats."
+        },
+    )
+    warmup_learning_rate: float = field(
+        default=1e-3, metadata={"help": "Peak learning rate of the warm-up SFT (cosine)."}
+    )
+
     def __post_init__(self) -> None:
+        if self.warmup_sft_steps is not None and self.warmup_sft_steps < 0:
+            raise ValueError(f"warmup_sft_steps must be >= 0, got {self.warmup_sft_steps}")
+        if not self.warmup_learning_rate > 0:
+            raise ValueError(f"warmup_learning_rate must be > 0, got {self.warmup_learning_rate}")
         if self.lora_r < 1 or self.lora_alpha < 1:
             raise ValueError(
                 f"lora_r and lora_alpha must be >= 1, got {self.lora_r}, {self.lora_alpha}"

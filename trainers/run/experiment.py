@@ -114,11 +114,12 @@ def finish_run(
         return results
     if env_args.eval_problems:
         after = eval_config(env_args, str(final), config)
+        base = results.get("rl_start_model", results["start_model"])  # after a warm-up, its
         if getattr(env_args, "role_adapters", False):  # final/ holds one adapter per role
-            after.model, after.role_adapters = results["start_model"], str(final)
+            after.model, after.role_adapters = base, str(final)
         elif getattr(env_args, "role_models", ""):  # final/ holds one model per role
             roles = sorted(p.parent.name for p in final.glob("*/config.json"))
-            after.model = results["start_model"]
+            after.model = base
             after.role_models = {role: str(final / role) for role in roles}
         results["after"] = evaluate(after)
         print(markdown_report(results["after"]))
@@ -163,10 +164,16 @@ class TimeBudget(TrainerCallback):
         return control
 
 
-def callbacks(env_args: EnvArguments) -> list[TrainerCallback]:
-    """The run's callbacks from the env arguments (the time budget)."""
+MIN_MINUTES = 1.0  # what a budget leaves to training after `spent_seconds` of warm-up, at least
+
+
+def callbacks(env_args: EnvArguments, spent_seconds: float = 0.0) -> list[TrainerCallback]:
+    """The run's callbacks from the env arguments: the time budget, less `spent_seconds` already
+    spent on the run's training (a warm-up), but at least `MIN_MINUTES`."""
     minutes = getattr(env_args, "max_train_minutes", None)
-    return [TimeBudget(minutes)] if minutes else []
+    if not minutes:
+        return []
+    return [TimeBudget(max(minutes - spent_seconds / 60, MIN_MINUTES))]
 
 
 KEYS = INTERVAL_KEYS  # the summary reports the figures that carry intervals

@@ -23,8 +23,10 @@ from trainers.algorithms.sft import (
 from trainers.rollout.records import Episode
 from trainers.run.args import EnvArguments
 from trainers.run.checkpoint import resume_checkpoint
-from trainers.run.experiment import callbacks, finish_run, start_run
+from trainers.evaluation.evaluate import evaluate, markdown_report
+from trainers.run.experiment import callbacks, eval_config, finish_run, is_main, start_run
 from trainers.run.rounds import NoTrainingDataError, Stage, Update, train_rounds
+from trainers.run.warmup import default_steps, warm_start
 
 # rows_per_case: what a row's turn answered (`sft_rows`' ``under_review``)
 CASES = {True: "on_right", False: "on_wrong", None: "first"}
@@ -41,15 +43,17 @@ def train_online(
     play the env while they train), evaluate the result; return the figures. `extra_files` are
     what a complete checkpoint holds besides `Trainer`'s own (PPO's value head)."""
     out, results = start_run(env_args, config, algo)
+    began = time.perf_counter()
+    start = warm_up(env_args, config, results, out)
     trainer = build(
-        results["start_model"],
+        start,
         env_args.env_id,
         env_args.env_kwargs(split="train"),
         config,
         role_weights=env_args.weights(),
         train_problems=env_args.train_problems,
         num_envs=env_args.num_envs,
-        callbacks=callbacks(env_args),
+        callbacks=callbacks(env_args, time.perf_counter() - began),
         **env_args.builder_kwargs(),
     )
     began = time.perf_counter()
@@ -59,6 +63,31 @@ def train_online(
     final = out / "final"
     trainer.save_model(str(final))
     return finish_run(env_args, config, results, final, trainer.state.log_history)
+
+
+def warm_up(env_args: EnvArguments, config: Any, results: dict[str, Any], out: Path) -> str:
+    """The model RL starts from: the start model, or its warm-up SFT (`trainers.run.warmup`),
+    evaluated on the held-out problems (``results["warmup"]``)."""
+    start = results["start_model"]
+    steps = env_args.warmup_sft_steps
+    if steps is None:
+        steps = default_steps(env_args, start)
+    if not steps:
+        return start
+    if config.world_size > 1:
+        raise ValueError(
+            f"--warmup_sft_steps {steps} runs in one process; warm up without accelerate "
+            "(a run with --max_steps 1 leaves the warmed model in OUTPUT_DIR/warmup), then "
+            "launch from it with --model_name_or_path OUTPUT_DIR/warmup --warmup_sft_steps 0"
+        )
+    path, figures = warm_start(env_args, config, start, out / "warmup", steps)
+    if env_args.eval_problems and is_main(config):
+        figures["eval"] = evaluate(eval_config(env_args, path, config))
+        print("after the warm-up SFT, before RL:")
+        print(markdown_report(figures["eval"]))
+    results["warmup"] = figures
+    results["rl_start_model"] = path
+    return path
 
 
 def train_grpo(env_args: EnvArguments, config: CPUGRPOConfig) -> dict[str, Any]:
