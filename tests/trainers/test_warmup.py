@@ -34,7 +34,9 @@ class Config:  # the fields of an RL config the warm-up reads
 
 
 def test_it_runs_by_default_only_where_the_embedded_model_never_played_a_role(tiny_model, tmp_path):
-    trained = set(json.loads((Path(tiny_model) / "recipe.json").read_text())["sft"]["rows_per_role"])
+    trained = set(
+        json.loads((Path(tiny_model) / "recipe.json").read_text())["sft"]["rows_per_role"]
+    )
     assert {"solver", "critic", "refiner"} <= trained and "executor" not in trained
     assert default_steps(EnvArguments(env_id=TOOL), tiny_model) == AUTO_STEPS
     assert default_steps(EnvArguments(env_id=REFLECTION), tiny_model) == 0
@@ -72,12 +74,14 @@ def test_embedded_demonstrations_are_the_envs_roles_on_training_problems_with_re
 
 
 def test_embedded_demonstrations_are_refused_for_another_task(tiny_model):
-    with pytest.raises(ValueError, match="--warmup_data PATH.jsonl"):
+    with pytest.raises(ValueError, match=r"--warmup_data PATH\.jsonl"):
         embedded_demonstrations(EnvArguments(env_id=TOOL, task="arithmetic"), tiny_model, 8, 0)
 
 
 def test_file_demonstrations_read_chats_and_name_a_bad_line(tmp_path):
-    good = {"messages": [{"role": "user", "content": "1+1?"}, {"role": "assistant", "content": "2"}]}
+    good = {
+        "messages": [{"role": "user", "content": "1+1?"}, {"role": "assistant", "content": "2"}]
+    }
     path = tmp_path / "demos.jsonl"
     path.write_text(json.dumps(good) + "\n\n" + json.dumps(good) + "\n")
     assert [r["messages"] for r in file_demonstrations(str(path))] == [good["messages"]] * 2

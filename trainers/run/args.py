@@ -155,7 +155,7 @@ class EnvArguments:
         default="embedded",
         metadata={
             "help": "Warm-up demonstrations: 'embedded' (the embedded recipe's transcripts of "
-            "the unknown task) or a JSONL file of {\"messages\": [...]} chats."
+            'the unknown task) or a JSONL file of {"messages": [...]} chats.'
         },
     )
     warmup_learning_rate: float = field(

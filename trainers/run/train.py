@@ -20,10 +20,10 @@ from trainers.algorithms.sft import (
     parse_roles,
     sft_rows,
 )
+from trainers.evaluation.evaluate import evaluate, markdown_report
 from trainers.rollout.records import Episode
 from trainers.run.args import EnvArguments
 from trainers.run.checkpoint import resume_checkpoint
-from trainers.evaluation.evaluate import evaluate, markdown_report
 from trainers.run.experiment import callbacks, eval_config, finish_run, is_main, start_run
 from trainers.run.rounds import NoTrainingDataError, Stage, Update, train_rounds
 from trainers.run.warmup import default_steps, warm_start

@@ -109,7 +109,7 @@ def embedded_demonstrations(
         raise ValueError(
             f"--warmup_data embedded has transcripts of the {EMBEDDED_TASK!r} task only, not "
             f"task={env_args.task!r}{' with --data_path' if env_args.data_path else ''}; pass "
-            "--warmup_data PATH.jsonl (one {\"messages\": [...]} chat per line)"
+            '--warmup_data PATH.jsonl (one {"messages": [...]} chat per line)'
         )
     manifest = embedded_manifest(model_path)
     recipe = EmbeddedRecipe(**_tuples(manifest["recipe"])) if manifest else EmbeddedRecipe()
@@ -186,7 +186,7 @@ def file_demonstrations(path: str) -> list[dict[str, Any]]:
             ok = False
         if not ok:
             raise ValueError(
-                f"{path}:{number}: expected {{\"messages\": [{{\"role\": ..., \"content\": ...}}, "
+                f'{path}:{number}: expected {{"messages": [{{"role": ..., "content": ...}}, '
                 "...]}} ending with an assistant message"
             )
         rows.append({"messages": messages, "role": "demonstration"})
