@@ -132,7 +132,7 @@ def test_the_folded_scale_is_out_while_training_and_back_after(tiny_model, tmp_p
 
     monkeypatch.setattr(trl.SFTTrainer, "train", refuse)
     again_path, again = warm_start(args, Config(), str(model), tmp_path / "warm", steps=2)
-    assert again_path == path and again == json.loads(json.dumps(figures))
+    assert again_path == path and again == {**json.loads(json.dumps(figures)), "reused": True}
 
 
 def test_the_warm_up_spends_the_training_budget(monkeypatch):

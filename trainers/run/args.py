@@ -57,7 +57,7 @@ class EnvArguments:
             else 0.
         warmup_data (`str`, "embedded"): the warm-up's demonstrations: "embedded" (the embedded
             recipe's transcripts, ``unknown`` task) or a JSONL of ``{"messages": [...]}`` chats.
-        warmup_learning_rate (`float`, 1e-3): the warm-up's peak learning rate (cosine).
+        warmup_learning_rate (`float`, 2e-3): the warm-up's peak learning rate (cosine).
     """
 
     env_id: str = field(default="math/reflection-v0", metadata={"help": "Registered env id."})
@@ -159,7 +159,7 @@ class EnvArguments:
         },
     )
     warmup_learning_rate: float = field(
-        default=1e-3, metadata={"help": "Peak learning rate of the warm-up SFT (cosine)."}
+        default=2e-3, metadata={"help": "Peak learning rate of the warm-up SFT (cosine)."}
     )
 
     def __post_init__(self) -> None:

@@ -43,8 +43,9 @@ def train_online(
     play the env while they train), evaluate the result; return the figures. `extra_files` are
     what a complete checkpoint holds besides `Trainer`'s own (PPO's value head)."""
     out, results = start_run(env_args, config, algo)
-    began = time.perf_counter()
     start = warm_up(env_args, config, results, out)
+    warmed = results.get("warmup", {})
+    spent = 0.0 if warmed.get("reused") else warmed.get("seconds", 0.0)  # not its evaluation
     trainer = build(
         start,
         env_args.env_id,
@@ -53,7 +54,7 @@ def train_online(
         role_weights=env_args.weights(),
         train_problems=env_args.train_problems,
         num_envs=env_args.num_envs,
-        callbacks=callbacks(env_args, time.perf_counter() - began),
+        callbacks=callbacks(env_args, spent),
         **env_args.builder_kwargs(),
     )
     began = time.perf_counter()

@@ -227,7 +227,8 @@ def warm_start(
     env_args: EnvArguments, config: Any, model_path: str, out: Path, steps: int
 ) -> tuple[str, dict[str, Any]]:
     """SFT `model_path` for `steps` steps on the demonstrations; save to `out`; return (the
-    saved model's path, figures). A finished warm-up already in `out` is reused."""
+    saved model's path, figures). A finished warm-up already in `out` is reused (its figures
+    then say ``"reused": True``)."""
     import datasets
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -238,7 +239,7 @@ def warm_start(
         figures = json.loads(done.read_text())
         if figures.get("start_model") == model_path and figures.get("max_steps") == steps:
             logger.info("reusing the finished warm-up in %s", out)
-            return str(out), figures
+            return str(out), {**figures, "reused": True}
     began = time.perf_counter()
     if env_args.warmup_data == "embedded":
         rows = embedded_demonstrations(env_args, model_path, steps * BATCH, config.seed)
