@@ -47,7 +47,7 @@ from trainers.run.args import EnvArguments
 
 logger = logging.getLogger(__name__)
 
-AUTO_STEPS = 500  # the shipped model: tool team 0.02 -> 0.66, 0.39 (two seeds; docs/results.md)
+AUTO_STEPS = 500  # the shipped model's tool team: 0.02 -> 0.36-0.78 over 4 runs (docs/results.md)
 REPLAY_SHARE = 1 / 3  # of the embedded demonstrations: rows of roles other than the env's
 BATCH = 16
 PROBLEM_CHUNK = 400
