@@ -34,6 +34,7 @@ run shows what SFT gave and what RL added; a resumed run reuses a finished warm-
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import math
@@ -154,8 +155,10 @@ def embedded_demonstrations(
 
 
 def _tuples(recipe: dict[str, Any]) -> dict[str, Any]:
-    """A recipe dict from JSON with its lists back as tuples (the dataclass's field types)."""
-    return {k: tuple(v) if isinstance(v, list) else v for k, v in recipe.items()}
+    """A recipe dict from JSON with its lists back as tuples (the dataclass's field types), less
+    any field this version's `EmbeddedRecipe` no longer has."""
+    known = {f.name for f in dataclasses.fields(EmbeddedRecipe)}
+    return {k: tuple(v) if isinstance(v, list) else v for k, v in recipe.items() if k in known}
 
 
 def file_demonstrations(path: str) -> list[dict[str, Any]]:
