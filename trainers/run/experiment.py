@@ -114,7 +114,7 @@ def finish_run(
         return results
     if env_args.eval_problems:
         after = eval_config(env_args, str(final), config)
-        base = results.get("rl_start_model", results["start_model"])  # after a warm-up, its
+        base = results.get("rl_start_model", results["start_model"])  # RL's start (warmed up?)
         if getattr(env_args, "role_adapters", False):  # final/ holds one adapter per role
             after.model, after.role_adapters = base, str(final)
         elif getattr(env_args, "role_models", ""):  # final/ holds one model per role

@@ -40,6 +40,7 @@ import logging
 import math
 import random
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -199,25 +200,20 @@ def file_demonstrations(path: str) -> list[dict[str, Any]]:
 
 
 def warmup_config(env_args: EnvArguments, config: Any, out: Path, steps: int) -> Any:
-    """TRL's `SFTConfig` of the warm-up: cosine schedule, loss on the assistant replies only,
+    """The warm-up's `CPUSFTConfig` (loss on the assistant replies only): cosine schedule,
     rows up to 1024 tokens (a second-round executor row of the embedded tool transcripts reaches
     ~600, past the 512 the build trained on)."""
-    from trl import SFTConfig
+    from trainers.algorithms.sft import CPUSFTConfig
 
-    return SFTConfig(
+    return CPUSFTConfig(
         output_dir=str(out / "trainer"),
         max_steps=steps,
         per_device_train_batch_size=BATCH,
         learning_rate=env_args.warmup_learning_rate,
         lr_scheduler_type="cosine",
         warmup_steps=max(1, steps // 20),
-        weight_decay=0.0,
-        assistant_only_loss=True,
-        gradient_checkpointing=False,
         use_cpu=getattr(config, "use_cpu", True),
         bf16=getattr(config, "bf16", False),
-        report_to=[],
-        save_strategy="no",
         logging_steps=max(1, steps // 20),
         seed=config.seed,
         data_seed=config.seed,
@@ -232,10 +228,9 @@ def warm_start(
     """SFT `model_path` for `steps` steps on the demonstrations; save to `out`; return (the
     saved model's path, figures). A finished warm-up already in `out` is reused (its figures
     then say ``"reused": True``)."""
-    import datasets
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-    from trl import SFTTrainer
+
+    from trainers.algorithms.sft import build_sft_trainer
 
     done = out / DONE
     if done.is_file():
@@ -249,36 +244,23 @@ def warm_start(
     else:
         rows = file_demonstrations(env_args.warmup_data)
     made = time.perf_counter() - began
-    tokenizer = AutoTokenizer.from_pretrained(model_path)
-    model = AutoModelForCausalLM.from_pretrained(model_path)
+    trainer = build_sft_trainer(model_path, rows, warmup_config(env_args, config, out, steps))
     scale = folded_scale(model_path)
-    norm = model.get_decoder().norm if scale != 1.0 else None
-    if norm is not None:
-        with torch.no_grad():
-            norm.weight.div_(scale)
-    dataset = datasets.Dataset.from_list([{"messages": r["messages"]} for r in rows])
-    trainer = SFTTrainer(
-        model=model,
-        args=warmup_config(env_args, config, out, steps),
-        processing_class=tokenizer,
-        train_dataset=dataset,
-    )
+    norm = trainer.model.get_decoder().norm.weight  # before train() builds the optimizer
+    with torch.no_grad():
+        norm.div_(scale)
     trainer.train()
-    if norm is not None:
-        with torch.no_grad():
-            trainer.model.get_decoder().norm.weight.mul_(scale)
-    trainer.model.save_pretrained(out)
-    tokenizer.save_pretrained(out)
-    roles: dict[str, int] = {}
-    for row in rows:
-        roles[row["role"]] = roles.get(row["role"], 0) + 1
+    with torch.no_grad():
+        norm.mul_(scale)
+    trainer.save_model(str(out))
+    trainer.processing_class.save_pretrained(str(out))
     figures = {
         "start_model": model_path,
         "max_steps": steps,
         "steps": trainer.state.global_step,
         "data": env_args.warmup_data,
         "rows": len(rows),
-        "rows_per_role": roles,
+        "rows_per_role": dict(Counter(row["role"] for row in rows)),
         "folded_scale": scale,
         "rows_seconds": round(made, 1),
         "seconds": round(time.perf_counter() - began, 1),
