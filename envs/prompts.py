@@ -120,8 +120,13 @@ def executor_prompt(
     return "\n\n".join(parts)
 
 
-def program_review_prompt(question: str, plan: str, code: str, output: str) -> str:
+def program_review_prompt(
+    question: str, plan: str, code: str, output: str, answer: str | None
+) -> str:
+    """The verifier's prompt: the program, its run and the answer the task scores (as
+    ``\\boxed{}``, the form every other role reads answers in; ``none`` when it gave none)."""
+    shown = "none" if answer is None else f"\\boxed{{{answer}}}"
     return (
         f"{problem_block(question)}\n\nPlan:\n{plan}\n\nProgram:\n```python\n{code}\n```"
-        f"\n\nIts output:\n{output}\n\nReview the program and its answer."
+        f"\n\nIts output:\n{output}\n\nIts answer: {shown}\n\nReview the program and its answer."
     )

@@ -294,8 +294,13 @@ class ToolEnv(TaskEnvMixin, AECEnv):
                 question, self.plan, self.code, self.output, self.feedback
             )
         else:
+            verdict = self.answer_verdict
             prompt = prompts.program_review_prompt(
-                question, self.plan, self.code, self.output or ""
+                question,
+                self.plan,
+                self.code,
+                self.output or "",
+                None if verdict is None else verdict.extracted,
             )
         return self._obs(
             agent.split("_")[0], self._instructions[agent], prompt, render_transcript(self.turns)

@@ -55,7 +55,7 @@ def test_turn_order_rewards_and_execution_infos():
     assert all(env.infos[a]["final_correct"] for a in env.agents)
 
 
-def test_observations_show_plan_program_and_output_but_not_the_answer():
+def test_observations_show_plan_program_output_and_its_answer_but_not_the_reference():
     env = make(rounds=1)
     env.reset(options={"problem": PROBLEM})
     env.step("Add the numbers.")
@@ -67,6 +67,13 @@ def test_observations_show_plan_program_and_output_but_not_the_answer():
     assert "x = 2 + 3" in verifier_obs["prompt"] and "exit status 0" in verifier_obs["prompt"]
     assert "result: 5" in verifier_obs["prompt"] and "Verdict" in verifier_obs["instruction"]
     assert "[execution]" in verifier_obs["transcript"]
+    # the answer the task scores, in the form the other roles read answers in
+    assert "Its answer: \\boxed{5}" in verifier_obs["prompt"]
+    env.reset(options={"problem": {**PROBLEM, "answer": "6"}})
+    env.step("Add the numbers.")
+    env.step("```python\nprint(2 + 3)\n```")
+    assert "Its answer: \\boxed{5}" in env.observe("verifier_0")["prompt"]
+    assert "6" not in env.observe("verifier_0")["prompt"].split("Its output:")[1]
 
 
 def test_failed_programs_are_contained_and_reported():
@@ -78,6 +85,7 @@ def test_failed_programs_are_contained_and_reported():
     assert info["exec_timed_out"] or info["exec_killed_reason"] == "cpu limit"
     assert env.rewards["executor_0"] == 0.0 and info["answer_source"] is None
     assert "killed" in env.observe("verifier_0")["prompt"]
+    assert "Its answer: none" in env.observe("verifier_0")["prompt"]
     env.step("Verdict: incorrect")
     env.step("```python\nimport socket\nsocket.socket().connect(('127.0.0.1', 9))\n```")
     assert env.infos["executor_0"]["exec_violation"].startswith("blocked: socket")
