@@ -11,7 +11,8 @@
 The analyzer writes a plan once. The executor writes a Python program: the ```python blocks
 of its reply, joined (else any unlabelled ``` blocks, else the whole reply), run in the sandbox
 of `envs.sandbox` (a fresh process with time, CPU, memory and output limits; no network, no
-files outside its temp dir). The verifier sees the plan, the program and its output and ends
+files outside its temp dir). The verifier sees the plan, the program, its output and the answer
+taken from it (``Its answer: \\boxed{19}``, or ``none``: what the task scores, below) and ends
 with ``Verdict: correct`` or ``Verdict: incorrect``; a rejected program goes back to the
 executor with the feedback. The episode terminates after the last verifier turn, or, with
 ``stop_on_accept``, as soon as the verifier accepts.
