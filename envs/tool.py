@@ -76,6 +76,7 @@ OPEN_FENCE = re.compile(r"```[ \t]*(?:python3?|py)?[ \t]*\n(.*)\Z", re.DOTALL | 
 PYTHON_TAGS = ("python", "python3", "py")
 DEFAULT_SANDBOX = SandboxConfig(timeout_s=5.0, cpu_s=5, memory_mb=512, max_output_bytes=16384)
 CALCULATION = re.compile(r"<<([^=<>]+)=([^<>]*)>>")
+ANSWER_CHARS = 200  # the answer shown to the verifier, clipped (its run is shown above it)
 
 
 def extract_code(text: str) -> tuple[str, bool, str]:
@@ -295,13 +296,11 @@ class ToolEnv(TaskEnvMixin, AECEnv):
                 question, self.plan, self.code, self.output, self.feedback
             )
         else:
-            verdict = self.answer_verdict
+            answer = None if self.answer_verdict is None else self.answer_verdict.extracted
+            if answer is not None and len(answer) > ANSWER_CHARS:
+                answer = answer[:ANSWER_CHARS] + "..."
             prompt = prompts.program_review_prompt(
-                question,
-                self.plan,
-                self.code,
-                self.output or "",
-                None if verdict is None else verdict.extracted,
+                question, self.plan, self.code, self.output or "", answer
             )
         return self._obs(
             agent.split("_")[0], self._instructions[agent], prompt, render_transcript(self.turns)

@@ -74,6 +74,14 @@ def test_observations_show_plan_program_output_and_its_answer_but_not_the_refere
     env.step("```python\nprint(2 + 3)\n```")
     assert "Its answer: \\boxed{5}" in env.observe("verifier_0")["prompt"]
     assert "6" not in env.observe("verifier_0")["prompt"].split("Its output:")[1]
+    # a huge answer (model output is untrusted) is clipped, like the run shown above it
+    env.reset(options={"problem": PROBLEM})
+    env.step("Add the numbers.")
+    env.step("```python\nprint('\\\\boxed{' + '7' * 5000 + '}')\n```")
+    assert len(env.infos["executor_0"]["extracted"]) > tool.ANSWER_CHARS
+    shown = env.observe("verifier_0")["prompt"].split("Its answer: ")[1]
+    assert shown.startswith("\\boxed{" + "7" * tool.ANSWER_CHARS + "...}")
+    assert len(env.observe("verifier_0")["prompt"]) < 3000
 
 
 def test_failed_programs_are_contained_and_reported():
