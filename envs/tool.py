@@ -65,7 +65,7 @@ from pettingzoo import AECEnv
 from pettingzoo.utils import wrappers
 
 from envs import prompts
-from envs.core import TaskEnvMixin, render_transcript
+from envs.core import TaskEnvMixin, clip, render_transcript
 from envs.reflection import parse_verdict
 from envs.sandbox import ExecResult, SandboxConfig, run_code, run_many
 from envs.tasks import Task
@@ -297,8 +297,7 @@ class ToolEnv(TaskEnvMixin, AECEnv):
             )
         else:
             answer = None if self.answer_verdict is None else self.answer_verdict.extracted
-            if answer is not None and len(answer) > ANSWER_CHARS:
-                answer = answer[:ANSWER_CHARS] + "..."
+            answer = None if answer is None else clip(answer, ANSWER_CHARS)
             prompt = prompts.program_review_prompt(
                 question, self.plan, self.code, self.output or "", answer
             )

@@ -11,6 +11,7 @@ import pytest
 import envs
 from agents.scripted import ScriptedPolicy
 from envs import tool
+from envs.core import clip
 from envs.sandbox import SandboxConfig
 from envs.tool import extract_code, gsm8k_program, validate_by_execution
 
@@ -80,7 +81,8 @@ def test_observations_show_plan_program_output_and_its_answer_but_not_the_refere
     env.step("```python\nprint('\\\\boxed{' + '7' * 5000 + '}')\n```")
     assert len(env.infos["executor_0"]["extracted"]) > tool.ANSWER_CHARS
     shown = env.observe("verifier_0")["prompt"].split("Its answer: ")[1]
-    assert shown.startswith("\\boxed{" + "7" * tool.ANSWER_CHARS + "...}")
+    clipped = clip(env.infos["executor_0"]["extracted"], tool.ANSWER_CHARS)
+    assert len(clipped) == tool.ANSWER_CHARS and shown.startswith("\\boxed{" + clipped + "}")
     assert len(env.observe("verifier_0")["prompt"]) < 3000
 
 
