@@ -2,22 +2,46 @@
 
 from __future__ import annotations
 
+import inspect
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pettingzoo import ParallelEnv
+from pettingzoo.utils import wrappers
+
+import envs as envs_pkg
 from agents.base import GenerationArguments
 from agents.roles import RoleMap
+from envs.roles import answer_roles, role_of
+from envs.solve import SolveEnv
 from envs.tasks import PROCEDURAL_TASKS
 from trainers.embedded import EMBEDDED_TASK, EmbeddedRecipe
-from trainers.evaluation.metrics import bootstrap_intervals, compute_metrics
+from trainers.evaluation.metrics import (
+    TEAM_FIGURES,
+    alone_problem_scores,
+    bootstrap_intervals,
+    compare_team_alone,
+    compute_metrics,
+    level_metrics,
+    level_of,
+    team_problem_scores,
+)
 from trainers.rollout.engine import RolloutEngine
 from trainers.rollout.records import save_episodes
 
 logger = logging.getLogger(__name__)
 HEADLINE = ("accuracy", "pass1@turn1", "maj1@turnK", "pass1@turnK")
+ALONE_ENV = "math/solve-v0"
+# How reports name the figures (`trainers.evaluation.metrics.compare_team_alone`).
+LABELS = {
+    "team/vote": "team: majority vote (maj1@turnK)",
+    "team/final": "team: final answer",
+    "team/first": "team: first answer (pass1@turn1)",
+    "alone/pass@1": "alone: pass@1 (mean of its samples)",
+}
 
 
 @dataclass
@@ -46,6 +70,9 @@ class EvalConfig:
     num_envs: int = 64
     seed: int = 0
     compare: bool = True
+    # The same model alone gets k independent samples per problem for each k here (mean pass@1
+    # and maj@k); None: 1, 3 and the team's generations per episode (`team_generations`).
+    alone_ks: Sequence[int] | None = None
     intervals: bool = True
     save_episodes: Path | None = None
     progress: bool = False
@@ -77,27 +104,151 @@ class EvalConfig:
         )
 
 
-def run_env(config: EvalConfig, env_id: str, policies: RoleMap) -> tuple[dict[str, Any], list]:
-    kwargs = config.env_kwargs()
-    if env_id == "math/solve-v0":
-        kwargs.pop("rounds", None)
-        kwargs.pop("num_agents", None)
-    engine = RolloutEngine(
-        env_id, policies, kwargs, num_envs=config.num_envs, progress=config.progress
-    )
+def run_env(
+    config: EvalConfig,
+    env_id: str,
+    policies: RoleMap,
+    group_size: int | None = None,
+    engine: RolloutEngine | None = None,
+) -> tuple[dict[str, Any], list]:
+    """Play `env_id` (or `engine`'s env) on the config's problems, `group_size` (default: the
+    config's ``samples``) episodes each; returns its metrics (with ``ci95`` and, for procedural
+    tasks, ``levels``) and the episodes."""
+    if engine is None:
+        engine = RolloutEngine(
+            env_id,
+            policies,
+            env_kwargs_for(config, env_id),
+            num_envs=config.num_envs,
+            progress=config.progress,
+        )
     problems = engine.problem_ids(config.num_problems, config.offset)
-    episodes = engine.run(problems, group_size=config.samples, seed=config.seed)
+    episodes = engine.run(problems, group_size=group_size or config.samples, seed=config.seed)
     metrics = compute_metrics(episodes, ks=config.ks)
     tokens = sum(len(t.completion_ids) for e in episodes for t in e.turns)
     metrics["generated_tokens"] = tokens
+    metrics["tokens_per_episode"] = tokens / len(episodes)
+    levels = level_metrics(episodes)
+    if levels:
+        metrics["levels"] = levels
     if config.intervals:  # 95% percentile bootstrap over problems
         metrics["ci95"] = bootstrap_intervals(episodes, seed=config.seed)
     return metrics, episodes
 
 
+def env_kwargs_for(config: EvalConfig, env_id: str) -> dict[str, Any]:
+    """The config's env kwargs, less those `env_id` does not take (solve-v0: rounds, agents)."""
+    kwargs = config.env_kwargs()
+    if env_id == ALONE_ENV:
+        kwargs.pop("rounds", None)
+        kwargs.pop("num_agents", None)
+    return kwargs
+
+
+def team_generations(env: Any) -> int:
+    """Generations one episode of `env` makes at most: its turns (AEC), or its rounds times its
+    agents (Parallel: every agent speaks every round). Reflection with K rounds: 1 + 2K."""
+    raw = env.unwrapped
+    turns = int(raw.max_turns)
+    return turns * len(raw.possible_agents) if isinstance(raw, ParallelEnv) else turns
+
+
+def alone_ks(config: EvalConfig, generations: int) -> list[int]:
+    """The ks of the alone baseline: the config's, else 1, 3 and the team's generations."""
+    ks = config.alone_ks or (1, 3, generations)
+    bad = [k for k in ks if not isinstance(k, int) or k < 1]
+    if bad:
+        raise ValueError(f"alone_ks must be ints >= 1, got {list(ks)!r}")
+    return sorted(set(ks))
+
+
+def _first_answer_turn(env: Any, seed: int, problem_id: str) -> tuple[str, dict[str, str]] | None:
+    """(agent, observation) of `env`'s first turn on the problem, or None when that turn does
+    not state an answer (math/tool-v0: an analyzer plans first)."""
+    raw = env.unwrapped
+    first = env.reset(seed=seed, options={"problem_id": problem_id})
+    if isinstance(raw, ParallelEnv):
+        agent = raw.possible_agents[0]
+        obs = first[0][agent]
+    else:
+        agent = env.agent_selection
+        obs = env.observe(agent)
+    if role_of(agent) not in answer_roles(env):
+        return None
+    return agent, dict(obs)
+
+
+class FirstTurnSolveEnv(SolveEnv):
+    """`math/solve-v0` (one answer, scored by the task's verifier) whose prompt is the team env's
+    first answering turn's: the alone baseline of a team whose first prompt differs from
+    solve-v0's (debate, ensemble: their own instructions and prompts)."""
+
+    def __init__(self, team_id: str, team_kwargs: dict[str, Any]) -> None:
+        accepted = inspect.signature(SolveEnv.__init__).parameters
+        super().__init__(**{k: v for k, v in team_kwargs.items() if k in accepted})
+        self.team = envs_pkg.make(team_id, **team_kwargs)
+        self._first: dict[str, str] = {}
+
+    def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> None:
+        super().reset(seed, options)
+        pid = self.problem["id"]
+        turn = _first_answer_turn(self.team, 0 if seed is None else seed, pid)
+        if turn is None:
+            raise ValueError("the team's first turn states no answer")
+        self._first = turn[1]
+
+    def observe(self, agent: str) -> dict[str, str]:
+        return dict(self._first)
+
+
+class _FirstTurnEngine(RolloutEngine):
+    def __init__(self, team_id: str, team_kwargs: dict[str, Any], policies: RoleMap, **kw: Any):
+        self._team = (team_id, dict(team_kwargs))
+        super().__init__(ALONE_ENV, policies, {}, **kw)
+
+    def _make_env(self) -> Any:
+        return wrappers.OrderEnforcingWrapper(FirstTurnSolveEnv(*self._team))
+
+
+def alone_engine(config: EvalConfig, policies: RoleMap) -> tuple[RolloutEngine, dict[str, Any]]:
+    """The engine of the same model alone, and what it plays: `math/solve-v0` when its prompt and
+    instruction equal the team's first answering turn's (reflection's solver), else that turn's
+    prompt (`FirstTurnSolveEnv`); when the team's first turn states no answer, solve-v0's.
+    It plays with the policy of the team's first answering agent."""
+    team_kwargs = config.env_kwargs()
+    team = envs_pkg.make(config.env_id, **team_kwargs)
+    solo = envs_pkg.make(ALONE_ENV, **env_kwargs_for(config, ALONE_ENV))
+    pid = solo.unwrapped.task.source[config.offset]["id"]
+    turn = _first_answer_turn(team, config.seed, pid)
+    solo.reset(seed=config.seed, options={"problem_id": pid})
+    solo_obs = solo.observe("solver_0")
+    kw = {"num_envs": config.num_envs, "progress": config.progress}
+    if turn is None:
+        agent, prompt = "solver_0", f"{ALONE_ENV} (the team's first turn states no answer)"
+    else:
+        agent, obs = turn
+        same = all(obs.get(k) == solo_obs.get(k) for k in ("instruction", "prompt"))
+        prompt = ALONE_ENV if same else f"the first turn of {config.env_id} ({agent})"
+    player = RoleMap({"*": policies.policy_for(agent)})
+    if turn is None or prompt == ALONE_ENV:
+        engine = RolloutEngine(ALONE_ENV, player, env_kwargs_for(config, ALONE_ENV), **kw)
+    else:
+        engine = _FirstTurnEngine(config.env_id, team_kwargs, player, **kw)
+    return engine, {"prompt": prompt, "agent": agent, "generations": team_generations(team)}
+
+
 def evaluate(config: EvalConfig, policies: RoleMap | None = None) -> dict[str, Any]:
-    """Run the evaluation (and the single-agent baseline when `config.compare`)."""
-    from envs.roles import answer_roles
+    """Run the evaluation and, when `config.compare`, the same model alone (compute-matched).
+
+    Results: ``config``, ``env``, ``metrics`` (the team's `compute_metrics`, with ``ci95``,
+    ``levels``, ``tokens_per_episode``), ``per_problem`` (problem id -> the team's ``team/vote``,
+    ``team/final``, ``team/first`` and, when compared, the alone ``alone/pass@1``,
+    ``alone/maj@k``, and ``level``), and when compared ``single_agent`` (the alone samples'
+    `compute_metrics`) and ``compare`` (`compare_team_alone` plus ``ks``, ``matched_k``,
+    ``team_generations`` (the env's maximum; ``team_generations_mean``: what episodes used),
+    ``alone_samples`` per problem, ``alone_prompt`` and ``tokens_per_episode`` per side).
+    """
+    from envs.roles import answer_roles as env_answer_roles
     from trainers.evaluation.policies import build_role_map
 
     policies = policies or build_role_map(
@@ -108,8 +259,10 @@ def evaluate(config: EvalConfig, policies: RoleMap | None = None) -> dict[str, A
         ensemble_size=config.ensemble_size,
         device=config.device,
         role_adapters=config.role_adapters,
-        answer_roles=answer_roles(config.env_id),
+        answer_roles=env_answer_roles(config.env_id),
     )
+    if not isinstance(policies, RoleMap):
+        policies = RoleMap(policies)
     metrics, episodes = run_env(config, config.env_id, policies)
     if config.save_episodes:
         save_episodes(config.save_episodes, episodes)
@@ -118,8 +271,44 @@ def evaluate(config: EvalConfig, policies: RoleMap | None = None) -> dict[str, A
         "env": config.env_id,
         "metrics": metrics,
     }
-    if config.compare and config.env_id != "math/solve-v0":
-        results["single_agent"], _ = run_env(config, "math/solve-v0", policies)
+    team = team_problem_scores(episodes)
+    per_problem = {pid: {k: row[k] for k in TEAM_FIGURES} for pid, row in team.items()}
+    if config.compare and config.env_id != ALONE_ENV:
+        engine, about = alone_engine(config, policies)
+        generations = about["generations"]
+        ks = alone_ks(config, generations)
+        samples = max(ks) * config.samples  # as many generations per problem as the team's
+        results["single_agent"], alone_episodes = run_env(
+            config, ALONE_ENV, policies, group_size=samples, engine=engine
+        )
+        alone = alone_problem_scores(alone_episodes, ks, seed=config.seed)
+        for pid, row in alone.items():
+            per_problem.setdefault(pid, {}).update(
+                {k: v for k, v in row.items() if k.startswith("alone/")}
+            )
+        matched = generations if generations in ks else max(ks)
+        per_sample = sum(r["tokens"] for r in alone.values()) / len(alone)
+        compare = {
+            "ks": ks,
+            "matched_k": matched,
+            "team_generations": generations,
+            "team_generations_mean": sum(len(e.turns) for e in episodes) / len(episodes),
+            "alone_samples": samples,
+            "alone_prompt": about["prompt"],
+            "tokens_per_episode": {
+                "team": metrics["tokens_per_episode"],
+                **{f"alone@{k}": k * per_sample for k in ks},
+            },
+        }
+        compare.update(
+            compare_team_alone(team, alone, ks, matched, resamples=1000, seed=config.seed)
+        )
+        results["compare"] = compare
+    for pid, row in per_problem.items():
+        level = level_of(pid)
+        if level is not None:
+            row["level"] = level
+    results["per_problem"] = per_problem
     return results
 
 
@@ -130,12 +319,99 @@ def _jsonable(config: EvalConfig) -> dict[str, Any]:
     }
 
 
+def _ci(value: float, ci: list[float] | None, signed: bool = False) -> str:
+    fmt = "{:+.3f}" if signed else "{:.3f}"
+    text = fmt.format(value)
+    return f"{text} [{fmt.format(ci[0])}, {fmt.format(ci[1])}]" if ci else text
+
+
+def label(name: str) -> str:
+    """How reports name a figure of `compare_team_alone` (``alone/maj@5`` -> "alone: maj@5")."""
+    if name in LABELS:
+        return LABELS[name]
+    if " - " in name:
+        return " - ".join(label(part).split(" (")[0] for part in name.split(" - "))
+    return name.replace("/", ": ", 1)
+
+
+def comparison_report(results: dict[str, Any]) -> list[str]:
+    """The team against the same model alone: the paired differences first, then the figures
+    with tokens per episode, each with per-level columns on procedural tasks."""
+    c = results.get("compare")
+    if not c:
+        return []
+    levels = list(c.get("levels", {}))
+    level_head = "".join(f" level {lv} |" for lv in levels)
+    level_rule = "---|" * len(levels)
+    matched = c["matched_k"]
+    intro = (
+        f"Same model, same problems: the team ({results['env']}, at most "
+        f"{c['team_generations']} generations per episode, {c['team_generations_mean']:.2f} "
+        f"used) against the model alone with k independent samples (prompt: {c['alone_prompt']}; "
+        f"{c['alone_samples']} samples per problem), same temperature and token cap. "
+        f"Compute-matched: k = {matched}. 95% intervals: bootstrap over problems, differences "
+        "paired by problem."
+    )
+    lines = [
+        intro,
+        "",
+        f"| team - alone (paired by problem) | all |{level_head}",
+        f"|---|---|{level_rule}",
+    ]
+    names = list(c["paired"])  # by k, the vote before the final answer
+    ordered = sorted(names, key=lambda n: (not n.endswith(f"@{matched}"), names.index(n)))
+    for name in ordered:
+        d = c["paired"][name]
+        star = " (matched)" if name.endswith(f"@{matched}") else ""
+        row = f"| {label(name)}{star} | {_ci(d['diff'], d['ci95'], signed=True)} |"
+        for lv in levels:
+            cell = c["levels"][lv].get(name)
+            row += f" {_ci(cell['diff'], cell['ci95'], signed=True)} |" if cell else " |"
+        lines.append(row)
+    tokens = c.get("tokens_per_episode", {})
+    lines += [
+        "",
+        f"| figure | all |{level_head} tokens/episode |",
+        f"|---|---|{level_rule}---|",
+    ]
+    for name, value in c["figures"].items():
+        row = f"| {label(name)} | {_ci(value, c['ci95'].get(name))} |"
+        for lv in levels:
+            cell = c["levels"][lv].get(name)
+            row += f" {cell:.3f} |" if cell is not None else " |"
+        if name.startswith("team/"):
+            tok = tokens.get("team")
+        elif name.startswith("alone/maj@"):
+            tok = tokens.get(f"alone@{name.rsplit('@', 1)[1]}")
+        else:
+            tok = tokens.get("alone@1")
+        lines.append(row + (f" {tok:.1f} |" if tok is not None else " |"))
+    if levels:
+        counts = ", ".join(f"level {lv}: {c['levels'][lv]['problems']}" for lv in levels)
+        lines += ["", f"Problems per level: {counts}."]
+    return [*lines, ""]
+
+
 def markdown_report(results: dict[str, Any]) -> str:
-    """Headline metrics, flips, per-agent table and the single- vs multi-agent comparison."""
+    """The team against the same model alone (compute-matched, paired) first, then the team's
+    metrics, flips and per-agent table."""
     m = results["metrics"]
     lines = [f"## {results['env']}: {m['problems']} problems, {m['episodes']} episodes", ""]
+    lines += comparison_report(results)
     keys = [k for k in m if k in HEADLINE or k.startswith(("pass@", "flip/", "review/"))]
-    lines += ["| metric | value |", "|---|---|"] + [f"| {k} | {m[k]:.3f} |" for k in keys]
+    names = {"accuracy": "final answer (accuracy)"}
+    lines += ["| metric | value |", "|---|---|"]
+    lines += [f"| {names.get(k, k)} | {m[k]:.3f} |" for k in keys]
+    if m.get("levels") and not results.get("compare"):
+        levels = m["levels"]
+        lines += [
+            "",
+            "| metric |" + "".join(f" level {lv} |" for lv in levels),
+            "|---|" + "---|" * len(levels),
+        ]
+        for key in ("maj1@turnK", "accuracy", "pass1@turn1"):
+            row = f"| {names.get(key, key)} |"
+            lines.append(row + "".join(f" {levels[lv].get(key, 0.0):.3f} |" for lv in levels))
     audited = any("false_arithmetic" in a for a in m["agents"].values())
     extra = " false arithmetic |" if audited else ""
     lines += [
@@ -151,13 +427,4 @@ def markdown_report(results: dict[str, Any]) -> str:
         if audited:
             row += f" {a['false_arithmetic']:.3f} |" if "false_arithmetic" in a else " |"
         lines.append(row)
-    single = results.get("single_agent")
-    if single:
-        lines += [
-            "",
-            f"| same model, same problems | single agent (solve-v0) | multi-agent ({results['env']}) |",
-            "|---|---|---|",
-        ]
-        for key in HEADLINE:
-            lines.append(f"| {key} | {single[key]:.3f} | {m[key]:.3f} |")
     return "\n".join(lines)

@@ -22,9 +22,12 @@ separately (per-agent metrics).
 
 from __future__ import annotations
 
+import itertools
 import math
+import random
+import re
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from envs.roles import role_of
@@ -208,3 +211,213 @@ def bootstrap_intervals(
         hi = values[round((1 - tail) * (len(values) - 1))]
         out[key] = [lo, hi]
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Per-problem figures, compute-matched baselines, paired intervals and per-level splits.
+#
+# Each figure is first reduced to one number per problem (the mean over that problem's
+# episodes or samples); means, per-level means and bootstrap intervals are then taken over
+# problems, and a difference between two evaluations of the same problems (team - alone, after -
+# before) is resampled problem by problem, both sides together (`paired_interval`).
+
+TEAM_FIGURES = ("team/vote", "team/final", "team/first")
+_LEVEL_RE = re.compile(r"(?:^|/)d(\d+)(?:/|$)")
+
+
+def level_of(problem_id: str) -> int | None:
+    """The level of a procedural problem from its id (``unknown/test/d3/s0/17`` -> 3), else None."""
+    match = _LEVEL_RE.search(problem_id)
+    return int(match.group(1)) if match else None
+
+
+def level_metrics(
+    episodes: Sequence[Episode], keys: Sequence[str] = ("accuracy", "pass1@turn1", "maj1@turnK")
+) -> dict[str, dict[str, float]]:
+    """`keys` of `compute_metrics` per problem level (``{"1": {...}, "2": {...}}``, with
+    ``problems`` and ``episodes`` counts); empty when the problems have no levels."""
+    by_level: dict[int, list[Episode]] = defaultdict(list)
+    for episode in episodes:
+        level = level_of(episode.problem_id)
+        if level is None:
+            return {}
+        by_level[level].append(episode)
+    out = {}
+    for level, subset in sorted(by_level.items()):
+        metrics = compute_metrics(subset)
+        out[str(level)] = {k: metrics[k] for k in keys if k in metrics}
+        out[str(level)].update(problems=metrics["problems"], episodes=metrics["episodes"])
+    return out
+
+
+def episode_tokens(episode: Episode) -> int:
+    """Tokens generated in the episode (every turn's completion)."""
+    return sum(len(t.completion_ids) for t in episode.turns)
+
+
+def team_problem_scores(episodes: Sequence[Episode]) -> dict[str, dict[str, float]]:
+    """Per problem id: the team's vote (``team/vote``: `majority_correct` over its answer turns,
+    maj1@turnK), final answer (``team/final``: the last answer turn, `accuracy`) and first answer
+    (``team/first``: pass1@turn1), each averaged over the problem's episodes; ``tokens`` and
+    ``generations`` per episode. An episode without answer turns counts as wrong."""
+    groups: dict[str, list[Episode]] = defaultdict(list)
+    for episode in episodes:
+        groups[episode.problem_id].append(episode)
+    out = {}
+    for pid, group in groups.items():
+        seqs = [answer_sequence(e) for e in group]
+        n = len(group)
+        out[pid] = {
+            "team/vote": sum(bool(s) and majority_correct(s) for s in seqs) / n,
+            "team/final": sum(bool(s) and s[-1][1] for s in seqs) / n,
+            "team/first": sum(bool(s) and s[0][1] for s in seqs) / n,
+            "tokens": sum(episode_tokens(e) for e in group) / n,
+            "generations": sum(len(e.turns) for e in group) / n,
+        }
+    return out
+
+
+def maj_at_k(
+    answers: Sequence[tuple[str | None, bool]], k: int, max_subsets: int = 500, seed: int = 0
+) -> float:
+    """The chance that the majority vote (`majority_correct`) of k of the n independent samples
+    `answers` is right: the mean over every k-subset (in sample order), or over `max_subsets`
+    random ones when there are more. Both estimate maj@k without bias."""
+    n = len(answers)
+    if not 1 <= k <= n:
+        raise ValueError(f"maj@{k} needs at least {k} samples, got {n}")
+    if k == 1:
+        return sum(ok for _, ok in answers) / n
+    if math.comb(n, k) <= max_subsets:
+        subsets: Iterable[tuple[int, ...]] = itertools.combinations(range(n), k)
+    else:
+        rng = random.Random(seed)
+        subsets = (tuple(sorted(rng.sample(range(n), k))) for _ in range(max_subsets))
+    votes = [majority_correct([answers[i] for i in subset]) for subset in subsets]
+    return sum(votes) / len(votes)
+
+
+def alone_problem_scores(
+    episodes: Sequence[Episode], ks: Sequence[int], seed: int = 0
+) -> dict[str, dict[str, float]]:
+    """Per problem id, from n independent single-answer samples of the same model alone:
+    ``alone/pass@1`` (the mean correctness of a sample), ``alone/maj@k`` for each k in `ks`
+    (`maj_at_k`), and ``tokens`` (per sample)."""
+    groups: dict[str, list[Episode]] = defaultdict(list)
+    for episode in episodes:
+        groups[episode.problem_id].append(episode)
+    out = {}
+    for pid, group in groups.items():
+        answers = [(s[-1] if s else (None, False)) for s in map(answer_sequence, group)]
+        row = {"alone/pass@1": sum(ok for _, ok in answers) / len(answers)}
+        for k in ks:
+            if k <= len(answers):
+                row[f"alone/maj@{k}"] = maj_at_k(answers, k, seed=seed)
+        row["tokens"] = sum(episode_tokens(e) for e in group) / len(group)
+        out[pid] = row
+    return out
+
+
+def _percentiles(draws: Any, level: float) -> list[float]:
+    values = sorted(float(v) for v in draws)
+    tail = (1 - level) / 2
+    return [values[int(tail * (len(values) - 1))], values[round((1 - tail) * (len(values) - 1))]]
+
+
+def mean_interval(
+    values: Sequence[float], resamples: int = 1000, level: float = 0.95, seed: int = 0
+) -> list[float]:
+    """Percentile bootstrap interval of the mean of `values` (one per problem)."""
+    import numpy as np
+
+    data = np.asarray(values, dtype=float)
+    if data.size == 0:
+        raise ValueError("mean_interval needs at least one value")
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, data.size, size=(resamples, data.size))
+    return _percentiles(data[idx].mean(axis=1), level)
+
+
+def paired_interval(
+    a: Mapping[str, float],
+    b: Mapping[str, float],
+    resamples: int = 1000,
+    level: float = 0.95,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """``a - b`` over the problems both map (problem id -> figure), with a paired percentile
+    bootstrap interval: each resample draws problems, and a drawn problem brings both its values.
+    Returns ``{"diff": mean difference, "ci95": [lo, hi], "problems": n}``."""
+    common = sorted(set(a) & set(b))
+    if not common:
+        raise ValueError("paired_interval needs problems that both sides evaluated")
+    diffs = [a[p] - b[p] for p in common]
+    return {
+        "diff": sum(diffs) / len(diffs),
+        "ci95": mean_interval(diffs, resamples, level, seed),
+        "problems": len(common),
+    }
+
+
+def figure_of(scores: Mapping[str, Mapping[str, float]], name: str) -> dict[str, float]:
+    """Problem id -> figure `name`, for the problems that have it."""
+    return {pid: row[name] for pid, row in scores.items() if name in row}
+
+
+def compare_team_alone(
+    team: Mapping[str, Mapping[str, float]],
+    alone: Mapping[str, Mapping[str, float]],
+    ks: Sequence[int],
+    matched_k: int,
+    resamples: int = 1000,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """The team against the same model alone on the same problems (`team_problem_scores`,
+    `alone_problem_scores`):
+
+    - ``figures``: the mean over problems of ``team/vote``, ``team/final``, ``team/first``,
+      ``alone/pass@1`` and ``alone/maj@k`` for each k in `ks`; ``ci95``: their bootstrap intervals;
+    - ``paired``: ``"team/vote - alone/maj@k"`` and ``"team/final - alone/maj@k"`` for each k,
+      each ``{"diff", "ci95", "problems"}`` (`paired_interval`);
+    - ``levels``: per problem level (procedural tasks), the figures and the two matched
+      differences (``... - alone/maj@<matched_k>``) with their paired intervals, and ``problems``.
+    """
+    names = [*TEAM_FIGURES, "alone/pass@1", *(f"alone/maj@{k}" for k in ks)]
+    scores = {
+        **{n: figure_of(team, n) for n in names[:3]},
+        **{n: figure_of(alone, n) for n in names[3:]},
+    }
+    names = [n for n in names if scores[n]]
+    figures = {n: sum(scores[n].values()) / len(scores[n]) for n in names}
+    ci95 = {n: mean_interval(list(scores[n].values()), resamples, seed=seed) for n in names}
+    paired = {}
+    for k in ks:
+        other = f"alone/maj@{k}"
+        if not scores.get(other):
+            continue
+        for mine in ("team/vote", "team/final"):
+            paired[f"{mine} - {other}"] = paired_interval(
+                scores[mine], scores[other], resamples, seed=seed
+            )
+    levels: dict[str, dict[str, Any]] = {}
+    ids = sorted(set(team) & set(alone))
+    by_level: dict[int, list[str]] = defaultdict(list)
+    for pid in ids:
+        level = level_of(pid)
+        if level is not None:
+            by_level[level].append(pid)
+    if by_level and sum(map(len, by_level.values())) == len(ids):
+        matched = f"alone/maj@{matched_k}"
+        for level, pids in sorted(by_level.items()):
+            row: dict[str, Any] = {"problems": len(pids)}
+            for n in names:
+                have = [scores[n][p] for p in pids if p in scores[n]]
+                if have:
+                    row[n] = sum(have) / len(have)
+            for mine in ("team/vote", "team/final"):
+                if scores.get(matched):
+                    sub_a = {p: scores[mine][p] for p in pids}
+                    sub_b = {p: scores[matched][p] for p in pids}
+                    row[f"{mine} - {matched}"] = paired_interval(sub_a, sub_b, resamples, seed=seed)
+            levels[str(level)] = row
+    return {"figures": figures, "ci95": ci95, "paired": paired, "levels": levels}
