@@ -4,9 +4,14 @@
     python scripts/evaluate.py --env math/debate-v0 --num-problems 100 --json out.json
     python scripts/evaluate.py --task gsm8k --data-path ../shared/data/gsm8k/test.jsonl --model Qwen/Qwen2.5-0.5B-Instruct
 
-Reports accuracy, pass@k (with --samples >= k), pass1@turn1, maj1@turnK, pass1@turnK and the
-wrong->right / right->wrong flip rates per round, per-agent metrics, and (unless --no-compare) the
-same model played single-agent (`math/solve-v0`) on the same problems, side by side.
+Leads (unless --no-compare) with the team against the same model alone on the same problems,
+compute-matched: the team's majority vote (maj1@turnK), final answer and first answer (pass1@turn1)
+beside the model alone given the team's first-turn prompt (math/solve-v0's where they agree) with
+k independent samples per problem (mean pass@1 and majority vote maj@k, for each k of --alone-k:
+by default 1, 3 and the team's generations per episode), tokens per episode on both sides, and
+paired bootstrap intervals on team - alone; procedural tasks per level. Then accuracy (the final
+answer), pass@k (with --samples >= k), pass1@turnK, the wrong->right / right->wrong flip rates per
+round and per-agent metrics.
 """
 
 from __future__ import annotations
@@ -25,6 +30,16 @@ if str(REPO) not in sys.path:
 import envs
 from trainers.embedded import EMBEDDED_TASK
 from trainers.evaluation.evaluate import EvalConfig, evaluate, markdown_report
+
+
+def _ks(text: str) -> list[int]:
+    try:
+        ks = [int(k) for k in text.split(",") if k.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected ints like 1,3,5, got {text!r}") from None
+    if not ks or any(k < 1 for k in ks):
+        raise argparse.ArgumentTypeError(f"expected ints >= 1 like 1,3,5, got {text!r}")
+    return ks
 
 
 def make_parser() -> argparse.ArgumentParser:
@@ -88,7 +103,17 @@ def make_parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-new-tokens", type=int, default=96)
     parser.add_argument("--num-envs", type=int, default=64, help="env copies batched per turn")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--no-compare", action="store_true", help="skip the single-agent baseline")
+    parser.add_argument(
+        "--no-compare", action="store_true", help="skip the same-model-alone baseline"
+    )
+    parser.add_argument(
+        "--alone-k",
+        type=_ks,
+        default=None,
+        metavar="K,K,...",
+        help="samples per problem the model alone votes over (maj@k), e.g. 1,3,5 "
+        "(default: 1, 3 and the team's generations per episode)",
+    )
     parser.add_argument("--save-episodes", type=Path, default=None, help="write episodes as JSONL")
     parser.add_argument("--json", type=Path, default=None, help="write the metrics as JSON")
     return parser
@@ -125,6 +150,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         num_envs=args.num_envs,
         seed=args.seed,
         compare=not args.no_compare,
+        alone_ks=args.alone_k,
         save_episodes=args.save_episodes,
         progress=True,
     )

@@ -349,7 +349,9 @@ def comparison_report(results: dict[str, Any]) -> list[str]:
         f"{c['team_generations']} generations per episode, {c['team_generations_mean']:.2f} "
         f"used) against the model alone with k independent samples (prompt: {c['alone_prompt']}; "
         f"{c['alone_samples']} samples per problem), same temperature and token cap. "
-        f"Compute-matched: k = {matched}. 95% intervals: bootstrap over problems, differences "
+        f"Compute-matched: k = {matched}"
+        + ("" if matched == c["team_generations"] else " (the nearest k asked for)")
+        + ". 95% intervals: bootstrap over problems, differences "
         "paired by problem."
     )
     lines = [
