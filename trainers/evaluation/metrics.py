@@ -246,7 +246,8 @@ def level_metrics(
     for level, subset in sorted(by_level.items()):
         metrics = compute_metrics(subset)
         out[str(level)] = {k: metrics[k] for k in keys if k in metrics}
-        out[str(level)].update(problems=metrics["problems"], episodes=metrics["episodes"])
+        problems = len({e.problem_id for e in subset})
+        out[str(level)].update(problems=problems, episodes=metrics["episodes"])
     return out
 
 
