@@ -25,6 +25,7 @@ from envs.errors import (
 from envs.registry import EnvSpec, deregister, list_envs, make, register, spec
 from envs.sandbox import ExecResult, SandboxConfig, run_code, run_many
 from envs.sources import ListSource, Problem, ProblemSource, load_jsonl, make_problem
+from envs.splits import overlap
 from envs.tasks import Task, list_tasks, make_task, register_task
 
 # The built-in table: entry points are strings, so listing envs imports no env module.
@@ -80,6 +81,7 @@ __all__ = [
     "make",
     "make_problem",
     "make_task",
+    "overlap",
     "register",
     "register_task",
     "remote",

@@ -27,7 +27,8 @@ from rewards import Verifier, get_verifier
 from rewards.extract import last_boxed
 
 BOXED = "give the final answer as \\boxed{...} at the end."
-# Generated tasks: they take `difficulty`, `size` and `seed`, and their "test" split is held out.
+# Generated tasks: they take `difficulty`, `size`, `seed` and `repeat`; a problem's split is a
+# hash of its text (`envs.splits`), so their "validation" and "test" splits are held out.
 PROCEDURAL_TASKS = ("arithmetic", "unknown")
 
 
@@ -120,12 +121,13 @@ def make_task(task: str | Task, **kwargs: Any) -> Task:
 
 def arithmetic_task(
     split: str = "train",
-    size: int = 1000,
+    size: int | None = None,
     difficulty: int | list[int] = 1,
     seed: int = 0,
     verifier: str | Verifier = "math",
+    repeat: bool = False,
 ) -> Task:
-    return Task("arithmetic", ArithmeticSource(size, difficulty, split, seed), verifier)
+    return Task("arithmetic", ArithmeticSource(size, difficulty, split, seed, repeat), verifier)
 
 
 UNKNOWN_FORMAT = "end with \\boxed{N}."
@@ -141,10 +143,11 @@ UNKNOWN_INSTRUCTIONS = {
 
 def unknown_task(
     split: str = "train",
-    size: int = 1000,
+    size: int | None = None,
     difficulty: int | list[int] = 1,
     seed: int = 0,
     verifier: str | Verifier = "math",
+    repeat: bool = False,
 ) -> Task:
     """Find the start of a chain of additions and subtractions (`envs.unknown`)."""
     source = GeneratedSource(
@@ -155,9 +158,37 @@ def unknown_task(
         split,
         seed,
         max_difficulty=unknown.MAX_DIFFICULTY,
+        repeat=repeat,
     )
     return Task(
         "unknown", source, verifier, answer_format=UNKNOWN_FORMAT, instructions=UNKNOWN_INSTRUCTIONS
+    )
+
+
+def levels_holding(
+    task: str, split: str, levels: list[int], size: int, seed: int = 0
+) -> tuple[list[int], dict[int, int]]:
+    """The levels of a generated task that can serve `size` distinct problems of `split` between
+    them (each level an equal share), and the dropped ones with how many problems they hold.
+
+    A small level (``unknown`` level 1 holds 48 test problems) is dropped rather than repeated:
+    an evaluation must not count a problem twice. Raises when no level is left.
+    """
+    source = make_task(task, split=split, size=1, difficulty=levels[:1], seed=seed).source
+    if not isinstance(source, GeneratedSource):
+        return list(levels), {}
+    kept, dropped = list(dict.fromkeys(levels)), {}
+    while kept:
+        need = -(-size // len(kept))  # ceil
+        short = {lv: source.stream(lv).ensure(split, need) for lv in kept}
+        short = {lv: held for lv, held in short.items() if held < need}
+        if not short:
+            return kept, dropped
+        dropped.update(short)
+        kept = [lv for lv in kept if lv not in short]
+    raise ValueError(
+        f"{task}: no level of {levels} holds {size} distinct {split} problems "
+        f"(they hold {dropped}); ask for fewer problems or higher levels"
     )
 
 

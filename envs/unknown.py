@@ -12,10 +12,14 @@ error, so the check also tells how to repair it. This is the family where checki
 easier than producing one, as in real math; the embedded default model is built on it.
 
 Level ``d`` has ``d`` steps of 2..9 each; the start is 2..30 and every quantity stays an integer in
-1..60, so each step is a small fact while undoing several at once is not. Problem ``index`` of a
-(split, difficulty, seed) triple comes from its own seeded ``random.Random`` (as ``arithmetic``),
-so any problem can be rebuilt alone. The metadata holds the start, the steps (``[operator,
-operand]`` pairs) and the end, from which checks are written (`replay`).
+1..60, so each step is a small fact while undoing several at once is not. Candidate ``index`` of
+a (difficulty, seed) pair comes from its own seeded ``random.Random`` (as ``arithmetic``), so any
+problem can be rebuilt alone; a problem's split is a hash of its text (`envs.splits`). The
+metadata holds the start, the steps (``[operator, operand]`` pairs) and the end, from which checks
+are written (`replay`).
+
+Distinct problems per level and split (keyed hash, shares 0.8 / 0.1 / 0.1; seed-independent;
+`envs.arithmetic.split_sizes`): see the README's task table.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from envs.arithmetic import APPLY, SPLIT_SALT
+from envs.arithmetic import APPLY
 from envs.sources import Problem
 
 MAX_DIFFICULTY = 4
@@ -31,11 +35,10 @@ LIMIT = 60  # every quantity stays in 1..LIMIT
 INVERSE = {"+": "-", "-": "+"}  # the operator that undoes each step
 
 
-def generate_problem(
-    index: int, *, difficulty: int = 1, split: str = "train", seed: int = 0
-) -> Problem:
-    """Build problem `index` of the given split, difficulty and seed (pure function of them)."""
-    rng = random.Random(f"unknown|{seed}|{SPLIT_SALT.get(split, split)}|{difficulty}|{index}")
+def generate_problem(index: int, *, difficulty: int = 1, seed: int = 0) -> Problem:
+    """Candidate `index` of the family's stream at this difficulty and seed (a pure function of
+    them); `envs.arithmetic.GeneratedSource` assigns its split by its text."""
+    rng = random.Random(f"unknown|{seed}|{difficulty}|{index}")
     start = value = rng.randint(2, 30)
     steps = []
     for _ in range(difficulty):
@@ -49,13 +52,12 @@ def generate_problem(
         steps.append(["+" if add else "-", k])
     chain = " ".join(f"{op} {k}" for op, k in steps)
     return Problem(
-        id=f"unknown/{split}/d{difficulty}/s{seed}/{index}",
+        id=f"unknown/d{difficulty}/s{seed}/{index}",
         question=f"Find x: x {chain} = {value}.",
         answer=str(start),
         metadata={
             "source": "unknown",
             "index": index,
-            "split": split,
             "difficulty": difficulty,
             "seed": seed,
             "start": start,

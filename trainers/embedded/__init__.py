@@ -94,8 +94,8 @@ class EmbeddedRecipe:
         drill_rows, drill_facts: arithmetic drill rows mixed into the SFT data
             (`transcripts.drill_rows`), each stating that many facts.
         max_steps, batch_size, learning_rate: SFT.
-        calibration_problems (`int`, 300): ``unknown`` validation problems whose transcripts fit
-            the model's logit scale after SFT (`calibrate`); 0: no calibration.
+        calibration_problems (`int`, 300): ``unknown`` train problems the SFT never saw whose
+            transcripts fit the model's logit scale after SFT (`calibrate`); 0: no calibration.
         sharpen (`float`, 1.5): a further factor on the fitted logit scale, folded in with
             it: sampling the shipped model at temperature 1 is sampling the calibrated one at
             1 / sharpen. The calibrated model's copies and sums are its first choice 99-100% of
@@ -224,23 +224,31 @@ def build_embedded(
     return out_dir
 
 
-def recipe_transcripts(
-    recipe: EmbeddedRecipe, split: str, size: int, rows_seed: int, review_fraction: float
-) -> list[dict[str, Any]]:
-    """Transcript rows (`transcripts.sft_rows`, drill rows left out) of `size` ``unknown``
-    problems of `split`, mixed as the recipe says."""
+def recipe_problems(recipe: EmbeddedRecipe, size: int) -> list[Any]:
+    """The first `size` ``unknown`` train problems of the recipe's levels (a small level's
+    problems cycled: level 1 holds 333 train problems); the build reads no other split."""
     import envs
-    from trainers.embedded.transcripts import sft_rows
 
     source = envs.make_task(
         EMBEDDED_TASK,
-        split=split,
+        split="train",
         size=size,
         difficulty=list(recipe.difficulty),
         seed=recipe.seed,
+        repeat=True,
     ).source
+    return list(source)
+
+
+def recipe_transcripts(
+    recipe: EmbeddedRecipe, problems: list[Any], rows_seed: int, review_fraction: float
+) -> list[dict[str, Any]]:
+    """Transcript rows (`transcripts.sft_rows`, drill rows left out) of `problems`, mixed as
+    the recipe says."""
+    from trainers.embedded.transcripts import sft_rows
+
     return sft_rows(
-        list(source),
+        list(problems),
         rows_seed,
         review_fraction,
         recipe.second_round,
@@ -252,11 +260,20 @@ def recipe_transcripts(
 
 
 def calibration_rows(recipe: EmbeddedRecipe) -> list[dict[str, Any]]:
-    """Transcript rows (every role, drill rows left out) of ``unknown`` validation problems:
-    problems the SFT never saw, played like the training transcripts."""
-    return recipe_transcripts(
-        recipe, "validation", recipe.calibration_problems, recipe.seed + 1, 1.0
-    )
+    """Transcript rows (every role, drill rows left out) of ``unknown`` train problems the SFT
+    never saw (the train split's next problems, less any text the SFT had: a small level gives
+    none), played like the training transcripts. No validation or test problem is read."""
+    from envs.splits import canonical_text
+
+    seen = {canonical_text(p["question"]) for p in recipe_problems(recipe, recipe.num_problems)}
+    pool = recipe_problems(recipe, recipe.num_problems + 4 * recipe.calibration_problems)
+    fresh = [p for p in pool[recipe.num_problems :] if canonical_text(p["question"]) not in seen]
+    if len(fresh) < recipe.calibration_problems:
+        raise ValueError(
+            f"the recipe's train split gives {len(fresh)} problems the SFT never saw, fewer than "
+            f"calibration_problems={recipe.calibration_problems}"
+        )
+    return recipe_transcripts(recipe, fresh[: recipe.calibration_problems], recipe.seed + 1, 1.0)
 
 
 def fit_logit_scale(
@@ -394,9 +411,8 @@ def _recipe_rows(recipe: EmbeddedRecipe) -> tuple[list[dict[str, Any]], list[str
     the tokenizer's corpus (the first 2,000 transcripts' messages)."""
     from trainers.embedded.transcripts import drill_rows
 
-    rows = recipe_transcripts(
-        recipe, "train", recipe.num_problems, recipe.seed, recipe.review_fraction
-    )
+    problems = recipe_problems(recipe, recipe.num_problems)
+    rows = recipe_transcripts(recipe, problems, recipe.seed, recipe.review_fraction)
     corpus = [m["content"] for r in rows[:2000] for m in r["messages"]]
     rows += drill_rows(recipe.drill_rows, recipe.drill_facts, recipe.seed)
     return rows, corpus

@@ -29,6 +29,15 @@ class EnvArguments:
         num_agents (`int | None`): debate/ensemble agents; None keeps the env's default.
         train_problems (`int`, 2000): training problems (the task's train split).
         eval_problems (`int`, 200): held-out problems evaluated before and after training.
+        eval_split (`str | None`): the split they come from: generated tasks "test" (report) or
+            "validation" (choose settings on it); other tasks: their own default split.
+        eval_difficulty (`list[int] | None`): levels of a generated task to evaluate; None: the
+            training levels that hold their share of `eval_problems` as distinct texts of the
+            split (`trainers.evaluation.evaluate.EvalConfig.levels`).
+        eval_data_path (`str | None`): a local JSONL file of held-out problems; needed with
+            `data_path`, whose problems the run trains on.
+        allow_overlap (`bool`, False): train even when evaluation problems occur among the
+            training problems (the run refuses to start otherwise: `trainers.run.experiment`).
         eval_samples (`int`, 2): episodes per held-out problem.
         eval_temperature (`float | None`): sampling temperature of the before/after evaluations;
             None: the training temperature (GRPO/PPO's `temperature`, else 1.0).
@@ -75,6 +84,31 @@ class EnvArguments:
     train_problems: int = field(default=2000, metadata={"help": "Number of training problems."})
     eval_problems: int = field(default=200, metadata={"help": "Held-out problems for evaluation."})
     eval_samples: int = field(default=2, metadata={"help": "Episodes per held-out problem."})
+    eval_split: str | None = field(
+        default=None,
+        metadata={
+            "help": "Split of the before/after evaluation: 'test' (generated tasks' default; "
+            "reports) or 'validation' (choose settings on it); other tasks: their default split."
+        },
+    )
+    eval_difficulty: list[int] | None = field(
+        default=None,
+        metadata={
+            "help": "Levels of a generated task to evaluate (default: the training levels that "
+            "hold their share of --eval_problems as distinct problems of the split)."
+        },
+    )
+    eval_data_path: str | None = field(
+        default=None,
+        metadata={"help": "Local JSONL of held-out problems (with --data_path, which trains)."},
+    )
+    allow_overlap: bool = field(
+        default=False,
+        metadata={
+            "help": "Train even when evaluation problems occur among the training problems "
+            "(refused by default)."
+        },
+    )
     eval_temperature: float | None = field(
         default=None,
         metadata={"help": "Temperature of the before/after evaluations (default: training's)."},
@@ -173,6 +207,11 @@ class EnvArguments:
             )
         if self.train_problems < 1 or self.eval_problems < 0:
             raise ValueError("train_problems must be >= 1 and eval_problems >= 0")
+        if self.eval_split is not None and self.eval_split == "train":
+            raise ValueError(
+                "eval_split 'train' evaluates on the problems the run trains on; pass 'test' "
+                "(report) or 'validation' (choose settings)"
+            )
         if self.eval_temperature is not None and not self.eval_temperature > 0:
             raise ValueError(f"eval_temperature must be > 0, got {self.eval_temperature}")
         if self.max_train_minutes is not None and not self.max_train_minutes > 0:
@@ -253,8 +292,12 @@ class EnvArguments:
             kwargs["data_path"] = self.data_path
         if split or self.split:
             kwargs["split"] = split or self.split
-        if self.task in PROCEDURAL_TASKS:
-            kwargs["task_kwargs"] = {"difficulty": list(self.difficulty), "size": 10_000}
+        if self.task in PROCEDURAL_TASKS:  # training cycles a small level's problems (epochs)
+            kwargs["task_kwargs"] = {
+                "difficulty": list(self.difficulty),
+                "size": 10_000,
+                "repeat": True,
+            }
         if self.rounds is not None:
             kwargs["rounds"] = self.rounds
         if self.num_agents is not None:

@@ -127,6 +127,7 @@ def embedded_demonstrations(
             size=min(PROBLEM_CHUNK, wanted),  # a problem gives each role at least one row
             difficulty=list(env_args.difficulty),
             seed=seed + 7919 * chunk,  # a fresh draw per chunk
+            repeat=True,  # a small level's train problems cycle
         ).source
         made = sft_rows(
             list(problems),
