@@ -70,6 +70,94 @@ def test_summary_keeps_before_after_and_adds_intervals():
     assert "| team maj1@turnK - same model alone, after | | | +0.150 |" in table
 
 
+def _compared(team_vote, alone_maj, problems=6, seed_shift=0.0):
+    """An evaluation with a comparison: per problem, the team's vote is right on the first
+    `team_vote` share of problems and the alone maj@5 on the first `alone_maj` share; levels 1
+    and 2 alternate."""
+    from trainers.evaluation.metrics import compare_team_alone
+
+    ids = [f"unknown/test/d{1 + i % 2}/s0/{i}" for i in range(problems)]
+    team = {
+        p: {
+            "team/vote": float(i < team_vote * problems),
+            "team/final": float(i < team_vote * problems) + seed_shift,
+            "team/first": 0.0,
+        }
+        for i, p in enumerate(ids)
+    }
+    alone = {
+        p: {
+            "alone/pass@1": 0.5,
+            **{f"alone/maj@{k}": float(i < alone_maj * problems) for k in (1, 5)},
+        }
+        for i, p in enumerate(ids)
+    }
+    compare = compare_team_alone(team, alone, (1, 5), 5, resamples=200)
+    compare.update(
+        matched_k=5, tokens_per_episode={"team": 100.0, "alone@1": 20.0, "alone@5": 100.0}
+    )
+    per_problem = {p: {**team[p], **alone[p], "level": 1 + i % 2} for i, p in enumerate(ids)}
+    return {
+        "config": {"seed": 0},
+        "metrics": {"maj1@turnK": team_vote, "accuracy": team_vote, "pass1@turn1": 0.0},
+        "single_agent": {"pass1@turn1": 0.5},
+        "compare": compare,
+        "per_problem": per_problem,
+    }
+
+
+def test_summary_leads_with_team_minus_alone_and_pairs_after_with_before():
+    results = {"before": _compared(1 / 3, 2 / 3), "after": _compared(2 / 3, 2 / 3)}
+    rows = run.summary(results)
+    # the existing keys stay; the comparison's figures and tokens join them
+    assert rows["before"]["maj1@turnK"] == pytest.approx(1 / 3)
+    assert rows["before"]["single_agent_pass1@turn1"] == 0.5
+    assert rows["after"]["team/vote"] == pytest.approx(2 / 3)
+    assert rows["after"]["alone/maj@5"] == pytest.approx(2 / 3)
+    assert rows["after"]["tokens/alone@5"] == 100.0
+    assert rows["compare"]["matched_k"] == 5
+    gap = rows["compare"]["before"]["team/vote - alone/maj@5"]
+    assert gap["diff"] == pytest.approx(-1 / 3) and gap["problems"] == 6
+    assert rows["compare"]["after"]["team/final - alone/maj@5"]["diff"] == pytest.approx(0.0)
+    # after - before, paired by problem: the team gained 2 of 6 problems, the alone none
+    change = rows["paired"]["team/vote"]
+    assert change["diff"] == pytest.approx(1 / 3) and change["ci95"][0] >= 0.0
+    assert rows["paired"]["alone/maj@5"] == {"diff": 0.0, "ci95": [0.0, 0.0], "problems": 6}
+    assert rows["levels"]["after"]["1"]["problems"] == 3
+    table = run.summary_table(rows)
+    lines = table.splitlines()
+    assert lines[0] == "| team - same model alone (paired by problem, 95% CI) | before | after |"
+    assert lines[2].startswith("| team: majority vote - alone: maj@5 (compute-matched) | -0.333 [")
+    assert lines[3].startswith("| team: final answer - alone: maj@5 (compute-matched) |")
+    assert "| after - before (paired by problem, 95% CI) | change |" in table
+    assert "| team: majority vote (maj1@turnK) | +0.333 [" in table
+    assert "| alone: maj@5 | +0.000 [+0.000, +0.000] |" in table
+    assert "| team: final answer | 0.333 [" in table
+    assert "| tokens per episode: team | 100.0 | 100.0 | +0.0 |" in table
+    assert "| team: maj1@turnK |" not in table  # the comparison's team/vote stands for it
+    assert "| level 1 (3) |" in table
+    assert table.index("team - same model alone") < table.index("| metric (95% CI")
+
+
+def test_after_minus_before_shifts_with_one_side():
+    before = _compared(1 / 3, 2 / 3)
+    base = run.after_minus_before({"before": before, "after": _compared(1 / 3, 2 / 3)})
+    assert base["team/final"]["diff"] == 0.0 and base["team/final"]["ci95"] == [0.0, 0.0]
+    shifted = run.after_minus_before(
+        {"before": before, "after": _compared(1 / 3, 2 / 3, seed_shift=0.25)}
+    )
+    assert shifted["team/final"]["diff"] == pytest.approx(0.25)
+    assert shifted["team/final"]["ci95"] == pytest.approx([0.25, 0.25])
+    assert run.after_minus_before({"before": {}, "after": before}) == {}  # an old "before"
+
+
+def test_curves_mark_the_comparison(tmp_path):
+    rows = run.summary({"before": _compared(1 / 3, 2 / 3), "after": _compared(2 / 3, 2 / 3)})
+    history = [{"step": s, "agents/solver_0/accuracy": s % 2} for s in range(1, 5)]
+    run.plot_curves(history, tmp_path / "curves.png", "test", rows)
+    assert (tmp_path / "curves.png").read_bytes()[:4] == b"\x89PNG"
+
+
 def test_curves_are_smoothed_and_mark_the_evaluations(tmp_path):
     assert run.smooth([0.0, 1.0, 1.0, 1.0], 2) == [0.0, 0.5, 1.0, 1.0]
     history = [

@@ -17,8 +17,8 @@ from typing import Any
 from transformers import TrainerCallback
 
 from trainers.embedded import resolve_model
-from trainers.evaluation.evaluate import EvalConfig, evaluate, markdown_report
-from trainers.evaluation.metrics import INTERVAL_KEYS
+from trainers.evaluation.evaluate import EvalConfig, evaluate, label, markdown_report
+from trainers.evaluation.metrics import INTERVAL_KEYS, figure_of, paired_interval
 from trainers.run.args import EnvArguments
 from trainers.run.checkpoint import (
     atomic_path,
@@ -178,11 +178,23 @@ def callbacks(env_args: EnvArguments, spent_seconds: float = 0.0) -> list[Traine
 
 KEYS = INTERVAL_KEYS  # the summary reports the figures that carry intervals
 SINGLE = "single_agent_pass1@turn1"
+# The old keys a comparison's figures stand for (same figure per problem), left out of its table.
+SUPERSEDED = ("maj1@turnK", "accuracy", "pass1@turn1", SINGLE)
 
 
 def summary(results: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Before/after headline metrics, the team's and the same model alone, with ``ci95``:
-    95% bootstrap intervals over problems (``{"before": {key: [lo, hi]}, "after": ...}``)."""
+    95% bootstrap intervals over problems (``{"before": {key: [lo, hi]}, "after": ...}``).
+
+    Where the evaluations compared the team with the same model alone (`evaluate`'s
+    ``compare``), ``before``/``after`` also hold its figures (``team/vote``, ``team/final``,
+    ``team/first``, ``alone/pass@1``, ``alone/maj@k``) and tokens per episode
+    (``tokens/team``, ``tokens/alone@k``), and the summary adds
+    ``compare``: ``{"matched_k": k, "before": {...}, "after": {...}}``, each the paired
+    differences ``"team/vote - alone/maj@k"`` / ``"team/final - alone/maj@k"`` as
+    ``{"diff", "ci95", "problems"}``; ``levels``: per evaluation, per problem level, the figures;
+    and ``paired``: after - before of each figure, paired by problem id (`after_minus_before`).
+    """
     rows: dict[str, dict[str, Any]] = {"ci95": {}}
     for when in ("before", "after"):
         metrics = results[when]["metrics"]
@@ -193,30 +205,128 @@ def summary(results: dict[str, Any]) -> dict[str, dict[str, Any]]:
             rows[when][SINGLE] = single["pass1@turn1"]
             if "pass1@turn1" in single.get("ci95", {}):
                 intervals[SINGLE] = single["ci95"]["pass1@turn1"]
+        compare = results[when].get("compare")
+        if compare:
+            rows[when].update(compare["figures"])
+            intervals.update(compare.get("ci95", {}))
+            for side, tokens in compare.get("tokens_per_episode", {}).items():
+                rows[when][f"tokens/{side}"] = tokens
+            rows.setdefault("compare", {"matched_k": compare["matched_k"]})[when] = compare[
+                "paired"
+            ]
+            levels = {
+                level: {k: v for k, v in row.items() if not isinstance(v, dict)}
+                for level, row in compare.get("levels", {}).items()
+            }
+            if levels:
+                rows.setdefault("levels", {})[when] = levels
         rows["ci95"][when] = intervals
+    paired = after_minus_before(results)
+    if paired:
+        rows["paired"] = paired
     return rows
 
 
+def after_minus_before(results: dict[str, Any], resamples: int = 1000) -> dict[str, Any]:
+    """After - before of each per-problem figure both evaluations have (``team/vote``,
+    ``team/final``, ``team/first``, ``alone/...``), paired by problem id (both evaluations play
+    the same problems): ``{figure: {"diff", "ci95", "problems"}}``; empty when either evaluation
+    lacks per-problem figures (one saved before evaluations recorded them)."""
+    before = results["before"].get("per_problem")
+    after = results["after"].get("per_problem")
+    if not before or not after:
+        return {}
+    seed = int(results["after"].get("config", {}).get("seed") or 0)
+    names = [n for n in after[next(iter(after))] if "/" in n]
+    out = {}
+    for name in names:
+        a, b = figure_of(after, name), figure_of(before, name)
+        if set(a) & set(b):
+            out[name] = paired_interval(a, b, resamples, seed=seed)
+    return out
+
+
+def _name(key: str) -> str:
+    if key == SINGLE:
+        return "same model alone: pass1@turn1"
+    if key.startswith("tokens/"):
+        return f"tokens per episode: {key.split('/', 1)[1]}"
+    if "/" in key:
+        return label(key)
+    return "team: final answer (accuracy)" if key == "accuracy" else f"team: {key}"
+
+
 def summary_table(rows: dict[str, dict[str, Any]]) -> str:
-    """The before/after table, each figure with its 95% interval when there is one."""
+    """The before/after tables: first, where the evaluations compared the team with the same
+    model alone, team - alone (paired by problem) before and after, and after - before (paired
+    by problem); then each figure before and after with its 95% interval when there is one, and
+    the figures per level."""
 
     def cell(when: str, key: str) -> str:
         value = rows[when][key]
         ci = rows.get("ci95", {}).get(when, {}).get(key)
         return f"{value:.3f} [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else f"{value:.3f}"
 
+    def diff(d: dict[str, Any] | None) -> str:
+        if not d:
+            return ""
+        lo, hi = d["ci95"]
+        return f"{d['diff']:+.3f} [{lo:+.3f}, {hi:+.3f}]"
+
+    lines: list[str] = []
+    compare = rows.get("compare")
+    if compare:
+        matched = compare["matched_k"]
+        found = list(dict.fromkeys([*compare.get("before", {}), *compare.get("after", {})]))
+        names = sorted(found, key=lambda n: (not n.endswith(f"@{matched}"), found.index(n)))
+        lines += [
+            "| team - same model alone (paired by problem, 95% CI) | before | after |",
+            "|---|---|---|",
+        ]
+        for name in names:
+            star = " (compute-matched)" if name.endswith(f"@{matched}") else ""
+            b = diff(compare.get("before", {}).get(name))
+            a = diff(compare.get("after", {}).get(name))
+            lines.append(f"| {label(name)}{star} | {b} | {a} |")
+        lines.append("")
+    paired = rows.get("paired")
+    if paired:
+        lines += ["| after - before (paired by problem, 95% CI) | change |", "|---|---|"]
+        lines += [f"| {label(name)} | {diff(d)} |" for name, d in paired.items()]
+        lines.append("")
     keys = [k for k in rows["before"] if k in rows["after"]]
-    lines = [
+    if compare:  # the comparison's figures stand for these
+        keys = [k for k in keys if k not in SUPERSEDED]
+    lines += [
         "| metric (95% CI, bootstrap over problems) | before | after | change |",
         "|---|---|---|---|",
     ]
     for key in keys:
         b, a = rows["before"][key], rows["after"][key]
-        name = "same model alone: pass1@turn1" if key == SINGLE else f"team: {key}"
-        lines.append(f"| {name} | {cell('before', key)} | {cell('after', key)} | {a - b:+.3f} |")
-    if SINGLE in rows["after"] and "maj1@turnK" in rows["after"]:
+        if key.startswith("tokens/"):
+            lines.append(f"| {_name(key)} | {b:.1f} | {a:.1f} | {a - b:+.1f} |")
+            continue
+        lines.append(
+            f"| {_name(key)} | {cell('before', key)} | {cell('after', key)} | {a - b:+.3f} |"
+        )
+    if not compare and SINGLE in rows["after"] and "maj1@turnK" in rows["after"]:
         gap = rows["after"]["maj1@turnK"] - rows["after"][SINGLE]
         lines.append(f"| team maj1@turnK - same model alone, after | | | {gap:+.3f} |")
+    levels = rows.get("levels", {})
+    if "before" in levels and "after" in levels and compare:
+        shown = ["team/vote", "team/final", f"alone/maj@{compare['matched_k']}"]
+        common = [lv for lv in levels["after"] if lv in levels["before"]]
+        lines += [
+            "",
+            "| level (problems) |" + "".join(f" {label(n)}: before -> after |" for n in shown),
+            "|---|" + "---|" * len(shown),
+        ]
+        for lv in common:
+            b, a = levels["before"][lv], levels["after"][lv]
+            row = f"| level {lv} ({a.get('problems', '?')}) |"
+            for n in shown:
+                row += f" {b[n]:.3f} -> {a[n]:.3f} |" if n in a and n in b else " |"
+            lines.append(row)
     return "\n".join(lines)
 
 
@@ -260,9 +370,13 @@ def plot_curves(
             window = max(1, len(values) // 10)
             ax.plot(steps, smooth(list(values), window), color=line.get_color(), label=agent)
         if metric == "accuracy" and evals and "before" in evals and "after" in evals:
+            matched = evals.get("compare", {}).get("matched_k")
             marks = (
                 ("maj1@turnK", "team maj1@turnK (held out)", "k"),
-                (SINGLE, "same model alone (held out)", "gray"),
+                ("team/final", "team final answer (held out)", "tab:blue"),
+                (f"alone/maj@{matched}", f"same model alone, maj@{matched} (held out)", "gray")
+                if matched
+                else (SINGLE, "same model alone (held out)", "gray"),
             )
             for key, label, color in marks:
                 if key in evals["before"] and key in evals["after"]:
