@@ -77,6 +77,7 @@ def check_env(env: Any, *, seed: int = 0, num_cycles: int = 20) -> None:
         "rule: the same seed and actions give the same transcript, rewards and infos"
     )
     _check_no_leak(factory, play, seed)
+    _check_no_peeking(factory, seed, parallel)
     _check_copies(factory, play, seed, parallel)
     _check_bad_actions(factory(), seed, parallel)
 
@@ -201,6 +202,95 @@ def _check_no_leak(factory: EnvFactory, play: Callable[..., Record], seed: int) 
         for info in infos.values():
             leaked = {"answer", "reference", "ground_truth", "solution"} & set(info)
             assert not leaked, f"rule: infos carry no reference answer (found keys {leaked})"
+
+
+# The reference `_check_no_peeking` plants: distinctive, so no info may contain it as a substring.
+PLANTED_REFERENCE = "97531"
+
+
+def _check_no_peeking(factory: EnvFactory, seed: int, parallel: bool) -> None:
+    """What an agent is handed before a turn must not tell whether any answer is right.
+
+    Plays the same actions twice: once against the problem's own reference (some replies state
+    it, so some answers and verdicts are right) and once against a planted reference that no
+    reply states (so no answer is right). Every (reward, info) handed to an agent that acts
+    afterwards (AEC: `last()` before a live agent's step; Parallel: the reset's infos and a
+    step's returns for the agents that go on) must be identical between the two plays, and no
+    info, at any time, may contain the planted reference (a verifier's reason such as "wrong
+    answer: 7 != 97531" would). Rewards and correctness may arrive once an agent acts no more.
+    """
+    raw = _raw(factory())
+    if not isinstance(raw, TaskEnvMixin):
+        return  # `_check_no_leak` has warned already
+    base = dict(raw.task.source[0])
+    wrong = "8" if base["answer"].strip() == "7" else "7"
+    # Every reply both states an answer and ends with a verdict, so each role's turns are
+    # graded whatever the role; cycled with an offset per agent, each role is right sometimes.
+    replies = [
+        f"I think the answer is {wrong}. Verdict: incorrect",
+        f"The answer is \\boxed{{{base['answer']}}}. Verdict: correct",
+        f"Checked: \\boxed{{{base['answer']}}}. Verdict: incorrect",
+    ]
+    planted = PLANTED_REFERENCE
+    while any(planted in text for text in [*replies, base["question"], base["id"]]):
+        planted += "1"
+    player = _handed_parallel if parallel else _handed_aec
+    right_handed, _ = player(factory(), replies, seed, base)
+    wrong_handed, wrong_infos = player(factory(), replies, seed, {**base, "answer": planted})
+    assert len(right_handed) == len(wrong_handed), (
+        "rule: whether an answer is right does not change who acts when (before the end)"
+    )
+    for (who, got_right), (_, got_wrong) in zip(right_handed, wrong_handed, strict=True):
+        assert got_right == got_wrong, (
+            f"rule: nothing handed to an agent before its turn depends on whether an answer is "
+            f"right ({who} was handed {got_right!r} when answers were right, {got_wrong!r} "
+            f"when they were wrong)"
+        )
+    for where, info in wrong_infos:
+        assert planted not in repr(info), (
+            f"rule: no info contains the reference answer ({where}: {info!r})"
+        )
+
+
+Handed = list[tuple[str, Any]]
+
+
+def _handed_aec(env: Any, replies: list[str], seed: int, problem: dict) -> tuple[Handed, Handed]:
+    """What `last()` hands each agent before its steps, and every info the env held."""
+    env.reset(seed=seed, options={"problem": problem})
+    raw = _raw(env)
+    order = list(raw.possible_agents)
+    handed: Handed = []
+    infos: Handed = [(f"{a} after reset", _plain(i)) for a, i in raw.infos.items()]
+    for i, agent in enumerate(env.agent_iter(max_iter=10_000)):
+        _, reward, terminated, truncated, info = env.last()
+        if terminated or truncated:
+            infos.append((f"{agent}'s last()", _plain(info)))
+            env.step(None)
+            continue
+        handed.append((agent, (reward, _plain(info))))
+        env.step(replies[(i + order.index(agent)) % len(replies)])
+        infos.extend((f"{a} after step {i}", _plain(x)) for a, x in raw.infos.items())
+    return handed, infos
+
+
+def _handed_parallel(
+    env: Any, replies: list[str], seed: int, problem: dict
+) -> tuple[Handed, Handed]:
+    """What reset and each step hand the agents that act again, and every info returned."""
+    _, infos = env.reset(seed=seed, options={"problem": problem})
+    order = list(env.possible_agents)
+    handed: Handed = [(a, (None, _plain(info))) for a, info in infos.items()]
+    seen: Handed = [(f"{a} after reset", _plain(x)) for a, x in infos.items()]
+    i = 0
+    while env.agents and i < 10_000:
+        actions = {a: replies[(i + order.index(a)) % len(replies)] for a in env.agents}
+        _, rewards, _, _, infos = env.step(actions)
+        seen.extend((f"{a} after round {i}", _plain(x)) for a, x in infos.items())
+        for agent in env.agents:  # those that act again
+            handed.append((agent, (rewards.get(agent), _plain(infos.get(agent)))))
+        i += 1
+    return handed, seen
 
 
 def _check_copies(

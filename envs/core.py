@@ -1,9 +1,11 @@
-"""Machinery shared by the environments: text spaces, task setup, problem choice, scoring."""
+"""Machinery shared by the environments: text spaces, task setup, problem choice, scoring, and
+what the agents are shown of the grades (nothing, until they act no more) versus what the trainer
+reads (`TaskEnvMixin.turn_results`, every turn's reward and full info)."""
 
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from gymnasium import spaces
@@ -17,6 +19,14 @@ from rewards import Verdict, Verifier
 SAMPLE_CHARSET = "".join(chr(c) for c in range(32, 127)) + "\n\téüß中文🙂\u200d\u200f\u0301∑√π≤≥−×÷"
 OBS_FIELDS = ("role", "instruction", "question", "transcript", "prompt")
 CLIP_MARK = "\n...[clipped]...\n"
+# Info keys that tell, or depend on, whether an answer is right: an agent's public info leaves
+# them out while the agent has a turn to come (`TaskEnvMixin._show`).
+GRADED_INFO_KEYS = frozenset(
+    {"correct", "score", "reviewed_correct", "final_correct", "team_correct", "influence_bonus"}
+)
+# Info keys never in a public info: a verifier's reason may name the reference ("wrong answer:
+# 20 != 17"). The trainer's record (`turn_results`) keeps them.
+PRIVATE_INFO_KEYS = frozenset({"reason"})
 
 
 def render_transcript(turns: list[tuple[str, str]]) -> str:
@@ -54,18 +64,34 @@ class TaskEnvMixin:
     """Task loading, problem choice, action checking and scoring for the math environments.
 
     Subclasses call `_setup_task(...)` in `__init__`, `_start_episode(seed, options)` in
-    `reset`, `_check_action(agent, action)` and `_score(text)` in `step`.
+    `reset`, `_check_action(agent, action)` and `_score(text)` in `step`, and end each step
+    with `_show(acting, rewards, graded, to_come)`.
+
+    No peeking: an env grades every turn when it is taken (the step's rewards, each acting
+    agent's full info: ``correct``, ``score``, the verifier's ``reason``...), but by default an
+    agent is shown nothing of those grades while it has a turn to come. Its rewards are withheld
+    and paid, summed, on the step after which it acts no more (for most agents, the last one:
+    PettingZoo's rewards at termination), and its public info lacks `GRADED_INFO_KEYS` until
+    then and `PRIVATE_INFO_KEYS` always. So nothing `last()` (AEC) or a step's returns
+    (Parallel) hand an agent that acts again depends on whether any answer is right, and no
+    info carries the reference. Trainers read the grades through `turn_results` (one record per
+    step, with every agent's reward for that step and each acting agent's full info), which no
+    policy is handed; ``per_step_rewards=True`` instead shows them at once, as the envs did
+    before (rewards on the step they are for, full infos): for a trainer's own loop, never for
+    a policy's inputs.
     """
 
     metadata: dict[str, Any]
     task: Task
     verifier: Verifier
     problem: Problem
-    # True when every reward an agent earns is paid on the step of the action it is for (no
-    # team reward at the end, nothing paid for a later agent's turn), and a copy reset with the
-    # same seed and stepped with the same actions replays the episode: the rollout engine can
-    # then sample every turn several times from one history (`RolloutEngine.run(branch=True)`).
+    # True when every reward an agent earns is paid, in the trainer's record (`turn_results`,
+    # or the rewards themselves with ``per_step_rewards``), on the step of the action it is for
+    # (no team reward at the end, nothing paid for a later agent's turn), and a copy reset with
+    # the same seed and stepped with the same actions replays the episode: the rollout engine
+    # can then sample every turn several times from one history (`RolloutEngine.run(branch=True)`).
     immediate_rewards: bool = False
+    per_step_rewards: bool = False
 
     def _setup_task(
         self,
@@ -77,11 +103,17 @@ class TaskEnvMixin:
         max_action_chars: int,
         max_obs_chars: int,
         render_mode: str | None = None,
+        per_step_rewards: bool = False,
     ) -> None:
         if render_mode not in (None, "ansi"):
             raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
+        if not isinstance(per_step_rewards, bool):
+            raise TypeError(f"per_step_rewards must be a bool, got {per_step_rewards!r}")
         self.render_mode = render_mode
+        self.per_step_rewards = per_step_rewards
         self.turns: list[tuple[str, str]] = []
+        self.turn_results: list[dict[str, Any]] = []
+        self._withheld: dict[str, float] = {}
         for name, value in (
             ("max_action_chars", max_action_chars),
             ("max_obs_chars", max_obs_chars),
@@ -110,6 +142,8 @@ class TaskEnvMixin:
         """Pick the episode's problem: `options["problem"]`, `options["problem_id"]` or the seed."""
         if seed is not None:
             self._rng = random.Random(seed)
+        self.turn_results = []
+        self._withheld = {}
         # Other keys are ignored, as Gymnasium and PettingZoo envs do (PZ's api test passes some).
         options = dict(options or {})
         if "problem" in options:
@@ -175,6 +209,47 @@ class TaskEnvMixin:
             "reason": reason,
             "action_clipped": clipped,
         }
+
+    def _show(
+        self,
+        acting: Sequence[str],
+        rewards: Mapping[str, float],
+        graded: Mapping[str, dict[str, Any]],
+        to_come: Collection[str],
+    ) -> tuple[dict[str, float], dict[str, dict[str, Any]]]:
+        """Record a step's grades for the trainer; return the rewards and infos agents are shown.
+
+        Args:
+            acting: the agents that acted on this step.
+            rewards: every agent's reward for this step, as graded (the trainer's reward).
+            graded: each agent's full info, as graded (at least the acting agents').
+            to_come: the agents that still have a turn to take in this episode.
+
+        Returns:
+            With ``per_step_rewards``, `rewards` and `graded` themselves. Otherwise each agent's
+            reward is withheld while it has a turn to come and paid, summed with its earlier
+            ones, on the step after which it has none; its info is `graded`'s without
+            `PRIVATE_INFO_KEYS` and, while it has a turn to come, without `GRADED_INFO_KEYS`.
+        """
+        self.turn_results.append(
+            {
+                "turn": len(self.turn_results),
+                "agents": list(acting),
+                "rewards": dict(rewards),
+                "infos": {a: dict(graded[a]) for a in acting},
+            }
+        )
+        if self.per_step_rewards:
+            return dict(rewards), dict(graded)  # type: ignore[arg-type]
+        shown_rewards = {}
+        for agent, reward in rewards.items():
+            self._withheld[agent] = self._withheld.get(agent, 0.0) + float(reward)
+            shown_rewards[agent] = 0.0 if agent in to_come else self._withheld.pop(agent)
+        shown_infos = {}
+        for agent, info in graded.items():
+            hidden = PRIVATE_INFO_KEYS | (GRADED_INFO_KEYS if agent in to_come else frozenset())
+            shown_infos[agent] = {k: v for k, v in info.items() if k not in hidden}
+        return shown_rewards, shown_infos
 
     def render(self) -> str | None:
         """The transcript so far (render mode "ansi"), or None without a render mode."""

@@ -65,6 +65,7 @@ class DebateEnv(TaskEnvMixin, ParallelEnv):
         max_action_chars: int = 8192,
         max_obs_chars: int = 32768,
         render_mode: str | None = None,
+        per_step_rewards: bool = False,
     ) -> None:
         if not isinstance(num_agents, int) or num_agents < 1:
             raise ValueError(f"num_agents must be an int >= 1, got {num_agents!r}")
@@ -81,6 +82,7 @@ class DebateEnv(TaskEnvMixin, ParallelEnv):
             max_action_chars,
             max_obs_chars,
             render_mode,
+            per_step_rewards,
         )
         self.rounds, self.influence_discount = rounds, float(influence_discount)
         self.possible_agents = [f"{self.agent_prefix}_{i}" for i in range(num_agents)]
@@ -139,6 +141,8 @@ class DebateEnv(TaskEnvMixin, ParallelEnv):
         terminations = dict.fromkeys(self.agents, done)
         truncations = dict.fromkeys(self.agents, False)
         observations = {a: self._observe(a) for a in self.agents}
+        # every agent acts each round: the grades are shown after the last one (`_show`)
+        rewards, infos = self._show(list(self.agents), rewards, infos, () if done else self.agents)
         if done:
             self.agents = []
         return observations, rewards, terminations, truncations, infos

@@ -55,6 +55,7 @@ class EnsembleEnv(DebateEnv):
         max_action_chars: int = 8192,
         max_obs_chars: int = 32768,
         render_mode: str | None = None,
+        per_step_rewards: bool = False,
     ) -> None:
         super().__init__(
             task,
@@ -68,6 +69,7 @@ class EnsembleEnv(DebateEnv):
             max_action_chars=max_action_chars,
             max_obs_chars=max_obs_chars,
             render_mode=render_mode,
+            per_step_rewards=per_step_rewards,
         )
 
 

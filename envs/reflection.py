@@ -117,6 +117,7 @@ class ReflectionEnv(TaskEnvMixin, AECEnv):
         max_action_chars: int = 8192,
         max_obs_chars: int = 32768,
         render_mode: str | None = None,
+        per_step_rewards: bool = False,
     ) -> None:
         super().__init__()
         if not isinstance(rounds, int) or rounds < 1:
@@ -130,6 +131,7 @@ class ReflectionEnv(TaskEnvMixin, AECEnv):
             max_action_chars,
             max_obs_chars,
             render_mode,
+            per_step_rewards,
         )
         if critic_reward not in CRITIC_REWARDS:
             raise ValueError(
@@ -163,7 +165,9 @@ class ReflectionEnv(TaskEnvMixin, AECEnv):
         self._cumulative_rewards = dict.fromkeys(self.agents, 0.0)
         self.terminations = dict.fromkeys(self.agents, False)
         self.truncations = dict.fromkeys(self.agents, False)
-        self.infos = {a: {**self._base_info(0), "role": a.split("_")[0]} for a in self.agents}
+        # The full infos, as graded; `self.infos` holds what the agents are shown (`_show`).
+        self._graded = {a: {**self._base_info(0), "role": a.split("_")[0]} for a in self.agents}
+        self.infos = {a: dict(info) for a, info in self._graded.items()}
         self.turns = []
         self.turn = 0
         self.answer: str | None = None  # latest solver/refiner answer
@@ -204,8 +208,8 @@ class ReflectionEnv(TaskEnvMixin, AECEnv):
             self.feedback = text
             if self.critic_reward == "balanced":
                 extra["balance_reviews"] = True
-            self.infos[agent] = self._review_info(self.turn, verdict, truth, clipped, **extra)
-            hit = self.infos[agent]["correct"]
+            self._graded[agent] = self._review_info(self.turn, verdict, truth, clipped, **extra)
+            hit = self._graded[agent]["correct"]
             done = done or (self.stop_on_accept and verdict is True)
             if self.critic_reward in ("verdict", "balanced"):
                 self.rewards[agent] = float(hit)
@@ -214,15 +218,15 @@ class ReflectionEnv(TaskEnvMixin, AECEnv):
         else:
             verdict_obj = self._score(text)
             self.answer, self.answer_verdict = text, verdict_obj
-            self.infos[agent] = self._answer_info(self.turn, verdict_obj, clipped, **extra)
+            self._graded[agent] = self._answer_info(self.turn, verdict_obj, clipped, **extra)
             self.rewards[agent] = verdict_obj.score
             if self.critic_reward == "outcome" and agent == "refiner_0":
                 # Not for feedback whose own check failed the audit (the latest critic info).
-                paid = not self.infos["critic_0"].get("audit_failed")
+                paid = not self._graded["critic_0"].get("audit_failed")
                 self.rewards["critic_0"] = verdict_obj.score if paid else 0.0
         if role in self.audit and extra["false_equations"] > 0:
             self.rewards[agent] = 0.0
-            self.infos[agent]["audit_failed"] = True
+            self._graded[agent]["audit_failed"] = True
             self.failed_audit.add(agent)
         self.turns.append((agent, text))
         self.turn += 1
@@ -232,8 +236,10 @@ class ReflectionEnv(TaskEnvMixin, AECEnv):
         if done:
             for a in self.agents:
                 self.terminations[a] = True
-                self.infos[a]["final_correct"] = self.answer_verdict.correct
-                self.infos[a]["final_answer"] = self.answer_verdict.extracted
+                self._graded[a]["final_correct"] = self.answer_verdict.correct
+                self._graded[a]["final_answer"] = self.answer_verdict.extracted
+        to_come = () if done else set(self.schedule[self.turn :])
+        self.rewards, self.infos = self._show([agent], self.rewards, self._graded, to_come)
         self._accumulate_rewards()
         if done:
             self._deads_step_first()

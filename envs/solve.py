@@ -52,6 +52,7 @@ class SolveEnv(TaskEnvMixin, AECEnv):
         max_action_chars: int = 8192,
         max_obs_chars: int = 32768,
         render_mode: str | None = None,
+        per_step_rewards: bool = False,
     ) -> None:
         super().__init__()
         self._setup_task(
@@ -63,6 +64,7 @@ class SolveEnv(TaskEnvMixin, AECEnv):
             max_action_chars,
             max_obs_chars,
             render_mode,
+            per_step_rewards,
         )
         self.possible_agents = ["solver_0"]
         self.max_turns = 1
@@ -94,12 +96,15 @@ class SolveEnv(TaskEnvMixin, AECEnv):
         text, clipped = self._check_action(agent, action)
         verdict = self._score(text)
         self.turns.append((agent, text))
-        self.rewards = {agent: verdict.score}
         self._cumulative_rewards[agent] = 0.0
-        self.infos[agent] = self._answer_info(
+        graded = self._answer_info(
             0, verdict, clipped, round=0, role="solver", final_correct=verdict.correct
         )
         self.terminations[agent] = True
+        # One turn, the last: the grade is shown at once (less the verifier's reason).
+        self.rewards, self.infos = self._show(
+            [agent], {agent: verdict.score}, {agent: graded}, to_come=()
+        )
         self._accumulate_rewards()
 
 

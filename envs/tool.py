@@ -218,6 +218,7 @@ class ToolEnv(TaskEnvMixin, AECEnv):
         max_action_chars: int = 8192,
         max_obs_chars: int = 32768,
         render_mode: str | None = None,
+        per_step_rewards: bool = False,
     ) -> None:
         super().__init__()
         if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
@@ -237,6 +238,7 @@ class ToolEnv(TaskEnvMixin, AECEnv):
             max_action_chars,
             max_obs_chars,
             render_mode,
+            per_step_rewards,
         )
         self.sandbox = _sandbox_config(sandbox)
         self.rounds, self.stop_on_accept, self.team_reward = rounds, stop_on_accept, team_reward
@@ -259,7 +261,9 @@ class ToolEnv(TaskEnvMixin, AECEnv):
         self._cumulative_rewards = dict.fromkeys(self.agents, 0.0)
         self.terminations = dict.fromkeys(self.agents, False)
         self.truncations = dict.fromkeys(self.agents, False)
-        self.infos = {a: {**self._base_info(0), "role": a.split("_")[0]} for a in self.agents}
+        # The full infos, as graded; `self.infos` holds what the agents are shown (`_show`).
+        self._graded = {a: {**self._base_info(0), "role": a.split("_")[0]} for a in self.agents}
+        self.infos = {a: dict(info) for a, info in self._graded.items()}
         self.turns = []
         self.turn = 0
         self.plan = ""
@@ -319,7 +323,7 @@ class ToolEnv(TaskEnvMixin, AECEnv):
         done = self.turn + 1 >= self.max_turns
         if agent == "analyzer_0":
             self.plan = text
-            self.infos[agent] = {
+            self._graded[agent] = {
                 **self._base_info(self.turn),
                 **extra,
                 "extracted": None,
@@ -338,7 +342,7 @@ class ToolEnv(TaskEnvMixin, AECEnv):
             shown = text
         self.turns.append((agent, shown))
         self.turn += 1
-        self._finish_step(done)
+        self._finish_step(agent, done)
 
     # ------------------------------------------------------------------ roles
     def _execute(self, agent: str, text: str, clipped: bool, extra: dict[str, Any]) -> str:
@@ -349,7 +353,7 @@ class ToolEnv(TaskEnvMixin, AECEnv):
         verdict = self._score(answer if answer is not None else prose)
         self.code, self.output = code, result.observation(self.max_output_chars)
         self.answer_verdict = verdict
-        self.infos[agent] = self._answer_info(
+        self._graded[agent] = self._answer_info(
             self.turn,
             verdict,
             clipped,
@@ -369,12 +373,12 @@ class ToolEnv(TaskEnvMixin, AECEnv):
         verdict = parse_verdict(text)
         truth = self.answer_verdict.correct if self.answer_verdict is not None else False
         self.feedback = text
-        self.infos[agent] = self._review_info(self.turn, verdict, truth, clipped, **extra)
-        hit = self.infos[agent]["correct"]
+        self._graded[agent] = self._review_info(self.turn, verdict, truth, clipped, **extra)
+        hit = self._graded[agent]["correct"]
         self.rewards[agent] = float(hit)
         return verdict
 
-    def _finish_step(self, done: bool) -> None:
+    def _finish_step(self, agent: str, done: bool) -> None:
         final = self.answer_verdict
         final_score = final.score if (done and final is not None) else 0.0
         if self.team_reward:
@@ -384,8 +388,10 @@ class ToolEnv(TaskEnvMixin, AECEnv):
         if done:
             for a in self.agents:
                 self.terminations[a] = True
-                self.infos[a]["final_correct"] = bool(final is not None and final.correct)
-                self.infos[a]["final_answer"] = None if final is None else final.extracted
+                self._graded[a]["final_correct"] = bool(final is not None and final.correct)
+                self._graded[a]["final_answer"] = None if final is None else final.extracted
+        to_come = () if done else set(self.schedule[self.turn :])
+        self.rewards, self.infos = self._show([agent], self.rewards, self._graded, to_come)
         self._accumulate_rewards()
         if done:
             self._deads_step_first()

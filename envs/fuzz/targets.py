@@ -255,7 +255,9 @@ def env_target(env_id: str, task: str, scale: float = 1.0) -> Target:
     target = f"env[{env_id}:{task}]"
 
     def check(data: Any) -> None:
-        env = envs.make(env_id, task=task)
+        # Each turn's full grade (the verifier's reason times the step) as it is taken: the
+        # trainer's view (`envs.core.TaskEnvMixin`); check_env checks what agents are shown.
+        env = envs.make(env_id, task=task, per_step_rewards=True)
         raw = getattr(env, "unwrapped", env)
         seed = data.draw(st.integers(0, 2**31 - 1), label="seed")
         budget = symbolic_budget(raw.verifier) if hasattr(raw, "verifier") else 0.0

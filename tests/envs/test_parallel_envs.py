@@ -8,7 +8,7 @@ PROBLEM = {"id": "p/1", "question": "Ann has 2 pens and buys 3 more. How many pe
 
 
 def test_debate_rounds_show_others_answers():
-    env = envs.make("math/debate-v0", num_agents=2, rounds=2)
+    env = envs.make("math/debate-v0", num_agents=2, rounds=2, per_step_rewards=True)
     obs, infos = env.reset(options={"problem": PROBLEM})
     assert set(obs) == {"debater_0", "debater_1"} and infos["debater_0"]["problem_id"] == "p/1"
     obs, rewards, terms, _, infos = env.step({"debater_0": "\\boxed{5}", "debater_1": "\\boxed{6}"})
@@ -21,7 +21,9 @@ def test_debate_rounds_show_others_answers():
 
 
 def test_influence_reward_credits_teammates_later_correctness():
-    env = envs.make("math/debate-v0", num_agents=3, rounds=2, influence_discount=0.5)
+    env = envs.make(
+        "math/debate-v0", num_agents=3, rounds=2, influence_discount=0.5, per_step_rewards=True
+    )
     env.reset(options={"problem": PROBLEM})
     _, rewards, *_ = env.step(dict.fromkeys(env.agents, "\\boxed{5}"))
     assert rewards == dict.fromkeys(env.agents, 1.0)  # no bonus in round 0

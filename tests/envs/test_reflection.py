@@ -28,7 +28,9 @@ def make(**kwargs):
 
 
 def test_turn_order_and_per_role_rewards():
-    env = make(rounds=2, wrapped=False)
+    # per_step_rewards: each turn's grade as it is taken (the trainer's view; test_no_peeking.py
+    # has what the agents are shown)
+    env = make(rounds=2, wrapped=False, per_step_rewards=True)
     replies = {
         "solver_0": ["2 + 3 = 6. \\boxed{6}"],
         "critic_0": ["2 + 3 is 5, not 6. Verdict: incorrect", "Looks fine. Verdict: correct"],

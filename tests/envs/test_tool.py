@@ -36,7 +36,7 @@ def play(env, replies, problem=PROBLEM):
 
 
 def test_turn_order_rewards_and_execution_infos():
-    env = make(rounds=2, wrapped=False)
+    env = make(rounds=2, wrapped=False, per_step_rewards=True)  # each turn graded as it is taken
     replies = {
         "analyzer_0": ["Start with 2 pens, add the 3 bought."],
         "executor_0": ["```python\nprint(2 + 3 + 1)\n```", "Fixed:\n```python\nprint(2 + 3)\n```"],

@@ -11,7 +11,10 @@ copies before the copies are stepped (`envs.tool.run_pending`).
 
 Rewards: after every env step, each agent's reward from that step is added to that agent's latest
 turn (its own action's reward, or a shared team reward at the end). A reward reaching an agent
-before its first turn waits for that turn.
+before its first turn waits for that turn. The engine reads each step's rewards and the acting
+agents' full infos from the env's trainer record (`TaskEnvMixin.turn_results`), not from what the
+env shows the agents (which withholds every grade while an agent has a turn to come); an env
+without that record (one a user wrote) is read through its rewards and infos as shown.
 
 Branched rollouts (``run(..., branch=True)``): instead of ``group_size`` independent episodes per
 problem, every turn is sampled ``group_size`` times from one shared history, the trunk. At each
@@ -362,9 +365,10 @@ class RolloutEngine:
         env = slot.env
         raw = env.unwrapped
         env.step(gen.text)
-        info = raw.infos.get(agent, {})
+        rewards, infos = _graded(raw, raw.rewards, raw.infos)
+        info = infos.get(agent, {})
         self._new_turn(slot, agent, obs, gen, info, int(info.get("round", 0)))
-        slot.credit(raw.rewards)
+        slot.credit(rewards)
 
     def _step_parallel(
         self, slot: _Slot, rows: list[tuple[str, dict[str, str], Generation]]
@@ -372,6 +376,19 @@ class RolloutEngine:
         env = slot.env
         round_index = env.unwrapped.round
         slot.observations, rewards, _, _, infos = env.step({a: gen.text for a, _, gen in rows})
+        rewards, infos = _graded(env.unwrapped, rewards, infos)
         for agent, obs, gen in rows:
             self._new_turn(slot, agent, obs, gen, infos.get(agent, {}), round_index)
         slot.credit(rewards)
+
+
+def _graded(
+    raw: Any, shown_rewards: Mapping[str, float], shown_infos: Mapping[str, Any]
+) -> tuple[Mapping[str, float], Mapping[str, Any]]:
+    """The rewards and acting agents' infos of the step just taken, as the env graded them: its
+    trainer record (`turn_results`), else (an env without one) what it showed."""
+    results = getattr(raw, "turn_results", None)
+    if not results:
+        return shown_rewards, shown_infos
+    latest = results[-1]
+    return latest["rewards"], latest["infos"]
