@@ -6,7 +6,7 @@
 | Turn order  | simultaneous; ``rounds`` rounds                                       |
 | Observation | Dict of text: role, instruction, question, transcript, prompt         |
 | Action      | any string (clipped to ``max_action_chars``)                          |
-| Reward      | each round, the verifier's score of the agent's own answer            |
+| Reward      | each round's score of the agent's own answer, all paid at the end     |
 
 Round 0: every agent answers the problem. Round t > 0: every agent sees its own previous answer
 and the others' previous answers, and revises. The episode terminates after ``rounds`` rounds.
@@ -20,13 +20,24 @@ Infos each round: ``problem_id``, ``turn`` (the round), ``round``, ``role``, ``e
 ``correct``, ``score``, ``reason``, ``parse_error``, ``action_clipped``, ``influence_bonus``, and the
 team's majority answer ``team_answer`` / ``team_correct`` (ties go to the lowest agent index).
 
+No peeking (`envs.core.TaskEnvMixin`): every agent acts every round, so each round is graded
+when it is played but shown only with the last: earlier rounds return rewards of 0 and infos
+without ``correct``, ``score``, ``influence_bonus`` and ``team_correct``; the last round returns
+each agent's rewards of all rounds, summed, and those fields. The verifier's ``reason`` (it may
+name the reference) is in no returned info. The trainer reads each round's rewards and full
+infos from ``env.turn_results``, or makes the env with ``per_step_rewards=True``.
+
 Arguments:
     task, data_path, split, verifier, task_kwargs: the task (see `envs.tasks`).
     num_agents (`int`, 3), rounds (`int`, 2), influence_discount (`float`, 0.0).
     max_action_chars (`int`, 8192), max_obs_chars (`int`, 32768), render_mode (None | "ansi").
+    per_step_rewards (`bool`, False): return each round's rewards and full infos as it is played
+        (the trainer's view; never a policy's input).
 
 Version history:
     v0: initial release.
+    v0 (issue 30): no peeking: rewards and grades returned with the last round only, ``reason``
+        only in ``turn_results``; ``per_step_rewards=True`` restores the per-round returns.
 """
 
 from __future__ import annotations

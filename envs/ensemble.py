@@ -12,16 +12,21 @@ Each agent reads the problem under its own instruction variant (`envs.prompts.VA
 or ``instructions=``) and answers once. The team answer is the majority vote over the agents'
 extracted answers, equivalent answers voting together; ties go to the answer of the lowest agent
 index. It is reported in every agent's info as ``team_answer`` / ``team_correct`` (with
-``team_votes``); rewards stay per agent.
+``team_votes``); rewards stay per agent. The one round ends the episode, so rewards and grades
+are returned at once; the verifier's ``reason`` (it may name the reference) is kept for the
+trainer in ``env.turn_results`` (or returned with ``per_step_rewards=True``).
 
 Arguments:
     task, data_path, split, verifier, task_kwargs: the task (see `envs.tasks`).
     num_agents (`int`, 3): K.
     instructions (`Sequence[str] | None`): instruction templates; ``{answer_format}`` is filled.
     max_action_chars (`int`, 8192), max_obs_chars (`int`, 32768), render_mode (None | "ansi").
+    per_step_rewards (`bool`, False): return full infos (the verifier's ``reason`` too).
 
 Version history:
     v0: initial release.
+    v0 (issue 30): the verifier's ``reason`` left out of the returned infos (``turn_results``
+        keep it; ``per_step_rewards=True`` returns it).
 """
 
 from __future__ import annotations

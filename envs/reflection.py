@@ -41,7 +41,18 @@ Infos: ``problem_id``, ``turn`` (0-based index of the agent turn), ``round``, ``
 ``extracted``, ``correct``, ``score``, ``reason``, ``parse_error``, ``action_clipped``,
 ``false_equations`` (how many stated equations do not hold, audited or not) and, on a turn the
 audit zeroed, ``audit_failed``; the critic's
-also ``verdict`` and ``reviewed_correct``; at the end every agent's ``final_correct``.
+also ``verdict`` and ``reviewed_correct``; at the end every agent's ``final_correct`` and
+``final_answer``.
+
+No peeking (`envs.core.TaskEnvMixin`): each turn is graded when it is taken (the rewards above),
+but an agent is shown nothing of it while it has a turn to come. Its rewards are withheld and
+paid, summed, on the step after which it acts no more (the solver's after its one turn, the
+critic's after its last review, the refiner's at the end; each agent's final ``last()`` holds
+its return), and its info gains ``correct``, ``score`` and the critic's ``reviewed_correct``
+only then; the verifier's ``reason`` (it may name the reference) is in no public info. So in the
+README's loop the round-2 refiner's ``last()`` is 0 and an info without grades, whether its
+round-1 revision was right or not. The trainer reads every step's rewards and full infos from
+``env.unwrapped.turn_results``, or makes the env with ``per_step_rewards=True``.
 
 Arguments:
     task (`str | Task`, "arithmetic"), data_path, split, verifier, task_kwargs: the task.
@@ -55,9 +66,14 @@ Arguments:
         they state a false equation.
     max_action_chars (`int`, 8192), max_obs_chars (`int`, 32768): text bounds.
     render_mode (`str | None`): "ansi" makes `render()` return the transcript.
+    per_step_rewards (`bool`, False): pay each reward on the step it is for and show full infos
+        at once (the trainer's view; never a policy's input).
 
 Version history:
     v0: initial release.
+    v0 (issue 30): no peeking: grades withheld from an agent while it has a turn to come,
+        rewards paid when it acts no more, ``reason`` only in ``turn_results``;
+        ``per_step_rewards=True`` restores the old per-step rewards and infos.
 """
 
 from __future__ import annotations

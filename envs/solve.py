@@ -13,12 +13,20 @@ it like the multi-agent envs; `gymnasium.make("math/solve-v0")` (after ``import 
 `SolveGymEnv`, a `gymnasium.Env` with ``reset() -> (obs, info)`` and
 ``step(text) -> (obs, reward, terminated, truncated, info)``.
 
+Infos: ``problem_id``, ``turn``, ``round``, ``role``, ``extracted``, ``correct``, ``score``,
+``parse_error``, ``action_clipped``, ``final_correct``. The one turn ends the episode, so its
+reward and grade are shown at once; the verifier's ``reason`` (it may name the reference) is kept
+for the trainer in ``env.unwrapped.turn_results`` (or shown with ``per_step_rewards=True``).
+
 Arguments:
     task, data_path, split, verifier, task_kwargs: the task (see `envs.tasks`).
     max_action_chars (`int`, 8192), max_obs_chars (`int`, 32768), render_mode (None | "ansi").
+    per_step_rewards (`bool`, False): show full infos (the verifier's ``reason`` too).
 
 Version history:
     v0: initial release.
+    v0 (issue 30): the verifier's ``reason`` left out of the info (``turn_results`` keep it;
+        ``per_step_rewards=True`` shows it).
 """
 
 from __future__ import annotations

@@ -33,6 +33,16 @@ block was found), ``answer_source`` ("output", "text" or None), ``exec_exit_code
 verifier's ``verdict`` and ``reviewed_correct``; at the end every agent's ``final_correct`` and
 ``final_answer``.
 
+No peeking (`envs.core.TaskEnvMixin`): each turn is graded when it is taken (the rewards above),
+but an agent is shown nothing of it while it has a turn to come. Its rewards are withheld and
+paid, summed, on the step after which it acts no more (the analyzer's plan after its one turn,
+the executor's after its last program, the rest at the end; each agent's final ``last()`` holds
+its return), and its info gains
+``correct``, ``score`` and the verifier's ``reviewed_correct`` only then; the task verifier's
+``reason`` (it may name the reference) is in no public info. The trainer reads every step's
+rewards and full infos from ``env.unwrapped.turn_results``, or makes the env with
+``per_step_rewards=True``.
+
 Arguments:
     task (`str | Task`, "arithmetic"), data_path, split, verifier, task_kwargs: the task.
     rounds (`int`, 2): executor/verifier rounds K; at most 1 + 2K agent turns.
@@ -45,6 +55,8 @@ Arguments:
     max_output_chars (`int`, 2000): program output shown to the agents.
     max_action_chars (`int`, 8192), max_obs_chars (`int`, 32768): text bounds.
     render_mode (`str | None`): "ansi" makes `render()` return the transcript.
+    per_step_rewards (`bool`, False): pay each reward on the step it is for and show full infos
+        at once (the trainer's view; never a policy's input).
 
 Many copies in one loop: `run_pending(steps)` runs the programs that the coming steps of several
 copies will run, at once through `envs.sandbox.run_many`; each step then finds its result ready
@@ -52,6 +64,9 @@ copies will run, at once through `envs.sandbox.run_many`; each step then finds i
 
 Version history:
     v0: initial release.
+    v0 (issue 30): no peeking: grades withheld from an agent while it has a turn to come,
+        rewards paid when it acts no more, ``reason`` only in ``turn_results``;
+        ``per_step_rewards=True`` restores the old per-step rewards and infos.
 """
 
 from __future__ import annotations

@@ -7,6 +7,7 @@ import warnings
 import pytest
 
 import envs
+from envs.reflection import ReflectionEnv
 from envs.solve import SolveEnv
 
 
@@ -41,14 +42,41 @@ class SloppyTypesEnv(SolveEnv):
         return str(action), False
 
 
+class ReasonEnv(SolveEnv):
+    """Shows the verifier's reason ("wrong answer: 7 != 97531") in the info."""
+
+    def _show(self, acting, rewards, graded, to_come):
+        super()._show(acting, rewards, graded, to_come)
+        return dict(rewards), dict(graded)
+
+
+class PeekingEnv(ReflectionEnv):
+    """Pays each reward, and shows each grade (less the reason), on the step it is for: the
+    envs before issue 30, whose round-2 refiner was handed whether its round-1 answer was right."""
+
+    def __init__(self):
+        super().__init__(rounds=2)
+
+    def _show(self, acting, rewards, graded, to_come):
+        super()._show(acting, rewards, graded, to_come)
+        return dict(rewards), {a: {**i, "reason": ""} for a, i in graded.items()}
+
+
 @pytest.mark.parametrize(
     ("env_cls", "rule"),
     [
         (LeakyEnv, "never contain the reference answer"),
         (FragileEnv, "too long"),
         (SloppyTypesEnv, "non-string action raises TypeError"),
+        (ReasonEnv, "no info contains the reference answer"),
+        (PeekingEnv, "nothing handed to an agent before its turn depends on whether an answer"),
     ],
 )
 def test_check_env_catches_broken_envs(env_cls, rule):
     with pytest.raises((AssertionError, MemoryError), match=rule):
         envs.check_env(lambda: env_cls())
+
+
+def test_check_env_skips_no_peeking_for_the_trainers_view():
+    with pytest.warns(UserWarning, match="per_step_rewards=True.*no-peeking check is skipped"):
+        envs.check_env(lambda: envs.make("math/solve-v0", per_step_rewards=True), num_cycles=2)

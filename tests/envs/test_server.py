@@ -177,6 +177,24 @@ def test_parallel_sessions_match_in_process_envs(server):
         env.close()
 
 
+@pytest.mark.parametrize("per_step_rewards", [False, True])
+def test_no_peeking_and_the_trainers_view_are_served(server, per_step_rewards):
+    """A served env withholds grades as the local one does, and `per_step_rewards` (the
+    trainer's view: each grade on its own step) passes through to the served env."""
+    kwargs = {"rounds": 2, "per_step_rewards": per_step_rewards}
+    played = {}
+    for name, env in (
+        ("remote", _remote(server.url, "math/reflection-v0", **kwargs)),
+        ("local", envs.make("math/reflection-v0", **kwargs)),
+    ):
+        env.reset(seed=4)
+        played[name] = [_aec_turn(env, turn) for turn in range(8) if env.agents]
+        env.close()
+    assert played["remote"] == played["local"]
+    refiner_turns = [info for agent, *_, info in played["local"] if agent == "refiner_0"]
+    assert ("reason" in refiner_turns[1]) is per_step_rewards  # handed before its 2nd turn
+
+
 def test_copies_fork_the_session(server):
     env = _remote(server.url, "math/reflection-v0", rounds=1)
     env.reset(seed=4)
