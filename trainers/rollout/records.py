@@ -3,6 +3,9 @@ token ids, sampled log-probabilities, reward and info), and their JSONL files.
 
 A turn's reward is what the env paid its agent for it: after every env step, the rollout engine
 (`trainers.rollout.engine`) adds each agent's reward from that step to that agent's latest turn.
+Rewards and infos come from the env's trainer record (`envs.core.TaskEnvMixin.turn_results`):
+each reward on the step it is for and each turn's full graded info (``correct``, ``score``, the
+verifier's ``reason``), which the env withholds from the agents themselves until they act no more.
 """
 
 from __future__ import annotations
