@@ -158,12 +158,15 @@ class LevelStream:
         self.capped = False  # MAX_DRAWS drawn without exhausting it: the counts are lower bounds
         self.lock = threading.Lock()
 
-    def ensure(self, split: str, count: int) -> int:
-        """Draw until `split` holds `count` problems or the level is exhausted; return how many
-        it holds (at most `count` when not exhausted)."""
+    def ensure(self, split: str, count: int, max_draws: int | None = None) -> int:
+        """Draw until `split` holds `count` problems, the level is exhausted or `max_draws`
+        candidates have been drawn in all; return how many problems `split` holds."""
         found = self.found[split]
+        limit = self.MAX_DRAWS if max_draws is None else min(max_draws, self.MAX_DRAWS)
         with self.lock:
             while len(found) < count and not (self.exhausted or self.capped):
+                if self.draws >= limit:
+                    break
                 problem = self.generate(self.draws, difficulty=self.level, seed=self.seed)
                 text = canonical_text(problem["question"])
                 if text in self.seen:
@@ -200,15 +203,14 @@ def level_stream(generate: Callable[..., Problem], name: str, level: int, seed: 
 
 
 def split_sizes(
-    generate: Callable[..., Problem], name: str, level: int, seed: int = 0, limit: int = 100_000
-) -> dict[str, int | None]:
-    """How many distinct problems each split of a level holds: a count, or None when the level
-    has more than `limit` in some split (not counted to the end)."""
+    generate: Callable[..., Problem], name: str, level: int, seed: int = 0, draws: int = 200_000
+) -> tuple[dict[str, int], bool]:
+    """How many distinct problems each split of a level holds, from at most `draws` candidates
+    of its stream: ``(counts, exact)``; `exact` is False when the level was not exhausted, and
+    the counts are then lower bounds (``unknown`` level 3 and up, every ``arithmetic`` level)."""
     stream = level_stream(generate, name, level, seed)
-    counts = {split: stream.ensure(split, limit) for split in SPLITS}
-    if stream.exhausted:
-        return dict(counts)
-    return dict.fromkeys(SPLITS)
+    stream.ensure(SPLITS[0], stream.MAX_DRAWS, max_draws=draws)
+    return {split: len(stream.found[split]) for split in SPLITS}, stream.exhausted
 
 
 class GeneratedSource(ProblemSource):

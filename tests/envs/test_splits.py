@@ -50,8 +50,8 @@ def test_a_split_serves_distinct_texts():
 
 
 def test_a_small_level_raises_naming_the_level_its_size_and_the_way_out():
-    sizes = split_sizes(generate_problem, "unknown", 1)
-    assert sum(sizes.values()) > 400  # every text of level 1, each in one split
+    sizes, exact = split_sizes(generate_problem, "unknown", 1)
+    assert exact and sum(sizes.values()) > 400  # every text of level 1, each in one split
     held = sizes["test"]
     with pytest.raises(ValueError) as err:
         envs.make_task("unknown", split="test", size=3 * held + 3, difficulty=[1, 2, 3])
@@ -67,6 +67,12 @@ def test_a_small_level_raises_naming_the_level_its_size_and_the_way_out():
     assert len({p["id"] for p in cycled.source}) == 2 * held
 
 
+def test_split_sizes_of_a_big_level_are_lower_bounds():
+    sizes, exact = split_sizes(generate_problem, "unknown", 3, draws=5000)
+    assert not exact and 3000 < sum(sizes.values()) <= 5000
+    assert sizes["train"] > 4 * sizes["test"] > 0
+
+
 def test_split_and_size_are_checked():
     with pytest.raises(ValueError, match="split must be one of train, validation, test"):
         envs.make_task("unknown", split="dev")
@@ -78,7 +84,7 @@ def test_ids_rebuild_the_problem_and_refuse_what_the_split_lacks():
     source = envs.make_task("unknown", split="validation", size=40, difficulty=[1, 3]).source
     for problem in source:
         assert source.get(problem["id"]) == problem
-    held = split_sizes(generate_problem, "unknown", 1)["validation"]
+    held = split_sizes(generate_problem, "unknown", 1)[0]["validation"]
     with pytest.raises(KeyError, match=f"holds {held} validation problems"):
         source.get(f"unknown/validation/d1/s0/{held}")
 

@@ -83,10 +83,12 @@ class EvalConfig:
         if self.data_path:
             kwargs["data_path"] = self.data_path
         if self.task in PROCEDURAL_TASKS:
-            # Held out by default: the embedded model was warm-started on the train split.
+            # Held out by construction (`envs.splits`): the test split, distinct texts.
             kwargs["split"] = self.split or "test"
-            levels = list(self.difficulty or EmbeddedRecipe().difficulty)
-            kwargs["task_kwargs"] = {"difficulty": levels, "size": self.offset + self.num_problems}
+            kwargs["task_kwargs"] = {
+                "difficulty": self.levels(),
+                "size": self.offset + self.num_problems,
+            }
         elif self.split:
             kwargs["split"] = self.split
         if self.rounds is not None:
@@ -95,6 +97,23 @@ class EvalConfig:
             kwargs["num_agents"] = self.num_agents
         return kwargs
 
+    def __post_init__(self) -> None:
+        if self.task in PROCEDURAL_TASKS and not self.difficulty:
+            self.difficulty = self.levels()
+
+    def levels(self, candidates: Sequence[int] | None = None) -> list[int]:
+        """The levels of a generated task to evaluate: `difficulty` as given, else those of
+        `candidates` (default: the embedded recipe's) that hold their share of the problems as
+        distinct texts of the split (`held_levels`)."""
+        if self.difficulty:
+            return list(self.difficulty)
+        return held_levels(
+            self.task,
+            self.split or "test",
+            list(candidates or EmbeddedRecipe().difficulty),
+            self.offset + self.num_problems,
+        )
+
     def generation_args(self) -> GenerationArguments:
         return GenerationArguments(
             max_new_tokens=self.max_new_tokens,
@@ -102,6 +121,27 @@ class EvalConfig:
             do_sample=not self.greedy,
             seed=self.seed,
         )
+
+
+def held_levels(task: str, split: str, levels: list[int], size: int) -> list[int]:
+    """The `levels` of a generated task that hold their share of `size` distinct problems of
+    `split` (`envs.tasks.levels_holding`), each dropped one logged: ``unknown`` level 1 holds 48
+    test problems, fewer than a third of 200, so the default evaluation is levels 2 and 3."""
+    from envs.tasks import levels_holding
+
+    kept, dropped = levels_holding(task, split, levels, size)
+    for level, held in dropped.items():
+        logger.warning(
+            "%s level %d left out of the evaluation: it holds %d distinct %s problems, fewer "
+            "than its share of %d problems over levels %s (choose levels with difficulty)",
+            task,
+            level,
+            held,
+            split,
+            size,
+            levels,
+        )
+    return kept
 
 
 def run_env(

@@ -16,8 +16,15 @@ from typing import Any
 
 from transformers import TrainerCallback
 
+from envs.tasks import PROCEDURAL_TASKS
 from trainers.embedded import resolve_model
-from trainers.evaluation.evaluate import EvalConfig, evaluate, label, markdown_report
+from trainers.evaluation.evaluate import (
+    EvalConfig,
+    evaluate,
+    held_levels,
+    label,
+    markdown_report,
+)
 from trainers.evaluation.metrics import INTERVAL_KEYS, figure_of, paired_interval
 from trainers.run.args import EnvArguments
 from trainers.run.checkpoint import (
@@ -30,7 +37,9 @@ logger = logging.getLogger(__name__)
 
 
 def eval_config(env_args: EnvArguments, model: str, config: Any) -> EvalConfig:
-    """Held-out evaluation matching the training env (arithmetic: the test split).
+    """Held-out evaluation matching the training env: generated tasks' ``--eval_split``
+    (default test), of the training levels that hold enough distinct problems of it
+    (``--eval_difficulty`` to choose); ``--eval_data_path`` for a local file.
 
     `config` is any algorithm's config; its `temperature` and its tokens per turn
     (`max_completion_length`: GRPO, PPO; `rollout_max_new_tokens`: SFT, DPO) set the sampling,
@@ -38,11 +47,16 @@ def eval_config(env_args: EnvArguments, model: str, config: Any) -> EvalConfig:
     ``use_cpu``).
     """
     device = getattr(config, "device", None)
+    levels = env_args.eval_difficulty
+    if env_args.task in PROCEDURAL_TASKS and not levels:  # the training levels that hold enough
+        split = env_args.eval_split or "test"
+        levels = held_levels(env_args.task, split, env_args.difficulty, env_args.eval_problems)
     return EvalConfig(
         env_id=env_args.env_id,
         task=env_args.task,
-        data_path=env_args.data_path,
-        difficulty=env_args.difficulty,
+        data_path=env_args.eval_data_path or env_args.data_path,
+        split=env_args.eval_split,
+        difficulty=levels,
         num_problems=env_args.eval_problems,
         model=model,
         samples=env_args.eval_samples,
@@ -56,6 +70,47 @@ def eval_config(env_args: EnvArguments, model: str, config: Any) -> EvalConfig:
         seed=config.seed,
         device=None if device is None else str(device),
     )
+
+
+class OverlapError(ValueError):
+    """A run's evaluation problems occur among its training problems."""
+
+
+def task_problems(kwargs: dict[str, Any], count: int, offset: int = 0) -> list[dict[str, Any]]:
+    """Problems `offset`..`offset + count - 1` (at most the source's) of the task an env built
+    with `kwargs` plays: what a run trains or evaluates on."""
+    import envs
+
+    options = dict(kwargs.get("task_kwargs") or {})
+    for key in ("data_path", "split"):
+        if kwargs.get(key) is not None:
+            options[key] = kwargs[key]
+    source = envs.make_task(kwargs["task"], **options).source
+    return [source[i] for i in range(offset, min(offset + count, len(source)))]
+
+
+def check_held_out(env_args: EnvArguments, evaluation: EvalConfig) -> dict[str, Any]:
+    """Refuse (`OverlapError`) a run whose evaluation problems share a text with its training
+    problems (`envs.overlap`: whitespace and case ignored), unless ``--allow_overlap``; return
+    the counts compared. Generated tasks are held out by construction (`envs.splits`); a user's
+    JSONL or hub split is checked here, as the training problems the run will read."""
+    import envs
+
+    train = task_problems(env_args.env_kwargs(split="train"), env_args.train_problems)
+    held = task_problems(evaluation.env_kwargs(), evaluation.num_problems, evaluation.offset)
+    shared = envs.overlap(held, train)
+    figures = {"train_problems": len(train), "eval_problems": len(held), "shared": len(shared)}
+    if shared and not env_args.allow_overlap:
+        examples = "; ".join(repr(text[:100]) for text in shared[:3])
+        raise OverlapError(
+            f"refusing to train: {len(shared)} of the {len(held)} evaluation problems occur among "
+            f"the {len(train)} training problems (whitespace and case ignored), e.g. {examples}. "
+            "Evaluate on other problems (--eval_split, --eval_data_path) or pass --allow_overlap "
+            "to train anyway"
+        )
+    if shared:
+        logger.warning("--allow_overlap: %d evaluation problems are training problems", len(shared))
+    return figures
 
 
 def is_main(config: Any) -> bool:
@@ -74,6 +129,8 @@ def start_run(env_args: EnvArguments, config: Any, algo: str) -> tuple[Path, dic
     results: dict[str, Any] = {"env": env_args.env_id, "algo": algo, "start_model": start_model}
     results["env_kwargs"] = env_args.env_kwargs()  # the training env's (critic_reward, audit...)
     results["processes"] = config.world_size
+    if env_args.eval_problems:  # every process refuses alike, before any model loads
+        results["held_out"] = check_held_out(env_args, eval_config(env_args, start_model, config))
     if env_args.eval_problems and is_main(config):
         before = eval_config(env_args, start_model, config)
         results["before"] = kept_before(out / "metrics.json", before, config) or evaluate(before)

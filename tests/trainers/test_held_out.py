@@ -1,0 +1,78 @@
+"""Every training run checks its evaluation problems against its training problems before it
+trains (`trainers.run.experiment.check_held_out`), and evaluates held-out levels only."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import pytest
+
+from trainers.run import experiment as run
+from trainers.run.args import EnvArguments
+
+CONFIG = SimpleNamespace(temperature=1.0, max_completion_length=32, seed=0, device=None)
+
+
+def _gsm8k_rows(path, questions):
+    path.write_text(
+        "".join(
+            json.dumps({"question": q, "answer": f"Work.\n#### {i}"}) + "\n"
+            for i, q in enumerate(questions)
+        )
+    )
+    return str(path)
+
+
+def _args(**kwargs):
+    return EnvArguments(env_id="math/solve-v0", **kwargs)
+
+
+def test_a_run_evaluating_on_its_training_file_refuses_to_start(tmp_path):
+    data = _gsm8k_rows(
+        tmp_path / "train.jsonl", [f"How many apples are in box {i}?" for i in range(8)]
+    )
+    args = _args(task="gsm8k", data_path=data, train_problems=8, eval_problems=5)
+    with pytest.raises(run.OverlapError) as err:
+        run.check_held_out(args, run.eval_config(args, "model", CONFIG))
+    message = str(err.value)
+    assert "5 of the 5 evaluation problems occur among the 8 training problems" in message
+    assert message.count("How many apples are in box") == 3  # three examples
+    assert "--allow_overlap" in message and "--eval_data_path" in message
+
+
+def test_overlap_ignores_whitespace_and_case_and_can_be_allowed(tmp_path):
+    train = _gsm8k_rows(tmp_path / "train.jsonl", ["What is 2 + 2?", "What is 3 + 3?"])
+    held = _gsm8k_rows(tmp_path / "test.jsonl", ["what  IS 3 + 3?", "What is 9 + 9?"])
+    args = _args(task="gsm8k", data_path=train, eval_data_path=held, eval_problems=2)
+    with pytest.raises(run.OverlapError, match="1 of the 2 evaluation problems"):
+        run.check_held_out(args, run.eval_config(args, "model", CONFIG))
+    allowed = _args(
+        task="gsm8k", data_path=train, eval_data_path=held, eval_problems=2, allow_overlap=True
+    )
+    figures = run.check_held_out(allowed, run.eval_config(allowed, "model", CONFIG))
+    assert figures == {"train_problems": 2, "eval_problems": 2, "shared": 1}
+
+
+def test_a_separate_held_out_file_passes(tmp_path):
+    train = _gsm8k_rows(tmp_path / "train.jsonl", ["What is 2 + 2?"])
+    held = _gsm8k_rows(tmp_path / "test.jsonl", ["What is 9 + 9?"])
+    args = _args(task="gsm8k", data_path=train, eval_data_path=held, eval_problems=1)
+    figures = run.check_held_out(args, run.eval_config(args, "model", CONFIG))
+    assert figures["shared"] == 0
+
+
+@pytest.mark.parametrize("eval_split", [None, "validation"])
+def test_generated_tasks_pass_and_evaluate_the_levels_that_hold_enough(eval_split):
+    args = _args(task="unknown", difficulty=[1, 2, 3], eval_split=eval_split, eval_problems=200)
+    evaluation = run.eval_config(args, "model", CONFIG)
+    assert evaluation.difficulty == [2, 3]  # level 1 holds 48 test, 47 validation problems
+    assert evaluation.env_kwargs()["split"] == (eval_split or "test")
+    assert run.check_held_out(args, evaluation)["shared"] == 0
+    few = run.eval_config(_args(task="unknown", eval_problems=60), "model", CONFIG)
+    assert few.difficulty == [1, 2, 3]
+
+
+def test_evaluating_on_the_train_split_is_refused():
+    with pytest.raises(ValueError, match="eval_split 'train' evaluates on the problems"):
+        _args(task="unknown", eval_split="train")
