@@ -25,8 +25,11 @@ Arguments:
 
 Version history:
     v0: initial release.
-    v0 (issue 30): the verifier's ``reason`` left out of the returned infos (``turn_results``
+    v0 (no peeking): the verifier's ``reason`` left out of the returned infos (``turn_results``
         keep it; ``per_step_rewards=True`` returns it).
+    v0 (held-out splits): the ``arithmetic`` and ``unknown`` tasks keep their problem format
+        and levels; a problem's split is now a hash of its text (no text in two splits) and
+        its id reads ``<task>/<split>/d<level>/s<seed>/<k>``, problem k of its level and split.
 """
 
 from __future__ import annotations

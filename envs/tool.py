@@ -64,9 +64,12 @@ copies will run, at once through `envs.sandbox.run_many`; each step then finds i
 
 Version history:
     v0: initial release.
-    v0 (issue 30): no peeking: grades withheld from an agent while it has a turn to come,
+    v0 (no peeking): grades withheld from an agent while it has a turn to come,
         rewards paid when it acts no more, ``reason`` only in ``turn_results``;
         ``per_step_rewards=True`` restores the old per-step rewards and infos.
+    v0 (held-out splits): the ``arithmetic`` and ``unknown`` tasks keep their problem format
+        and levels; a problem's split is now a hash of its text (no text in two splits) and
+        its id reads ``<task>/<split>/d<level>/s<seed>/<k>``, problem k of its level and split.
 """
 
 from __future__ import annotations

@@ -55,14 +55,18 @@ def make_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--data-path", default=None, help="local JSONL for gsm8k/math/anli")
     parser.add_argument(
-        "--split", default=None, help="task split (generated tasks: 'test' is held out)"
+        "--split",
+        default=None,
+        help="task split (generated tasks: 'test' reports, 'validation' chooses settings; a "
+        "problem's split is a hash of its text, so neither shares a problem with 'train')",
     )
     parser.add_argument(
         "--difficulty",
         type=int,
         nargs="+",
         default=None,
-        help="levels of a generated task (default: the embedded model's training levels)",
+        help="levels of a generated task (default: the embedded model's training levels that "
+        "hold their share of --num-problems as distinct problems of the split: unknown 2, 3)",
     )
     parser.add_argument("--num-problems", type=int, default=200)
     parser.add_argument("--offset", type=int, default=0, help="first problem index")

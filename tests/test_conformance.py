@@ -52,7 +52,7 @@ class ReasonEnv(SolveEnv):
 
 class PeekingEnv(ReflectionEnv):
     """Pays each reward, and shows each grade (less the reason), on the step it is for: the
-    envs before issue 30, whose round-2 refiner was handed whether its round-1 answer was right."""
+    envs before the no-peeking rule, whose round-2 refiner was handed whether its round-1 answer was right."""
 
     def __init__(self):
         super().__init__(rounds=2)

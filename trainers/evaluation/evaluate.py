@@ -15,6 +15,7 @@ from pettingzoo.utils import wrappers
 import envs as envs_pkg
 from agents.base import GenerationArguments
 from agents.roles import RoleMap
+from envs.arithmetic import split_sizes
 from envs.roles import answer_roles, role_of
 from envs.solve import SolveEnv
 from envs.tasks import PROCEDURAL_TASKS
@@ -349,7 +350,36 @@ def evaluate(config: EvalConfig, policies: RoleMap | None = None) -> dict[str, A
         if level is not None:
             row["level"] = level
     results["per_problem"] = per_problem
+    if config.task in PROCEDURAL_TASKS:
+        results["split_sizes"] = level_split_sizes(config.task, list(config.difficulty or []))
     return results
+
+
+def level_split_sizes(task: str, levels: list[int], draws: int = 150_000) -> dict[str, Any]:
+    """For each level of a generated task, how many distinct problems each split holds
+    (`envs.arithmetic.split_sizes`; ``exact`` False: lower bounds, the level is bigger)."""
+    import envs
+
+    out: dict[str, Any] = {}
+    for level in dict.fromkeys(levels):
+        source = envs.make_task(task, size=1, difficulty=level).source
+        counts, exact = split_sizes(source.generate, source.name, level, draws=draws)
+        out[str(level)] = {**counts, "exact": exact}
+    return out
+
+
+def split_size_report(sizes: dict[str, Any]) -> list[str]:
+    """The per-level split sizes as a markdown table (">= n" where a count is a lower bound)."""
+    if not sizes:
+        return []
+    lines = ["| level | train | validation | test |", "|---|---|---|---|"]
+    for level, row in sizes.items():
+        mark = "" if row["exact"] else ">= "
+        lines.append(
+            f"| {level} |"
+            + "".join(f" {mark}{row[s]:,} |" for s in ("train", "validation", "test"))
+        )
+    return ["Distinct problems per split (a problem's split is a hash of its text):", "", *lines]
 
 
 def _jsonable(config: EvalConfig) -> dict[str, Any]:
@@ -440,6 +470,8 @@ def markdown_report(results: dict[str, Any]) -> str:
     m = results["metrics"]
     lines = [f"## {results['env']}: {m['problems']} problems, {m['episodes']} episodes", ""]
     lines += comparison_report(results)
+    sizes = split_size_report(results.get("split_sizes", {}))
+    lines += sizes + ([""] if sizes else [])
     keys = [k for k in m if k in HEADLINE or k.startswith(("pass@", "flip/", "review/"))]
     names = {"accuracy": "final answer (accuracy)"}
     lines += ["| metric | value |", "|---|---|"]
