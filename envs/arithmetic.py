@@ -3,10 +3,11 @@
 Candidate ``index`` of a (difficulty, seed) pair is generated from its own ``random.Random``
 seeded by those values, so any problem can be rebuilt alone, in any order, on any machine
 (reasoning-gym's per-index seeding); `GeneratedSource` serves the candidates of one split, the
-split of each being a hash of its text (`envs.splits`), so no text is in two splits. Level ``d`` chains ``d`` operations; operand
-ranges grow with the level; every intermediate quantity is a non-negative integer. The metadata
-holds the expression, the start value and the steps (``[operator, operand]`` pairs), from which
-worked solutions can be written (`trainers.embedded` does, for the warm-start transcripts).
+split of each being a hash of its text (`envs.splits`), so no text is in two splits. Level ``d``
+chains ``d`` operations; operand ranges grow with the level; every intermediate quantity is a
+non-negative integer. The metadata holds the expression, the start value and the steps
+(``[operator, operand]`` pairs), from which worked solutions can be written (`trainers.embedded`
+does, for the warm-start transcripts).
 """
 
 from __future__ import annotations
