@@ -76,3 +76,14 @@ def test_generated_tasks_pass_and_evaluate_the_levels_that_hold_enough(eval_spli
 def test_evaluating_on_the_train_split_is_refused():
     with pytest.raises(ValueError, match="eval_split 'train' evaluates on the problems"):
         _args(task="unknown", eval_split="train")
+
+
+def test_the_training_script_refuses_in_one_line_before_any_model_loads(tmp_path):
+    from trainers.run.cli import run_script
+
+    data = _gsm8k_rows(tmp_path / "train.jsonl", [f"What is {i} + {i}?" for i in range(6)])
+    argv = ["--task", "gsm8k", "--data_path", data, "--output_dir", str(tmp_path / "out")]
+    with pytest.raises(SystemExit) as err:
+        run_script("math/reflection-v0", argv)
+    assert "refusing to train: 6 of the 6 evaluation problems" in str(err.value)
+    assert not (tmp_path / "out" / "metrics.json").exists()

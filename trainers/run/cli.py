@@ -101,4 +101,9 @@ def run_script(
                 f"--{flag} applies to {' and '.join(ADAPTER_ALGOS)}, not {algo}; "
                 f"{algo} trains the whole shared model"
             )
-    return train(env_args, config)
+    from trainers.run.experiment import OverlapError
+
+    try:
+        return train(env_args, config)
+    except OverlapError as err:  # a refusal before training, not a crash: one line, no traceback
+        raise SystemExit(f"{parser.prog}: {err}") from None
