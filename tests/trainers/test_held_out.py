@@ -87,3 +87,13 @@ def test_the_training_script_refuses_in_one_line_before_any_model_loads(tmp_path
         run_script("math/reflection-v0", argv)
     assert "refusing to train: 6 of the 6 evaluation problems" in str(err.value)
     assert not (tmp_path / "out" / "metrics.json").exists()
+
+
+def test_the_report_gives_each_levels_split_sizes_marking_lower_bounds():
+    from trainers.evaluation.evaluate import level_split_sizes, split_size_report
+
+    sizes = level_split_sizes("unknown", [1, 3], draws=60_000)
+    assert sizes["1"] == {"train": 333, "validation": 47, "test": 48, "exact": True}
+    assert not sizes["3"]["exact"] and sizes["3"]["test"] > 0
+    text = "\n".join(split_size_report(sizes))
+    assert "| 1 | 333 | 47 | 48 |" in text and "| 3 | >= " in text
