@@ -129,10 +129,11 @@ def start_run(env_args: EnvArguments, config: Any, algo: str) -> tuple[Path, dic
     results: dict[str, Any] = {"env": env_args.env_id, "algo": algo, "start_model": start_model}
     results["env_kwargs"] = env_args.env_kwargs()  # the training env's (critic_reward, audit...)
     results["processes"] = config.world_size
-    if env_args.eval_problems:  # every process refuses alike, before any model loads
-        results["held_out"] = check_held_out(env_args, eval_config(env_args, start_model, config))
-    if env_args.eval_problems and is_main(config):
-        before = eval_config(env_args, start_model, config)
+    if not env_args.eval_problems:
+        return out, results
+    before = eval_config(env_args, start_model, config)
+    results["held_out"] = check_held_out(env_args, before)  # every process, before any model
+    if is_main(config):
         results["before"] = kept_before(out / "metrics.json", before, config) or evaluate(before)
         print(markdown_report(results["before"]))
         write_json_atomic(out / "metrics.json", results)  # a killed run keeps its "before"
