@@ -22,11 +22,52 @@ CLIP_MARK = "\n...[clipped]...\n"
 # Info keys that tell, or depend on, whether an answer is right: an agent's public info leaves
 # them out while the agent has a turn to come (`TaskEnvMixin._show`).
 GRADED_INFO_KEYS = frozenset(
-    {"correct", "score", "reviewed_correct", "final_correct", "team_correct", "influence_bonus"}
+    {
+        "correct",
+        "score",
+        "reviewed_correct",
+        "final_correct",
+        "team_correct",
+        "influence_bonus",
+        "improvement",
+    }
 )
 # Info keys never in a public info: a verifier's reason may name the reference ("wrong answer:
 # 20 != 17"). The trainer's record (`turn_results`) keeps them.
 PRIVATE_INFO_KEYS = frozenset({"reason"})
+
+# How a revising turn (reflection's refiner, a debater after round 0, the tool env's executor
+# after round 0) is paid: "score", its answer's own score; "improvement", that score plus
+# `improvement_bonus` times the change it made against the answer it revised (SCoRe's shaped
+# second-attempt reward): with the bonus at 1, a fix earns 2, a kept right answer 1, a kept wrong
+# one 0 and a break -1, so breaking a right answer costs more than failing to fix a wrong one.
+REVISION_REWARDS = ("score", "improvement")
+
+
+def check_revision_reward(revision_reward: str, improvement_bonus: float) -> float:
+    """Validate a revising role's reward settings; returns the bonus as a float."""
+    if revision_reward not in REVISION_REWARDS:
+        raise ValueError(
+            f"revision_reward must be one of {REVISION_REWARDS}, got {revision_reward!r}"
+        )
+    return check_weight("improvement_bonus", improvement_bonus)
+
+
+def check_weight(name: str, value: float) -> float:
+    """A reward weight: a finite number >= 0, as a float, or an error naming `name`."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} must be a number >= 0, got {value!r}")
+    if not 0.0 <= value < float("inf"):
+        raise ValueError(f"{name} must be a finite number >= 0, got {value}")
+    return float(value)
+
+
+def revision_reward(score: float, before: float | None, mode: str, bonus: float) -> float:
+    """A revising turn's reward: its `score`, plus ``bonus * (score - before)`` with mode
+    "improvement" (`before` is the score of the answer it revised; None: nothing was revised)."""
+    if mode == "score" or before is None:
+        return score
+    return score + bonus * (score - before)
 
 
 def render_transcript(turns: list[tuple[str, str]]) -> str:

@@ -16,8 +16,15 @@ with its teammates' later correctness. At round t >= 1 agent i receives
 ``g * mean_{j != i} score_j(t)``, the teammates' correctness after they read i's round t-1
 answer; it arrives one round late because only then is it known (``infos[i]["influence_bonus"]``).
 
+Improvement-shaped revisions (``revision_reward="improvement"``): from round 1 on, an agent's
+round reward is its answer's score plus ``improvement_bonus`` times the change against its own
+previous answer (`envs.core.revision_reward`): with the bonus at 1 a fix earns 2, a kept right
+answer 1 and a right answer given up after reading the others -1, so a revision round is paid
+for what it changes, not only for being right (default "score": the score alone).
+
 Infos each round: ``problem_id``, ``turn`` (the round), ``round``, ``role``, ``extracted``,
-``correct``, ``score``, ``reason``, ``parse_error``, ``action_clipped``, ``influence_bonus``, and the
+``correct``, ``score``, ``reason``, ``parse_error``, ``action_clipped``, ``influence_bonus``,
+``improvement`` (from round 1: the score minus the agent's previous one), and the
 team's majority answer ``team_answer`` / ``team_correct`` (ties go to the lowest agent index).
 
 No peeking (`envs.core.TaskEnvMixin`): every agent acts every round, so each round is graded
@@ -30,6 +37,8 @@ infos from ``env.turn_results``, or makes the env with ``per_step_rewards=True``
 Arguments:
     task, data_path, split, verifier, task_kwargs: the task (see `envs.tasks`).
     num_agents (`int`, 3), rounds (`int`, 2), influence_discount (`float`, 0.0).
+    revision_reward (`str`, "score"), improvement_bonus (`float`, 1.0): the revising rounds' pay
+        (above).
     max_action_chars (`int`, 8192), max_obs_chars (`int`, 32768), render_mode (None | "ansi").
     per_step_rewards (`bool`, False): return each round's rewards and full infos as it is played
         (the trainer's view; never a policy's input).
@@ -41,6 +50,8 @@ Version history:
     v0 (held-out splits): the ``arithmetic`` and ``unknown`` tasks keep their problem format
         and levels; a problem's split is now a hash of its text (no text in two splits) and
         its id reads ``<task>/<split>/d<level>/s<seed>/<k>``, problem k of its level and split.
+    v0 (credit options): ``revision_reward`` and ``improvement_bonus``; the default pays as
+        before.
 """
 
 from __future__ import annotations
@@ -52,7 +63,7 @@ from typing import Any
 from pettingzoo import ParallelEnv
 
 from envs import prompts
-from envs.core import TaskEnvMixin, render_transcript
+from envs.core import TaskEnvMixin, check_revision_reward, render_transcript, revision_reward
 from envs.tasks import Task
 from rewards import Verdict, Verifier, canonical_answer, majority_vote
 
@@ -76,6 +87,8 @@ class DebateEnv(TaskEnvMixin, ParallelEnv):
         rounds: int = 2,
         influence_discount: float = 0.0,
         instructions: Sequence[str] | None = None,
+        revision_reward: str = "score",
+        improvement_bonus: float = 1.0,
         max_action_chars: int = 8192,
         max_obs_chars: int = 32768,
         render_mode: str | None = None,
@@ -99,6 +112,8 @@ class DebateEnv(TaskEnvMixin, ParallelEnv):
             per_step_rewards,
         )
         self.rounds, self.influence_discount = rounds, float(influence_discount)
+        self.revision_reward = revision_reward
+        self.improvement_bonus = check_revision_reward(revision_reward, improvement_bonus)
         self.possible_agents = [f"{self.agent_prefix}_{i}" for i in range(num_agents)]
         self.max_turns = rounds
         templates = list(instructions) if instructions else [None]
@@ -120,6 +135,7 @@ class DebateEnv(TaskEnvMixin, ParallelEnv):
         self.round = 0
         self.turns = []
         self.answers: dict[str, str] = {}
+        self.scores: dict[str, float] = {}  # each agent's latest score
         infos = {a: {**self._base_info(0), "round": 0, "role": self._role} for a in self.agents}
         return {a: self._observe(a) for a in self.agents}, infos
 
@@ -171,7 +187,12 @@ class DebateEnv(TaskEnvMixin, ParallelEnv):
             bonus = 0.0
             if self.round > 0 and others and self.influence_discount > 0:
                 bonus = self.influence_discount * math.fsum(others) / len(others)
-            rewards[agent] = verdict.score + bonus
+            before = self.scores.get(agent)
+            rewards[agent] = (
+                revision_reward(verdict.score, before, self.revision_reward, self.improvement_bonus)
+                + bonus
+            )
+            extra = {} if before is None else {"improvement": verdict.score - before}
             infos[agent] = self._answer_info(
                 self.round,
                 verdict,
@@ -182,7 +203,9 @@ class DebateEnv(TaskEnvMixin, ParallelEnv):
                 team_answer=team_answer,
                 team_votes=team_votes,
                 team_correct=team_correct,
+                **extra,
             )
+        self.scores = {agent: verdict.score for agent, verdict in verdicts.items()}
         return rewards, infos
 
     @staticmethod

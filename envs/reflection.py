@@ -27,18 +27,32 @@ the rarity of its class (answer under review right or wrong) among the reviews o
 batch (`trainers.algorithms.rows.review_class_weights`), so that each class carries half the
 batch's weight and "incorrect" every time earns no more than "correct" every time. (Measured on
 a weak start model, GRPO's per-group normalisation still let the critic drift to always
-rejecting: docs/results.md.) With ``team_reward=True`` every agent gets the score of the final
-answer when the episode ends and 0 before.
+rejecting: docs/results.md.) With ``critic_reward="counterfactual"`` a review is paid its verdict
+(as "verdict") plus ``counterfactual_weight`` times what it changed in the team's outcome against
+keeping the answer it reviewed: the revision's score minus the reviewed answer's score, paid when
+the refiner answers. A verdict that led to a fix earns 2, one that kept a right answer right 1, a
+right "incorrect" that the refiner could not act on 1, a wrong "incorrect" the refiner ignored 0,
+and one that led to a break -1 (weight 1): the critic shares the cost of what its review caused.
+With ``team_reward=True`` every agent gets the score of the final answer when the episode ends
+and 0 before.
+
+``revision_reward="improvement"`` pays the refiner its revision's score plus ``improvement_bonus``
+times the change against the answer it revised (`envs.core.revision_reward`; SCoRe's shaped
+second attempt): a fix earns 2, a kept right answer 1, a kept wrong one 0, a break -1 (bonus 1).
+Paid its score alone, a refiner that breaks a right answer loses no more than one that fails to
+fix a wrong one, and a batch of mostly right answers teaches it little about keeping them.
 
 ``audit`` names roles whose turns must also get their arithmetic right: a turn of an audited role
 that states an equation that does not hold (``23 - 21 = 0``; `rewards.arithmetic`) earns 0,
-whatever its answer or verdict: its own step's reward, the outcome a critic is paid later, and,
-with ``team_reward``, the agent's share of the final reward. Paid by the verdict alone, a critic
+whatever its answer or verdict: its own step's reward, the outcome a critic is paid later (a counterfactual
+critic keeps only the negative part: a break its review caused still costs), and, with
+``team_reward``, the agent's share of the final reward. Paid by the verdict alone, a critic
 sharing weights with a solver that is mostly right learns to write "= 0: it checks" under any
 subtraction; the audit pays only checks that are worked right (docs/results.md).
 
 Infos: ``problem_id``, ``turn`` (0-based index of the agent turn), ``round``, ``role``,
 ``extracted``, ``correct``, ``score``, ``reason``, ``parse_error``, ``action_clipped``,
+the refiner's ``improvement`` (its score minus the revised answer's),
 ``false_equations`` (how many stated equations do not hold, audited or not) and, on a turn the
 audit zeroed, ``audit_failed``; the critic's
 also ``verdict`` and ``reviewed_correct``; at the end every agent's ``final_correct`` and
@@ -60,8 +74,11 @@ Arguments:
     stop_on_accept (`bool`, False): end the episode when the critic says correct.
     team_reward (`bool`, False): one shared reward for the final answer instead of per role.
     critic_reward (`str`, "verdict"): "verdict" (the verdict matches the truth), "balanced" (the
-        same, class-balanced by the trainer) or "outcome" (the score of the revision that follows
-        the critic's feedback).
+        same, class-balanced by the trainer), "outcome" (the score of the revision that follows
+        the critic's feedback) or "counterfactual" (the verdict plus what the revision changed).
+    counterfactual_weight (`float`, 1.0): weight of the change in a counterfactual critic's pay.
+    revision_reward (`str`, "score"): the refiner's pay: "score" or "improvement" (above).
+    improvement_bonus (`float`, 1.0): weight of the change in an "improvement" refiner's pay.
     audit (`Sequence[str]`, ()): roles ("solver", "critic", "refiner") whose turns earn 0 when
         they state a false equation.
     max_action_chars (`int`, 8192), max_obs_chars (`int`, 32768): text bounds.
@@ -77,6 +94,9 @@ Version history:
     v0 (held-out splits): the ``arithmetic`` and ``unknown`` tasks keep their problem format
         and levels; a problem's split is now a hash of its text (no text in two splits) and
         its id reads ``<task>/<split>/d<level>/s<seed>/<k>``, problem k of its level and split.
+    v0 (credit options): ``revision_reward``, ``improvement_bonus``,
+        ``critic_reward="counterfactual"`` and ``counterfactual_weight``; the defaults pay as
+        before.
 """
 
 from __future__ import annotations
@@ -89,7 +109,13 @@ from pettingzoo import AECEnv
 from pettingzoo.utils import wrappers
 
 from envs import prompts
-from envs.core import TaskEnvMixin, render_transcript
+from envs.core import (
+    TaskEnvMixin,
+    check_revision_reward,
+    check_weight,
+    render_transcript,
+    revision_reward,
+)
 from envs.tasks import Task
 from rewards import Verifier
 from rewards.arithmetic import false_equations
@@ -102,7 +128,7 @@ VERDICT_RE = re.compile(
 )
 
 
-CRITIC_REWARDS = ("verdict", "balanced", "outcome")
+CRITIC_REWARDS = ("verdict", "balanced", "outcome", "counterfactual")
 ROLES = ("solver", "critic", "refiner")
 
 
@@ -133,6 +159,9 @@ class ReflectionEnv(TaskEnvMixin, AECEnv):
         team_reward: bool = False,
         critic_reward: str = "verdict",
         audit: Sequence[str] = (),
+        revision_reward: str = "score",
+        improvement_bonus: float = 1.0,
+        counterfactual_weight: float = 1.0,
         max_action_chars: int = 8192,
         max_obs_chars: int = 32768,
         render_mode: str | None = None,
@@ -158,6 +187,9 @@ class ReflectionEnv(TaskEnvMixin, AECEnv):
             )
         self.rounds, self.stop_on_accept, self.team_reward = rounds, stop_on_accept, team_reward
         self.critic_reward = critic_reward
+        self.revision_reward = revision_reward
+        self.improvement_bonus = check_revision_reward(revision_reward, improvement_bonus)
+        self.counterfactual_weight = check_weight("counterfactual_weight", counterfactual_weight)
         if isinstance(audit, str) or any(role not in ROLES for role in audit):
             raise ValueError(f"audit must be a sequence of roles from {ROLES}, got {audit!r}")
         self.audit = tuple(audit)
@@ -173,8 +205,9 @@ class ReflectionEnv(TaskEnvMixin, AECEnv):
 
     @property
     def immediate_rewards(self) -> bool:  # type: ignore[override]
-        """Each turn paid on its own step: not with a team reward or the critic paid by outcome."""
-        return not self.team_reward and self.critic_reward != "outcome"
+        """Each turn paid on its own step: not with a team reward, nor with a critic paid (in part)
+        by the revision that follows it."""
+        return not self.team_reward and self.critic_reward not in ("outcome", "counterfactual")
 
     # ------------------------------------------------------------------ PettingZoo API
     def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> None:
@@ -230,21 +263,31 @@ class ReflectionEnv(TaskEnvMixin, AECEnv):
             self._graded[agent] = self._review_info(self.turn, verdict, truth, clipped, **extra)
             hit = self._graded[agent]["correct"]
             done = done or (self.stop_on_accept and verdict is True)
-            if self.critic_reward in ("verdict", "balanced"):
+            if self.critic_reward in ("verdict", "balanced", "counterfactual"):
                 self.rewards[agent] = float(hit)
             elif done:  # no revision follows: the outcome is the answer the critic let stand
                 self.rewards[agent] = self.answer_verdict.score
         else:
             verdict_obj = self._score(text)
+            before = self.answer_verdict.score if self.answer_verdict is not None else None
+            if before is not None:
+                extra["improvement"] = verdict_obj.score - before
             self.answer, self.answer_verdict = text, verdict_obj
             self._graded[agent] = self._answer_info(self.turn, verdict_obj, clipped, **extra)
-            self.rewards[agent] = verdict_obj.score
-            if self.critic_reward == "outcome" and agent == "refiner_0":
-                # Not for feedback whose own check failed the audit (the latest critic info).
+            self.rewards[agent] = revision_reward(
+                verdict_obj.score, before, self.revision_reward, self.improvement_bonus
+            )
+            if agent == "refiner_0" and self.critic_reward in ("outcome", "counterfactual"):
+                # Not for feedback whose own check failed the audit (the latest critic info);
+                # a counterfactual critic still bears a break it caused.
                 paid = not self._graded["critic_0"].get("audit_failed")
-                self.rewards["critic_0"] = verdict_obj.score if paid else 0.0
-        if role in self.audit and extra["false_equations"] > 0:
-            self.rewards[agent] = 0.0
+                if self.critic_reward == "outcome":
+                    self.rewards["critic_0"] = verdict_obj.score if paid else 0.0
+                else:
+                    change = self.counterfactual_weight * (verdict_obj.score - before)
+                    self.rewards["critic_0"] = change if paid else min(change, 0.0)
+        if role in self.audit and extra["false_equations"] > 0:  # a break still costs
+            self.rewards[agent] = min(self.rewards[agent], 0.0)
             self._graded[agent]["audit_failed"] = True
             self.failed_audit.add(agent)
         self.turns.append((agent, text))

@@ -26,8 +26,16 @@ when its verdict matches the truth of the answer it reviewed, else 0 (no verdict
 analyzer gets the score of the final answer when the episode ends. With ``team_reward=True``
 every agent gets the score of the final answer when the episode ends and 0 before.
 
+Credit options (as reflection's, `envs.reflection`): ``revision_reward="improvement"`` pays an
+executor after round 0 its score plus ``improvement_bonus`` times the change against the answer
+it revised (a fix 2, a kept right answer 1, a break -1 with the bonus at 1);
+``verifier_reward="counterfactual"`` pays a review its verdict plus ``counterfactual_weight``
+times the change the next program made against the reviewed answer, paid when that program runs
+(a review the episode ends on has changed nothing).
+
 Infos: ``problem_id``, ``turn``, ``round``, ``role``, ``extracted``, ``correct``, ``score``,
-``reason``, ``parse_error``, ``action_clipped``; the executor's also ``code_block`` (a fenced
+``reason``, ``parse_error``, ``action_clipped``; the executor's also ``improvement`` after
+round 0 (its score minus the revised answer's), ``code_block`` (a fenced
 block was found), ``answer_source`` ("output", "text" or None), ``exec_exit_code``,
 ``exec_timed_out``, ``exec_killed_reason``, ``exec_output_truncated``, ``exec_violation``; the
 verifier's ``verdict`` and ``reviewed_correct``; at the end every agent's ``final_correct`` and
@@ -48,6 +56,10 @@ Arguments:
     rounds (`int`, 2): executor/verifier rounds K; at most 1 + 2K agent turns.
     stop_on_accept (`bool`, False): end the episode when the verifier says correct.
     team_reward (`bool`, False): one shared reward for the final answer instead of per role.
+    revision_reward (`str`, "score"), improvement_bonus (`float`, 1.0): the executor's pay after
+        round 0: its score, or "improvement" (above).
+    verifier_reward (`str`, "verdict"): "verdict" or "counterfactual" (above);
+        counterfactual_weight (`float`, 1.0) weighs the change.
     sandbox (`SandboxConfig | Mapping | None`): limits of each run (a mapping of its fields is
         accepted); default: 5 s wall, 5 s CPU, 512 MiB, 16 KiB of output.
     cache_size (`int`, 128): identical programs within one env reuse their result (the child
@@ -83,7 +95,14 @@ from pettingzoo import AECEnv
 from pettingzoo.utils import wrappers
 
 from envs import prompts
-from envs.core import TaskEnvMixin, clip, render_transcript
+from envs.core import (
+    TaskEnvMixin,
+    check_revision_reward,
+    check_weight,
+    clip,
+    render_transcript,
+    revision_reward,
+)
 from envs.reflection import parse_verdict
 from envs.sandbox import ExecResult, SandboxConfig, run_code, run_many
 from envs.tasks import Task
@@ -95,6 +114,7 @@ PYTHON_TAGS = ("python", "python3", "py")
 DEFAULT_SANDBOX = SandboxConfig(timeout_s=5.0, cpu_s=5, memory_mb=512, max_output_bytes=16384)
 CALCULATION = re.compile(r"<<([^=<>]+)=([^<>]*)>>")
 ANSWER_CHARS = 200  # the answer shown to the verifier, clipped (its run is shown above it)
+VERIFIER_REWARDS = ("verdict", "counterfactual")  # the verifier's pay (module docstring)
 
 
 def extract_code(text: str) -> tuple[str, bool, str]:
@@ -230,6 +250,10 @@ class ToolEnv(TaskEnvMixin, AECEnv):
         rounds: int = 2,
         stop_on_accept: bool = False,
         team_reward: bool = False,
+        revision_reward: str = "score",
+        improvement_bonus: float = 1.0,
+        verifier_reward: str = "verdict",
+        counterfactual_weight: float = 1.0,
         sandbox: SandboxConfig | Mapping[str, Any] | None = None,
         cache_size: int = 128,
         max_output_chars: int = 2000,
@@ -259,6 +283,14 @@ class ToolEnv(TaskEnvMixin, AECEnv):
             per_step_rewards,
         )
         self.sandbox = _sandbox_config(sandbox)
+        self.revision_reward = revision_reward
+        self.improvement_bonus = check_revision_reward(revision_reward, improvement_bonus)
+        if verifier_reward not in VERIFIER_REWARDS:
+            raise ValueError(
+                f"verifier_reward must be one of {VERIFIER_REWARDS}, got {verifier_reward!r}"
+            )
+        self.verifier_reward = verifier_reward
+        self.counterfactual_weight = check_weight("counterfactual_weight", counterfactual_weight)
         self.rounds, self.stop_on_accept, self.team_reward = rounds, stop_on_accept, team_reward
         self.cache_size, self.max_output_chars = cache_size, max_output_chars
         self._cache: OrderedDict[str, ExecResult] = OrderedDict()
@@ -369,6 +401,11 @@ class ToolEnv(TaskEnvMixin, AECEnv):
         answer = program_answer(result)
         source = "output" if answer is not None else ("text" if prose.strip() else None)
         verdict = self._score(answer if answer is not None else prose)
+        before = self.answer_verdict.score if self.answer_verdict is not None else None
+        if before is not None:
+            extra["improvement"] = verdict.score - before
+            if self.verifier_reward == "counterfactual":
+                self.rewards["verifier_0"] = self.counterfactual_weight * (verdict.score - before)
         self.code, self.output = code, result.observation(self.max_output_chars)
         self.answer_verdict = verdict
         self._graded[agent] = self._answer_info(
@@ -384,7 +421,9 @@ class ToolEnv(TaskEnvMixin, AECEnv):
             exec_output_truncated=result.output_truncated,
             exec_violation=result.violation,
         )
-        self.rewards[agent] = verdict.score
+        self.rewards[agent] = revision_reward(
+            verdict.score, before, self.revision_reward, self.improvement_bonus
+        )
         return f"{text}\n\n[execution]\n{self.output}"
 
     def _review(self, agent: str, text: str, clipped: bool, extra: dict[str, Any]) -> bool | None:

@@ -304,6 +304,28 @@ def test_bench_train_times_both_trainers(run_script, tiny_model, tmp_path):
     assert figures["ratio"] == pytest.approx(sum(figures["ratios"]) / 2)  # the median of two
 
 
+def test_bench_train_qwen_config_model_on_cpu(tmp_path):
+    """``--qwen-0.5b``: both trainers load rollout's random-weight model of Qwen2.5-0.5B's
+    architecture from one saved folder (here its config shrunk to two narrow layers, for speed)."""
+    bench = runpy.run_path(str(REPO / "scripts" / "bench.py"), run_name="bench")
+    bench["QWEN25_05B"].update(
+        hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4
+    )
+    args = bench["make_parser"]().parse_args(
+        [
+            *("train", "--qwen-0.5b", "--device", "cpu", "--problems", "1", "--generations", "2"),
+            *("--steps", "1", "--repeats", "1", "--max-new-tokens", "4"),
+        ]
+    )
+    figures = bench["run_train"](args)
+    assert figures["model"] == "qwen2.5-0.5b-config (random)"
+    assert (figures["device"], figures["precision"]) == ("cpu", "float32")
+    assert 0 < figures["params"] < 1e6  # the shrunk config, not the 0.5B one
+    for name in ("multi_agent", "plain_trl"):
+        assert figures[name]["steps"] == 1 and figures[name]["tokens_per_step"] > 0
+        assert "peak_gpu_gib" not in figures[name]  # GPU memory on --device cuda only
+
+
 @pytest.mark.slow
 def test_train_script_under_accelerate_launch_two_processes(tiny_model, tmp_path):
     """`accelerate launch` with 2 gloo processes on the CPU: each trains on its own problems.

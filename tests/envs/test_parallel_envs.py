@@ -113,3 +113,27 @@ def test_reset_pins_problem_by_id_and_seed():
     assert env.unwrapped.problem == first and first["metadata"]["difficulty"] == 3
     with pytest.raises(KeyError):
         env.reset(options={"problem_id": "nope"})
+
+
+def test_debate_improvement_reward_pays_each_revision_for_its_change():
+    env = envs.make(
+        "math/debate-v0",
+        num_agents=3,
+        rounds=2,
+        revision_reward="improvement",
+        improvement_bonus=1.0,
+        per_step_rewards=True,
+    )
+    env.reset(options={"problem": PROBLEM})
+    _, rewards, *_ = env.step(
+        {"debater_0": "\\boxed{5}", "debater_1": "\\boxed{6}", "debater_2": "\\boxed{5}"}
+    )
+    assert rewards == {"debater_0": 1.0, "debater_1": 0.0, "debater_2": 1.0}  # round 0: scores
+    _, rewards, _, _, infos = env.step(
+        {"debater_0": "\\boxed{6}", "debater_1": "\\boxed{5}", "debater_2": "\\boxed{5}"}
+    )
+    # debater_0 gave up a right answer (-1), debater_1 fixed its own (2), debater_2 kept it (1)
+    assert rewards == {"debater_0": -1.0, "debater_1": 2.0, "debater_2": 1.0}
+    assert [infos[a]["improvement"] for a in env.possible_agents] == [-1.0, 1.0, 0.0]
+    with pytest.raises(ValueError, match="revision_reward must be one of"):
+        envs.make("math/debate-v0", revision_reward="gain")

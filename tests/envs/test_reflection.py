@@ -293,3 +293,114 @@ def test_audit_also_gates_the_outcome_and_the_team_reward():
             "critic_0": 0.0 if audit else 1.0,
             "refiner_0": 1.0,
         }
+
+
+@pytest.mark.parametrize(
+    ("solver", "refiner", "score_pay", "improvement_pay"),
+    [
+        ("\\boxed{4}", "\\boxed{5}", 1.0, 2.0),  # a fix
+        ("\\boxed{5}", "\\boxed{5}", 1.0, 1.0),  # a right answer kept
+        ("\\boxed{4}", "\\boxed{6}", 0.0, 0.0),  # a wrong answer left wrong
+        ("\\boxed{5}", "\\boxed{7}", 0.0, -1.0),  # a break
+    ],
+)
+def test_improvement_shaped_refiner_pays_the_change_it_makes(
+    solver, refiner, score_pay, improvement_pay
+):
+    for mode, bonus, expected in (
+        ("score", 1.0, score_pay),
+        ("improvement", 1.0, improvement_pay),
+        # bonus 3: a fix 4, a kept right answer 1, a break -3
+        ("improvement", 3.0, score_pay + 3.0 * (improvement_pay - score_pay)),
+    ):
+        env = make(rounds=1, revision_reward=mode, improvement_bonus=bonus, per_step_rewards=True)
+        env.reset(options={"problem": PROBLEM})
+        env.step(solver)
+        assert env.rewards["solver_0"] == (1.0 if solver == "\\boxed{5}" else 0.0)  # unshaped
+        env.step("Verdict: incorrect")
+        env.step(refiner)
+        assert env.rewards["refiner_0"] == expected, (mode, bonus)
+        change = env.infos["refiner_0"]["improvement"]
+        assert change == (1.0 if refiner == "\\boxed{5}" else 0.0) - (solver == "\\boxed{5}")
+
+
+def test_improvement_refiner_second_round_is_measured_against_the_first_revision():
+    env = make(rounds=2, revision_reward="improvement", per_step_rewards=True)
+    env.reset(options={"problem": PROBLEM})
+    refiner_pay = []
+    for text in ("\\boxed{4}", "Verdict: incorrect", "\\boxed{5}", "Verdict: incorrect", "\\boxed{9}"):
+        acting = env.agent_selection
+        env.step(text)
+        if acting == "refiner_0":
+            refiner_pay.append(env.rewards["refiner_0"])
+    assert refiner_pay == [2.0, -1.0]  # fixed 4 -> 5, then broke 5 -> 9
+
+
+@pytest.mark.parametrize(
+    ("solver", "critic", "refiner", "pay"),
+    [
+        ("\\boxed{4}", "Verdict: incorrect", "\\boxed{5}", 2.0),  # right call, led to a fix
+        ("\\boxed{4}", "Verdict: incorrect", "\\boxed{6}", 1.0),  # right call, not acted on
+        ("\\boxed{5}", "Verdict: correct", "\\boxed{5}", 1.0),  # kept a right answer right
+        ("\\boxed{4}", "Verdict: correct", "\\boxed{4}", 0.0),  # let a wrong answer stand
+        ("\\boxed{5}", "Verdict: incorrect", "\\boxed{7}", -1.0),  # wrong call, led to a break
+        ("\\boxed{5}", "Verdict: incorrect", "\\boxed{5}", 0.0),  # wrong call, ignored
+    ],
+)
+def test_counterfactual_critic_is_paid_its_verdict_and_what_it_changed(
+    solver, critic, refiner, pay
+):
+    env = make(rounds=1, critic_reward="counterfactual", per_step_rewards=True)
+    assert env.unwrapped.immediate_rewards is False  # part of the pay comes a turn later
+    env.reset(options={"problem": PROBLEM})
+    env.step(solver)
+    env.step(critic)
+    verdict_part = env.rewards["critic_0"]
+    assert verdict_part == float(env.infos["critic_0"]["correct"])
+    env.step(refiner)
+    assert verdict_part + env.rewards["critic_0"] == pay
+    env = make(rounds=1, critic_reward="counterfactual", counterfactual_weight=0.5, wrapped=False)
+    env.reset(options={"problem": PROBLEM})
+    for text in (solver, critic, refiner):
+        env.step(text)
+    assert env._cumulative_rewards["critic_0"] == verdict_part + 0.5 * (pay - verdict_part)
+
+
+def test_audit_keeps_the_cost_of_a_break_but_none_of_the_pay():
+    sloppy = "5 - 5 = 1.\nVerdict: incorrect"  # a false check
+    for refiner, expected in (("\\boxed{7}", -1.0), ("\\boxed{5}", 0.0)):
+        env = make(
+            rounds=1,
+            critic_reward="counterfactual",
+            revision_reward="improvement",
+            audit=("critic", "refiner"),
+            per_step_rewards=True,
+        )
+        env.reset(options={"problem": PROBLEM})
+        env.step("\\boxed{5}")
+        env.step(sloppy)
+        assert env.rewards["critic_0"] == 0.0 and env.infos["critic_0"]["audit_failed"]
+        env.step(refiner)
+        assert env.rewards["critic_0"] == expected  # the break it caused still costs
+    env = make(rounds=1, revision_reward="improvement", audit=("refiner",), per_step_rewards=True)
+    env.reset(options={"problem": PROBLEM})
+    env.step("\\boxed{5}")
+    env.step("Verdict: incorrect")
+    env.step("5 + 1 = 7, so \\boxed{7}")  # a break with a false equation: still -1
+    assert env.rewards["refiner_0"] == -1.0 and env.infos["refiner_0"]["audit_failed"]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"revision_reward": "delta"}, ValueError, "revision_reward must be one of"),
+        ({"improvement_bonus": -1.0}, ValueError, "improvement_bonus must be a finite"),
+        ({"improvement_bonus": float("nan")}, ValueError, "improvement_bonus"),
+        ({"improvement_bonus": "2"}, TypeError, "improvement_bonus must be a number"),
+        ({"counterfactual_weight": float("inf")}, ValueError, "counterfactual_weight"),
+        ({"critic_reward": "counterfactuals"}, ValueError, "counterfactual"),
+    ],
+)
+def test_bad_credit_options_name_what_was_expected(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        make(**kwargs)

@@ -296,3 +296,27 @@ def test_oracle_program_policy_reaches_reward_one():
     assert env.rewards["executor_0"] == 1.0 and env.infos["executor_0"]["answer_source"] == "output"
     env.step("Verdict: correct")
     assert env._cumulative_rewards == dict.fromkeys(env.possible_agents, 1.0)
+
+
+def test_improvement_executor_and_counterfactual_verifier_pay_the_change():
+    env = make(
+        rounds=2,
+        wrapped=False,
+        per_step_rewards=True,
+        revision_reward="improvement",
+        verifier_reward="counterfactual",
+    )
+    replies = {
+        "analyzer_0": ["Add the pens."],
+        "executor_0": ["```python\nprint(2 + 3)\n```", "```python\nprint(2 + 3 + 1)\n```"],
+        "verifier_0": ["Verdict: incorrect", "Verdict: incorrect"],
+    }
+    order, rewards = play(env, replies)
+    paid = [r[a] for r, a in zip(rewards, order, strict=True)]
+    # executor right (1); verifier wrongly rejects (0); executor breaks it (-1) and the verifier
+    # bears the break (-1, paid on the executor's step); last verifier right to reject (1)
+    assert paid == [0.0, 1.0, 0.0, -1.0, 1.0]
+    assert rewards[3]["verifier_0"] == -1.0
+    assert env.infos["executor_0"]["improvement"] == -1.0
+    with pytest.raises(ValueError, match="verifier_reward must be one of"):
+        make(verifier_reward="outcome")

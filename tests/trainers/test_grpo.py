@@ -7,9 +7,10 @@ import torch
 from trl import GRPOTrainer
 
 import envs
-from tests.trainers.helpers import grpo_config, shaped
+from tests.trainers.helpers import grpo_config, ppo_config, shaped
 from trainers.algorithms.grpo import build_grpo_trainer, load_environment
 from trainers.algorithms.rows import (
+    mask_uniform_groups,
     parse_slot_prompt,
     review_class_weights,
     rows_from_episodes,
@@ -184,6 +185,52 @@ def test_advantages_are_normalised_within_problem_role_and_round(tiny_model, tmp
     loss_mask = out["completion_mask"] * out["tool_mask"]  # what TRL's loss sums over
     assert loss_mask[8].sum() == 0 and loss_mask[0].sum() == 2 and loss_mask[1].sum() == 3
     assert out["completion_ids"].shape[0] == 18
+
+
+def test_uniform_groups_leave_the_loss_and_the_rest_keep_their_tokens(tiny_model, tmp_path):
+    """Groups of equal rewards (zero advantage) are masked out of TRL's token-normalised loss."""
+    episodes = {"p": episodes_for("p", [[1.0, 1.0, 0.0], [1.0, 0.0, 0.0], [1.0, 1.0]])}
+    prompts = [slot_prompt("p", s) for s in range(3) for _ in range(3)]
+    rows = rows_from_episodes(prompts, episodes, 3, pad_token_id=PAD, eos_token_id=EOS)
+    kept = [list(m) for m in rows["env_mask"]]
+    # solver group: 1, 1, 1 (uniform); critic: 1, 0, 1; refiner: 0, 0, padding (uniform)
+    assert mask_uniform_groups(rows, 3) == 5
+    assert rows["env_mask"][0:3] == [[0] * len(m) for m in kept[0:3]]
+    assert rows["env_mask"][3:6] == kept[3:6]
+    assert rows["env_mask"][6:9] == [[0] * len(kept[6]), [0] * len(kept[7]), [0]]
+    assert rows["turn_reward"][0:3] == [1.0, 1.0, 1.0]  # rewards untouched: metrics stay true
+
+    def rollout(batch, trainer):
+        out = rows_from_episodes(batch, episodes, 3, pad_token_id=PAD, eos_token_id=EOS)
+        mask_uniform_groups(out, 3)
+        return out
+
+    trainer = GRPOTrainer(
+        model=tiny_model,
+        reward_funcs=[turn_reward],
+        args=grpo_config(tmp_path, num_generations=3, per_device_train_batch_size=9),
+        train_dataset=slot_dataset(["p"], 3),
+        rollout_func=rollout,
+    )
+    inputs = [{"prompt": p, "problem_id": "p", "slot": int(p[-1])} for p in prompts]
+    out = trainer._generate_and_score_completions(inputs)
+    loss_mask = out["completion_mask"] * out["tool_mask"]
+    assert loss_mask[0:3].sum() == 0 and loss_mask[6:9].sum() == 0
+    assert [int(loss_mask[i].sum()) for i in range(3, 6)] == [sum(m) for m in kept[3:6]]
+
+
+def test_mask_uniform_groups_is_refused_by_ppo(tiny_model, tmp_path):
+    from trainers.algorithms.ppo import build_ppo_trainer
+
+    with pytest.raises(ValueError, match="train PPO without mask_uniform_groups"):
+        build_ppo_trainer(
+            tiny_model,
+            "math/reflection-v0",
+            {"rounds": 1},
+            ppo_config(tmp_path),
+            train_problems=2,
+            mask_uniform_groups=True,
+        )
 
 
 def test_training_updates_the_shared_model_and_logs_per_agent_metrics(tiny_model, tmp_path):

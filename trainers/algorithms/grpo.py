@@ -81,6 +81,7 @@ from agents.roles import RoleMap, build_lora_role_map
 from envs.roles import env_roles
 from trainers.algorithms.microbatch import LengthGroupedMixin
 from trainers.algorithms.rows import (
+    mask_uniform_groups,
     parse_slot_prompt,
     rows_from_episodes,
     slot_dataset,
@@ -147,6 +148,8 @@ class TurnRollout:
         role_models (`Sequence[str]`, ()): these roles play with their own model: the trainer's
             model plays the first, the models attached to it (`trainers.roles.models`) the others.
         With neither, the trainer's model (or TRL's vLLM server) plays every role.
+        mask_uniform_groups (`bool`, False): rows of a turn group whose G rewards are all equal
+            leave the loss (`rows.mask_uniform_groups`); `masked_rows` / `rows` count them.
     """
 
     def __init__(
@@ -159,12 +162,14 @@ class TurnRollout:
         *,
         role_adapters: Sequence[str] = (),
         role_models: Sequence[str] = (),
+        mask_uniform_groups: bool = False,
     ) -> None:
         if role_adapters and role_models:
             raise ValueError("a rollout plays with role adapters or with role models, not both")
         self.env_id, self.env_kwargs = env_id, dict(env_kwargs or {})
         self.role_weights, self.num_envs = dict(role_weights or {}), num_envs
-        self.branch = branch
+        self.branch, self.mask_uniform_groups = branch, mask_uniform_groups
+        self.masked_rows = self.rows = 0
         self.role_adapters, self.role_models = list(role_adapters), list(role_models)
         self.engine: RolloutEngine | None = None
         self._model: Any = None
@@ -218,6 +223,9 @@ class TurnRollout:
         rows = rows_from_episodes(
             prompts, episodes, group, self.role_weights, tokenizer.pad_token_id, eos
         )
+        self.rows += sum(reward is not None for reward in rows["turn_reward"])
+        if self.mask_uniform_groups:
+            self.masked_rows += mask_uniform_groups(rows, group)
         return rows
 
 
@@ -305,6 +313,7 @@ def load_environment(
     rollout_cls: type[TurnRollout] = TurnRollout,
     branch_turns: bool = False,
     per_role: str | None = None,
+    mask_uniform_groups: bool = False,
     **env_kwargs: Any,
 ) -> EnvBundle:
     """Any registered env, ready for a stock TRL `GRPOTrainer`: no project trainer class.
@@ -333,6 +342,8 @@ def load_environment(
             adapter of the trainer's model, ``"models"``: with its own model (`TurnRollout`), as
             the per-role trainers of `trainers.roles` train them (`build_grpo_trainer`'s
             ``role_adapters`` and ``role_models``). None: the trainer's model plays every role.
+        mask_uniform_groups (`bool`, False): turn groups whose G rewards are all equal leave
+            the loss (`rows.mask_uniform_groups`).
         **env_kwargs: the env's own kwargs (``task``, ``rounds``, ``critic_reward``, ...).
     """
     if per_role not in PER_ROLE:
@@ -359,6 +370,7 @@ def load_environment(
         branch=branch_turns,
         role_adapters=roles if per_role == "adapters" else (),
         role_models=roles if per_role == "models" else (),
+        mask_uniform_groups=mask_uniform_groups,
     )
     return EnvBundle(env_id, env_kwargs, turn_slots(probe), problems, rollout, probe)
 
@@ -379,6 +391,7 @@ def build_grpo_trainer(
     role_models: bool | Mapping[str, str] = False,
     trainable: str | None = None,
     branch_turns: bool = False,
+    mask_uniform_groups: bool = False,
     **trainer_kwargs: Any,
 ) -> GRPOTrainer:
     """A `GRPOTrainer` training one shared model on every agent's turns of `env_id`.
@@ -403,6 +416,8 @@ def build_grpo_trainer(
             ``"norm"``), the rest are frozen. Not with `role_adapters` (the adapters are what
             trains there).
         branch_turns (`bool`, False): branched rollouts (`load_environment`).
+        mask_uniform_groups (`bool`, False): turn groups whose G rewards are all equal leave
+            the loss (`load_environment`).
         **trainer_kwargs: passed to `GRPOTrainer` (callbacks, peft_config, eval_dataset, ...).
     """
     if role_adapters and role_models:
@@ -418,6 +433,7 @@ def build_grpo_trainer(
         num_envs=num_envs,
         rollout_cls=rollout_cls,
         branch_turns=branch_turns,
+        mask_uniform_groups=mask_uniform_groups,
         per_role="models" if role_models else "adapters" if role_adapters else None,
         **dict(env_kwargs or {}),
     )

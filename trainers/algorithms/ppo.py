@@ -155,6 +155,11 @@ class MultiAgentPPOTrainer(MultiAgentGRPOTrainer):
                 "PPO runs GAE along each episode's turns, and a branched rollout's turns reply "
                 "to a shared history, not to each other: train PPO without branch_turns"
             )
+        if isinstance(rollout, TurnRollout) and rollout.mask_uniform_groups:
+            raise ValueError(
+                "mask_uniform_groups drops GRPO groups of equal rewards; PPO's advantages come "
+                "from a value head, not the group: train PPO without mask_uniform_groups"
+            )
         super().__init__(*args, **kwargs)
         hidden = self.accelerator.unwrap_model(self.model).config.get_text_config().hidden_size
         device = self.accelerator.device

@@ -154,6 +154,25 @@ def _padding_row(pad_token_id: int, eos_token_id: int) -> dict[str, Any]:
     }
 
 
+def mask_uniform_groups(rows: dict[str, list[Any]], group_size: int) -> int:
+    """Take out of the loss (``env_mask`` all 0) the rows of every group of `group_size`
+    (one turn slot of one problem) whose trainable rows all earned the same reward: GRPO gives
+    them zero advantage, so they carry no signal, but TRL's token-normalised losses ("dapo",
+    "bnpo") still count their tokens in the denominator, diluting the groups that do carry one
+    (DAPO's dynamic sampling drops them for the same reason). Returns the rows masked."""
+    masked = 0
+    rewards = rows["turn_reward"]
+    for start in range(0, len(rewards), group_size):
+        block = range(start, start + group_size)
+        trainable = [i for i in block if rewards[i] is not None]
+        if len(trainable) < 2 or len({rewards[i] for i in trainable}) > 1:
+            continue
+        for i in trainable:
+            rows["env_mask"][i] = [0] * len(rows["env_mask"][i])
+        masked += len(trainable)
+    return masked
+
+
 def review_class_weights(episodes: Mapping[str, Sequence[Episode]]) -> dict[bool, float]:
     """Weights for the verdict rewards of reviews marked ``balance_reviews`` (the reflection env's
     ``critic_reward="balanced"``): the answers under review split into right and wrong, and each

@@ -43,8 +43,19 @@ class EnvArguments:
             None: the training temperature (GRPO/PPO's `temperature`, else 1.0).
         model_name_or_path (`str | None`): hub id or folder; None trains the embedded model.
         role_weights (`str`, ""): reward weight per role, e.g. "solver=1,critic=0.5".
-        critic_reward (`str | None`): reflection's critic reward: "verdict", "balanced" or
-            "outcome" (`envs.reflection`); None keeps the env's default ("verdict").
+        critic_reward (`str | None`): reflection's critic reward: "verdict", "balanced",
+            "outcome" or "counterfactual" (`envs.reflection`); None keeps the env's default
+            ("verdict").
+        revision_reward (`str | None`): how revising turns are paid (reflection's refiner,
+            debaters after round 0, the tool env's executor after round 0): "score" or
+            "improvement" (`envs.core.revision_reward`); None keeps the env's default ("score").
+        improvement_bonus (`float | None`): weight of the change in an "improvement" pay.
+        counterfactual_weight (`float | None`): weight of the change in a "counterfactual"
+            critic's pay (the tool env's verifier: `verifier_reward`).
+        verifier_reward (`str | None`): the tool env's verifier: "verdict" or "counterfactual".
+        mask_uniform_groups (`bool`, False): GRPO: drop from the loss the turn groups whose G
+            rewards are all equal (zero advantage: no signal), so they do not dilute the
+            token-normalised loss of the groups that carry one.
         audit (`str`, ""): reflection: comma-separated roles whose turns earn 0 when they state a
             false equation (`envs.reflection`), e.g. "critic,refiner"; empty: none.
         max_train_minutes (`float | None`, 15): wall-clock budget of the training loop (GRPO,
@@ -138,7 +149,33 @@ class EnvArguments:
         metadata={
             "help": "Reflection: 'verdict' (verdict matches the truth; the env's default), "
             "'balanced' (the verdict, each class of reviewed answer carrying half the batch's "
-            "weight) or 'outcome' (score of the revision the feedback led to)."
+            "weight), 'outcome' (score of the revision the feedback led to) or 'counterfactual' "
+            "(the verdict plus what the revision changed against keeping the answer)."
+        },
+    )
+    revision_reward: str | None = field(
+        default=None,
+        metadata={
+            "help": "Revising turns' pay (refiner, debaters after round 0, tool executor after "
+            "round 0): 'score' (env default) or 'improvement' (score + bonus x change)."
+        },
+    )
+    improvement_bonus: float | None = field(
+        default=None, metadata={"help": "Weight of the change in an 'improvement' pay (env: 1)."}
+    )
+    counterfactual_weight: float | None = field(
+        default=None,
+        metadata={"help": "Weight of the change in a 'counterfactual' critic's pay (env: 1)."},
+    )
+    verifier_reward: str | None = field(
+        default=None,
+        metadata={"help": "Tool env's verifier: 'verdict' (env default) or 'counterfactual'."},
+    )
+    mask_uniform_groups: bool = field(
+        default=False,
+        metadata={
+            "help": "GRPO: leave out of the loss the turn groups whose rewards are all equal "
+            "(no signal), so they do not dilute the token-normalised loss."
         },
     )
     audit: str = field(
@@ -269,6 +306,7 @@ class EnvArguments:
             "role_models": self.role_model_paths(),
             "trainable": self.trainable_params or None,
             "branch_turns": self.branch_turns,
+            "mask_uniform_groups": self.mask_uniform_groups,
         }
 
     def audit_roles(self) -> tuple[str, ...]:
@@ -308,8 +346,15 @@ class EnvArguments:
             kwargs["influence_discount"] = self.influence_discount
         if self.team_reward is not None:
             kwargs["team_reward"] = self.team_reward
-        if self.critic_reward is not None:
-            kwargs["critic_reward"] = self.critic_reward
+        for name in (
+            "critic_reward",
+            "revision_reward",
+            "improvement_bonus",
+            "counterfactual_weight",
+            "verifier_reward",
+        ):
+            if getattr(self, name) is not None:
+                kwargs[name] = getattr(self, name)
         audit = self.audit_roles()
         if audit:
             kwargs["audit"] = audit
