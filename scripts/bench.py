@@ -476,9 +476,26 @@ def add_rollout_parser(subparsers: Any) -> None:
     parser.set_defaults(func=run_rollout)
 
 
+def _qwen_05b(tokenizer: Any, dtype: Any = None) -> Any:
+    """A model of Qwen2.5-0.5B's architecture (`QWEN25_05B`) with random weights (seed 0), sized
+    to `tokenizer`'s vocabulary and using its special tokens; `dtype` default float32."""
+    import torch
+    from transformers import AutoModelForCausalLM, Qwen2Config
+
+    torch.manual_seed(0)
+    config = Qwen2Config(
+        vocab_size=len(tokenizer),
+        **QWEN25_05B,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    return AutoModelForCausalLM.from_config(config, dtype=dtype or torch.float32)
+
+
 def _bench_policy(args: argparse.Namespace) -> Any:
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer, Qwen2Config
+    from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from agents import GenerationArguments, HFPolicy
     from trainers.embedded import resolve_model
@@ -487,16 +504,8 @@ def _bench_policy(args: argparse.Namespace) -> Any:
     path = resolve_model(args.model)
     tokenizer = AutoTokenizer.from_pretrained(path)
     if args.qwen:
-        torch.manual_seed(0)
-        config = Qwen2Config(
-            vocab_size=len(tokenizer),
-            **QWEN25_05B,
-            bos_token_id=tokenizer.bos_token_id,
-            eos_token_id=tokenizer.eos_token_id,
-            pad_token_id=tokenizer.pad_token_id,
-        )
         dtype = torch.bfloat16 if args.device.startswith("cuda") else torch.float32
-        model = AutoModelForCausalLM.from_config(config, dtype=dtype)
+        model = _qwen_05b(tokenizer, dtype)
     else:
         model = AutoModelForCausalLM.from_pretrained(path)
     tokenizer.padding_side = "left"
@@ -627,8 +636,29 @@ def add_train_parser(subparsers: Any) -> None:
         action="store_true",
         help="multi-agent micro-batches as TRL splits them (shuffled, padded to the widest row)",
     )
+    parser.add_argument(
+        "--device",
+        default="cpu",
+        choices=["cpu", "cuda"],
+        help="where both trainers run (cuda: use_cpu=False, bf16 mixed precision where the GPU "
+        "supports it, peak GPU memory reported)",
+    )
+    parser.add_argument(
+        "--qwen-0.5b",
+        dest="qwen",
+        action="store_true",
+        help="random-weight model of Qwen2.5-0.5B's configuration (as rollout's), float32 "
+        "weights saved to a temporary folder both trainers load, instead of --model",
+    )
     parser.add_argument("--json", type=Path, default=None, help="write the figures to this file")
     parser.set_defaults(func=run_train)
+
+
+def _cuda_sync() -> None:
+    """Wait for queued GPU work (timings on a GPU), when CUDA is in use; else nothing."""
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
 
 
 @contextmanager
@@ -640,10 +670,12 @@ def _timed_generate() -> Iterator[list[float]]:
     seconds: list[float] = []
 
     def timed(self: Any, *args: Any, **kwargs: Any) -> Any:
+        _cuda_sync()
         began = time.perf_counter()
         try:
             return original(self, *args, **kwargs)
         finally:
+            _cuda_sync()
             seconds.append(time.perf_counter() - began)
 
     GenerationMixin.generate = timed
@@ -666,10 +698,12 @@ def _timed_train(trainer: Any) -> dict[str, Any]:
             self.generated_before = 0.0
 
         def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            _cuda_sync()
             self.began = time.perf_counter()
             self.generated_before = sum(generate_seconds)
 
         def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            _cuda_sync()
             self.seconds.append(time.perf_counter() - self.began)
             self.generating.append(sum(generate_seconds) - self.generated_before)
 
@@ -705,9 +739,12 @@ def _pooled(timed: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 def run_train(args: argparse.Namespace) -> dict[str, Any]:
     """Seconds per processed token: multi-agent GRPO step vs plain TRL GRPO step."""
+    import gc
     import tempfile
 
+    import torch
     from datasets import Dataset
+    from transformers import AutoTokenizer
     from trl import GRPOConfig, GRPOTrainer
 
     import envs
@@ -717,6 +754,10 @@ def run_train(args: argparse.Namespace) -> dict[str, Any]:
     from trainers.algorithms.rows import turn_slots
     from trainers.embedded import resolve_model
 
+    cuda = args.device == "cuda"
+    if cuda and not torch.cuda.is_available():
+        raise SystemExit("bench.py train --device cuda: torch sees no CUDA device")
+    bf16 = cuda and torch.cuda.is_bf16_supported()
     model = resolve_model(args.model)
     get_verifier("math").verify("\\boxed{x + 1}", "2")  # one-time math-verify import, untimed
     env_id = args.env
@@ -731,8 +772,8 @@ def run_train(args: argparse.Namespace) -> dict[str, Any]:
     def config(out: str) -> GRPOConfig:
         return GRPOConfig(
             output_dir=out,
-            use_cpu=True,
-            bf16=False,
+            use_cpu=not cuda,
+            bf16=bf16,
             report_to=[],
             save_strategy="no",
             disable_tqdm=True,
@@ -749,8 +790,11 @@ def run_train(args: argparse.Namespace) -> dict[str, Any]:
         )
 
     figures: dict[str, Any] = {
-        "model": model,
+        "model": "qwen2.5-0.5b-config (random)" if args.qwen else model,
         "env": env_id,
+        "device": torch.cuda.get_device_name() if cuda else "cpu",
+        "precision": "bf16 mixed (float32 weights)" if bf16 else "float32",
+        "gradient_checkpointing": config("unused").gradient_checkpointing,
         "rows_per_step": slots * args.generations * args.problems,
         "max_new_tokens": args.max_new_tokens,
         "length_grouped": not args.no_length_grouping,
@@ -795,10 +839,23 @@ def run_train(args: argparse.Namespace) -> dict[str, Any]:
     # runs made back to back, and the figure is their median.
     runs: dict[str, list[dict[str, Any]]] = {"multi_agent": [], "plain_trl": []}
     with tempfile.TemporaryDirectory() as tmp:
+        if args.qwen:  # saved once: each trainer loads the same weights from a folder (float32)
+            tokenizer = AutoTokenizer.from_pretrained(model)
+            model = f"{tmp}/qwen-0.5b"
+            _qwen_05b(tokenizer).save_pretrained(model)
+            tokenizer.save_pretrained(model)
         for repeat in range(args.repeats):
             for name, make in (("multi_agent", multi_trainer), ("plain_trl", plain_trainer)):
+                if cuda:  # the previous trainer's memory freed, the peak counted from here
+                    gc.collect()
+                    torch.cuda.empty_cache()
+                    torch.cuda.reset_peak_memory_stats()
                 trainer = make(f"{tmp}/{name}{repeat}")
-                runs[name].append(_timed_train(trainer))
+                figures.setdefault("params", sum(p.numel() for p in trainer.model.parameters()))
+                timed = _timed_train(trainer)
+                if cuda:
+                    timed["peak_gpu_gib"] = torch.cuda.max_memory_allocated() / 2**30
+                runs[name].append(timed)
                 del trainer
     ratios = [
         m["ms_per_1k_tokens"] / p["ms_per_1k_tokens"]
@@ -806,14 +863,22 @@ def run_train(args: argparse.Namespace) -> dict[str, Any]:
     ]
     figures["ratios"] = ratios
     figures["ratio"] = statistics.median(ratios)
-    print(f"{env_id}, {figures['rows_per_step']} rows per step, model {model}")
+    print(
+        f"{env_id}, {figures['rows_per_step']} rows per step, model {figures['model']} "
+        f"({figures['params'] / 1e6:.1f}M params) on {figures['device']}, {figures['precision']}"
+    )
     for name, timed in runs.items():
         row = figures[name] = _pooled(timed)
+        peak = ""
+        if cuda:
+            row["peak_gpu_gib_per_run"] = [t["peak_gpu_gib"] for t in timed]
+            row["peak_gpu_gib"] = max(row["peak_gpu_gib_per_run"])
+            peak = f", peak GPU memory {row['peak_gpu_gib']:.2f} GiB"
         print(
             f"{name:12} {row['seconds_per_step']:7.2f} s/step {row['tokens_per_step']:9.0f} "
             f"tokens/step {row['ms_per_1k_tokens']:8.1f} ms per 1k tokens "
             f"(model.generate {row['generate_ms_per_1k_tokens']:.1f}, "
-            f"the rest {row['other_ms_per_1k_tokens']:.1f})"
+            f"the rest {row['other_ms_per_1k_tokens']:.1f}){peak}"
         )
     print(
         "ratio (multi-agent / plain TRL, time per token): "
