@@ -207,7 +207,9 @@ def preference_pairs(
 
 @dataclass
 class CPUDPOConfig(RolloutSettings, DPOConfig):
-    """TRL's `DPOConfig` with defaults for a short CPU run, plus rollout and pair settings."""
+    """TRL's `DPOConfig` with defaults for a short CPU run, plus rollout and pair settings and
+    the rounds' selection on validation problems (`RolloutSettings`: ``select_on_validation``,
+    ``validation_problems``, ``validation_samples``, ``select_metric``, ``patience``)."""
 
     output_dir: str = field(default="outputs/dpo", metadata={"help": "Where to write."})
     use_cpu: bool = field(default=True, metadata={"help": "Train on the CPU."})

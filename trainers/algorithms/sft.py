@@ -134,7 +134,19 @@ def balance_rows(rows: Sequence[dict[str, Any]], seed: int = 0) -> list[dict[str
 
 @dataclass
 class RolloutSettings:
-    """How SFT and DPO play the training problems their rows and pairs are cut from."""
+    """How SFT and DPO play the training problems their rows and pairs are cut from, and how
+    their rounds are chosen between (`trainers.run.rounds`).
+
+    Round selection (on by default, ``select_on_validation``): the start model and each round's
+    model are scored on ``validation_problems`` x ``validation_samples`` episodes of validation
+    problems (generated tasks: their validation split; a user's JSONL or a hub split: the
+    training problems after the first ``train_problems``, which no round plays), by
+    ``select_metric`` (any numeric key of the evaluation's metrics, higher is better; default
+    the team's majority vote ``maj1@turnK``). The best-scoring model, the start model included,
+    becomes ``final/``; a stage stops after ``patience`` rounds in a row without a better score
+    (0 or None: never early). The checks' time counts inside ``--max_train_minutes``; with
+    ``--eval_problems 0`` (no evaluation at all) there is none, and the newest round is kept.
+    """
 
     rollout_problems: int = field(
         default=256, metadata={"help": "Training problems rolled out to build the data."}
@@ -157,11 +169,55 @@ class RolloutSettings:
             "latest model (the time budget, --max_train_minutes, usually ends them first)."
         },
     )
+    select_on_validation: bool = field(
+        default=True,
+        metadata={
+            "help": "Score the start model and each round's on validation problems, keep the "
+            "best as final/ and stop after --patience rounds without improvement."
+        },
+    )
+    validation_problems: int = field(
+        default=100,
+        metadata={
+            "help": "Validation problems per check (generated tasks: their validation split; "
+            "others: the training problems after --train_problems, which rollouts never play)."
+        },
+    )
+    validation_samples: int = field(
+        default=1, metadata={"help": "Episodes per validation problem."}
+    )
+    select_metric: str = field(
+        default="maj1@turnK",
+        metadata={"help": "The evaluation's metric to maximise, e.g. maj1@turnK or accuracy."},
+    )
+    patience: int | None = field(
+        default=2,
+        metadata={
+            "help": "Stop a stage's rounds after this many rounds in a row without a better "
+            "validation score (0: never stop early)."
+        },
+    )
+
+    def __post_init__(self) -> None:
+        if self.validation_problems < 1 or self.validation_samples < 1:
+            raise ValueError(
+                f"validation_problems={self.validation_problems} and validation_samples="
+                f"{self.validation_samples} must both be >= 1 (--select_on_validation false "
+                "turns the validation check off)"
+            )
+        if self.patience is not None and self.patience < 0:
+            raise ValueError(f"patience={self.patience}; it must be >= 0 (0: no early stop)")
+        if not self.select_metric:
+            raise ValueError("select_metric is empty; e.g. 'maj1@turnK'")
+        parent = getattr(super(), "__post_init__", None)
+        if parent is not None:
+            parent()
 
 
 @dataclass
 class CPUSFTConfig(RolloutSettings, SFTConfig):
-    """TRL's `SFTConfig` with defaults for a short CPU run, plus the rollout settings.
+    """TRL's `SFTConfig` with defaults for a short CPU run, plus the rollout settings and the
+    rounds' selection on validation problems (`RolloutSettings`).
 
     ``sft_roles``: comma-separated roles whose turns are trained (empty: every role).
     """
