@@ -235,6 +235,8 @@ def pipeline_args(tiny_model, out, **extra):
         task="arithmetic",
         difficulty=[1],
     )
+    # Round selection has its own tests (test_rounds.py): off here, so final/ is the last round.
+    extra = {"select_on_validation": False, **extra}
     config = CPUDPOConfig(
         output_dir=str(out), max_steps=1, sft_steps=1, sft_iterations=1, sft_first=True, **extra
     )
