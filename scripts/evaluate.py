@@ -42,6 +42,24 @@ def _ks(text: str) -> list[int]:
     return ks
 
 
+def _env_option(text: str) -> tuple[str, Any]:
+    """``KEY=VALUE`` with VALUE read as JSON where it parses (``2``, ``true``, ``["critic"]``),
+    else as a string (``resolve``)."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(
+            f"expected KEY=VALUE like refiner_mode=resolve, got {text!r}"
+        )
+    try:
+        return key.strip(), json.loads(value)
+    except json.JSONDecodeError:
+        return key.strip(), value
+
+
+def env_options(pairs: list[tuple[str, Any]] | None) -> dict[str, Any]:
+    return dict(pairs or [])
+
+
 def make_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -118,6 +136,15 @@ def make_parser() -> argparse.ArgumentParser:
         help="samples per problem the model alone votes over (maj@k), e.g. 1,3,5 "
         "(default: 1, 3 and the team's generations per episode)",
     )
+    parser.add_argument(
+        "--env-option",
+        type=_env_option,
+        action="append",
+        default=None,
+        metavar="KEY=VALUE",
+        help="a kwarg of the team env, as the training run passed it (repeatable), e.g. "
+        "refiner_mode=resolve, verifier=math",
+    )
     parser.add_argument("--save-episodes", type=Path, default=None, help="write episodes as JSONL")
     parser.add_argument("--json", type=Path, default=None, help="write the metrics as JSON")
     return parser
@@ -157,6 +184,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         alone_ks=args.alone_k,
         save_episodes=args.save_episodes,
         progress=True,
+        env_options=env_options(args.env_option),
     )
     start = time.perf_counter()
     results = evaluate(config)

@@ -404,3 +404,27 @@ def test_audit_keeps_the_cost_of_a_break_but_none_of_the_pay():
 def test_bad_credit_options_name_what_was_expected(kwargs, error, match):
     with pytest.raises(error, match=match):
         make(**kwargs)
+
+
+def test_resolve_refiner_solves_afresh_after_a_rejection_only():
+    env = make(rounds=2, refiner_mode="resolve", wrapped=False, per_step_rewards=True)
+    env.reset(options={"problem": PROBLEM})
+    solver_view = env.observe("solver_0")
+    env.step("\\boxed{4}")
+    env.step("4 is one short.\nVerdict: incorrect")
+    fresh = env.observe("refiner_0")
+    # The solver's instruction and prompt: neither the rejected answer nor the critic's check.
+    assert fresh["prompt"] == solver_view["prompt"]
+    assert fresh["instruction"] == solver_view["instruction"] and fresh["role"] == "refiner"
+    env.step("\\boxed{5}")
+    assert env.infos["refiner_0"]["improvement"] == 1.0
+    env.step("Verdict: correct")
+    kept = env.observe("refiner_0")  # after an acceptance: the usual revise prompt
+    assert "\\boxed{5}" in kept["prompt"] and "Verdict: correct" in kept["prompt"]
+    revise = make(rounds=1, wrapped=False)
+    revise.reset(options={"problem": PROBLEM})
+    revise.step("\\boxed{4}")
+    revise.step("Verdict: incorrect")
+    assert "\\boxed{4}" in revise.observe("refiner_0")["prompt"]  # the default revises
+    with pytest.raises(ValueError, match="refiner_mode must be one of"):
+        make(refiner_mode="retry")

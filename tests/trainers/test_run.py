@@ -215,3 +215,29 @@ def test_audit_reaches_the_env_as_a_tuple_of_roles():
 def test_bad_audit_is_refused_before_any_model_loads(kwargs, message):
     with pytest.raises(ValueError, match=message):
         EnvArguments(**kwargs)
+
+
+def test_evaluation_plays_the_env_the_run_trains():
+    """Every env option of the training run reaches the evaluation's team env (the protocol
+    changes what is played); the model alone gets the verifier only."""
+    from types import SimpleNamespace
+
+    from trainers.evaluation.evaluate import ALONE_ENV, env_kwargs_for
+
+    env_args = EnvArguments(
+        refiner_mode="resolve",
+        revision_reward="improvement",
+        critic_reward="counterfactual",
+        verifier="math",
+        audit="critic",
+    )
+    train = env_args.env_kwargs(split="train")
+    config = run.eval_config(env_args, "m", SimpleNamespace(seed=0))
+    team = env_kwargs_for(config, env_args.env_id)
+    for key in ("refiner_mode", "revision_reward", "critic_reward", "verifier", "audit"):
+        assert team[key] == train[key], key
+    assert env_kwargs_for(config, ALONE_ENV).keys() & set(config.env_options) == {"verifier"}
+    import envs
+
+    assert envs.make(env_args.env_id, **team).unwrapped.refiner_mode == "resolve"
+    assert envs.make(ALONE_ENV, **env_kwargs_for(config, ALONE_ENV)) is not None

@@ -78,6 +78,10 @@ class EvalConfig:
     save_episodes: Path | None = None
     progress: bool = False
     device: str | None = None
+    # The team env's own kwargs beyond the task (``{"refiner_mode": "resolve", "verifier":
+    # "math"}``): the same env the run trained, played as it trained. The model alone plays
+    # solve-v0 with the same ``verifier``.
+    env_options: dict[str, Any] = field(default_factory=dict)
 
     def env_kwargs(self) -> dict[str, Any]:
         kwargs: dict[str, Any] = {"task": self.task}
@@ -96,7 +100,7 @@ class EvalConfig:
             kwargs["rounds"] = self.rounds
         if self.num_agents is not None:
             kwargs["num_agents"] = self.num_agents
-        return kwargs
+        return {**kwargs, **self.env_options}
 
     def __post_init__(self) -> None:
         if self.task in PROCEDURAL_TASKS and not self.difficulty:
@@ -183,6 +187,9 @@ def env_kwargs_for(config: EvalConfig, env_id: str) -> dict[str, Any]:
     if env_id == ALONE_ENV:
         kwargs.pop("rounds", None)
         kwargs.pop("num_agents", None)
+        for key in config.env_options:
+            if key != "verifier":  # the team env's own options
+                kwargs.pop(key, None)
     return kwargs
 
 

@@ -53,6 +53,8 @@ class EnvArguments:
         counterfactual_weight (`float | None`): weight of the change in a "counterfactual"
             critic's pay (the tool env's verifier: `verifier_reward`).
         verifier_reward (`str | None`): the tool env's verifier: "verdict" or "counterfactual".
+        refiner_mode (`str | None`): reflection's refiner after a rejection: "revise" (apply the
+            critic's feedback; the env's default) or "resolve" (solve afresh).
         mask_uniform_groups (`bool`, False): GRPO: drop from the loss the turn groups whose G
             rewards are all equal (zero advantage: no signal), so they do not dilute the
             token-normalised loss of the groups that carry one.
@@ -170,6 +172,13 @@ class EnvArguments:
     verifier_reward: str | None = field(
         default=None,
         metadata={"help": "Tool env's verifier: 'verdict' (env default) or 'counterfactual'."},
+    )
+    refiner_mode: str | None = field(
+        default=None,
+        metadata={
+            "help": "Reflection: after a rejection the refiner 'revise's with the critic's "
+            "feedback (env default) or 'resolve's the problem afresh."
+        },
     )
     mask_uniform_groups: bool = field(
         default=False,
@@ -324,6 +333,28 @@ class EnvArguments:
             raise ValueError(f"--audit {self.audit!r}: unknown roles {unknown}; roles: {ROLES}")
         return roles
 
+    def env_options(self) -> dict:
+        """The env's own kwargs beyond the task, its problems and its size (rounds, agents):
+        verifier, rewards, audit and protocol, as training and evaluation both pass them."""
+        out = {}
+        for name in (
+            "verifier",
+            "influence_discount",
+            "team_reward",
+            "critic_reward",
+            "revision_reward",
+            "improvement_bonus",
+            "counterfactual_weight",
+            "verifier_reward",
+            "refiner_mode",
+        ):
+            if getattr(self, name) not in (None, ""):
+                out[name] = getattr(self, name)
+        audit = self.audit_roles()
+        if audit:
+            out["audit"] = audit
+        return out
+
     def env_kwargs(self, split: str | None = None) -> dict:
         kwargs: dict = {"task": self.task}
         if self.data_path:
@@ -340,22 +371,5 @@ class EnvArguments:
             kwargs["rounds"] = self.rounds
         if self.num_agents is not None:
             kwargs["num_agents"] = self.num_agents
-        if self.verifier:
-            kwargs["verifier"] = self.verifier
-        if self.influence_discount is not None:
-            kwargs["influence_discount"] = self.influence_discount
-        if self.team_reward is not None:
-            kwargs["team_reward"] = self.team_reward
-        for name in (
-            "critic_reward",
-            "revision_reward",
-            "improvement_bonus",
-            "counterfactual_weight",
-            "verifier_reward",
-        ):
-            if getattr(self, name) is not None:
-                kwargs[name] = getattr(self, name)
-        audit = self.audit_roles()
-        if audit:
-            kwargs["audit"] = audit
+        kwargs.update(self.env_options())
         return kwargs

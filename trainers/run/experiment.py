@@ -37,7 +37,8 @@ logger = logging.getLogger(__name__)
 
 
 def eval_config(env_args: EnvArguments, model: str, config: Any) -> EvalConfig:
-    """Held-out evaluation matching the training env: generated tasks' ``--eval_split``
+    """Held-out evaluation matching the training env (its verifier, rewards, audit and protocol:
+    `EnvArguments.env_options`): generated tasks' ``--eval_split``
     (default test), of the training levels that hold enough distinct problems of it
     (``--eval_difficulty`` to choose); ``--eval_data_path`` for a local file.
 
@@ -69,6 +70,7 @@ def eval_config(env_args: EnvArguments, model: str, config: Any) -> EvalConfig:
         num_envs=env_args.num_envs,
         seed=config.seed,
         device=None if device is None else str(device),
+        env_options=env_args.env_options(),
     )
 
 
