@@ -241,3 +241,26 @@ def test_evaluation_plays_the_env_the_run_trains():
 
     assert envs.make(env_args.env_id, **team).unwrapped.refiner_mode == "resolve"
     assert envs.make(ALONE_ENV, **env_kwargs_for(config, ALONE_ENV)) is not None
+
+
+@pytest.mark.parametrize(
+    ("env_id", "argv", "rows"),
+    [
+        ("math/reflection-v0", [], 20),  # 5 turn slots x G=4
+        ("math/reflection-v0", ["--rounds", "3"], 28),  # 7 slots: the flag, not the default
+        ("math/reflection-v0", ["--rounds", "3", "--per_device_train_batch_size", "8"], 8),
+        ("math/debate-v0", ["--num_agents", "2"], 16),  # 2 agents x 2 rounds x 4
+    ],
+)
+def test_grpo_batch_default_follows_the_env_the_flags_ask_for(env_id, argv, rows, tmp_path):
+    from trainers.run.cli import make_parser
+
+    parser, _ = make_parser("grpo", env_id, None, argv)
+    _, config, _ = parser.parse_args_and_config(argv, return_remaining_strings=True)
+    assert config.per_device_train_batch_size == rows
+    yaml = tmp_path / "run.yaml"
+    yaml.write_text("rounds: 3\n")
+    argv = ["--config", str(yaml)]
+    parser, _ = make_parser("grpo", "math/reflection-v0", None, argv)
+    _, config, _ = parser.parse_args_and_config(argv, return_remaining_strings=True)
+    assert config.per_device_train_batch_size == 28  # a --config file's rounds count too

@@ -534,7 +534,8 @@ class CPUGRPOConfig(GRPOConfig):
     lr_scheduler_type: str = field(default="constant", metadata={"help": "LR schedule."})
 
     @classmethod
-    def script_defaults(cls, env_id: str) -> dict:
-        """A micro-batch holds whole episodes: every turn slot of the env x the G generations."""
-        slots = turn_slots(envs_pkg.make(env_id))
+    def script_defaults(cls, env_id: str, **env_kwargs: Any) -> dict:
+        """A micro-batch holds whole episodes: every turn slot of the env (made with
+        `env_kwargs`, e.g. ``rounds=3``) x the G generations."""
+        slots = turn_slots(envs_pkg.make(env_id, **env_kwargs))
         return {"per_device_train_batch_size": slots * cls.num_generations}
