@@ -31,9 +31,9 @@ tokens get 0). The advantages (optionally whitened over the batch's trainable tu
 GRPO's group advantages as a (batch, tokens) tensor, which `GRPOTrainer._compute_loss` takes as
 is: the policy loss is TRL's clipped surrogate (``epsilon``, ``num_iterations``, ``beta``).
 
-**Models.** One shared model (with one value head) plays every role. Not done: a model per role
-would need one such trainer per model, each fed its roles' slots from a shared rollout, each with
-its own value head; the advantage computation here already works per agent.
+**Models.** One shared model (with one value head) plays every role, or, with the per-role
+builders of `trainers.roles` (``role_adapters``, ``role_models``, as GRPO takes them), a LoRA
+adapter or a full model per role, each model with its own value head.
 
 **Checkpoints.** ``value_head.pt`` (head and its optimizer) is written into every checkpoint
 (before the files `Trainer` writes last) and the final model folder, and loaded on
