@@ -275,7 +275,7 @@ def test_a_generated_task_validates_on_its_validation_split_apart_from_the_evalu
 def test_a_task_without_validation_split_holds_out_training_problems_no_round_plays(
     gsm8k_file, tmp_path
 ):
-    from tests.conftest import write_jsonl
+    from tests.utils import write_jsonl
 
     held_out = write_jsonl(
         tmp_path / "dev.jsonl",
