@@ -46,11 +46,15 @@ REVISION_REWARDS = ("score", "improvement")
 
 def check_revision_reward(revision_reward: str, improvement_bonus: float) -> float:
     """Validate a revising role's reward settings; returns the bonus as a float."""
-    if revision_reward not in REVISION_REWARDS:
-        raise ValueError(
-            f"revision_reward must be one of {REVISION_REWARDS}, got {revision_reward!r}"
-        )
+    check_choice("revision_reward", revision_reward, REVISION_REWARDS)
     return check_weight("improvement_bonus", improvement_bonus)
+
+
+def check_choice(name: str, value: Any, choices: Sequence[str]) -> str:
+    """`value` if it is one of `choices`, else an error naming `name` and the choices."""
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {tuple(choices)}, got {value!r}")
+    return value
 
 
 def check_weight(name: str, value: float) -> float:

@@ -121,6 +121,7 @@ from pettingzoo.utils import wrappers
 from envs import prompts
 from envs.core import (
     TaskEnvMixin,
+    check_choice,
     check_revision_reward,
     check_weight,
     render_transcript,
@@ -193,18 +194,13 @@ class ReflectionEnv(TaskEnvMixin, AECEnv):
             render_mode,
             per_step_rewards,
         )
-        if critic_reward not in CRITIC_REWARDS:
-            raise ValueError(
-                f"critic_reward must be one of {CRITIC_REWARDS}, got {critic_reward!r}"
-            )
+        check_choice("critic_reward", critic_reward, CRITIC_REWARDS)
         self.rounds, self.stop_on_accept, self.team_reward = rounds, stop_on_accept, team_reward
         self.critic_reward = critic_reward
         self.revision_reward = revision_reward
         self.improvement_bonus = check_revision_reward(revision_reward, improvement_bonus)
         self.counterfactual_weight = check_weight("counterfactual_weight", counterfactual_weight)
-        if refiner_mode not in REFINER_MODES:
-            raise ValueError(f"refiner_mode must be one of {REFINER_MODES}, got {refiner_mode!r}")
-        self.refiner_mode = refiner_mode
+        self.refiner_mode = check_choice("refiner_mode", refiner_mode, REFINER_MODES)
         if isinstance(audit, str) or any(role not in ROLES for role in audit):
             raise ValueError(f"audit must be a sequence of roles from {ROLES}, got {audit!r}")
         self.audit = tuple(audit)

@@ -97,6 +97,7 @@ from pettingzoo.utils import wrappers
 from envs import prompts
 from envs.core import (
     TaskEnvMixin,
+    check_choice,
     check_revision_reward,
     check_weight,
     clip,
@@ -285,11 +286,7 @@ class ToolEnv(TaskEnvMixin, AECEnv):
         self.sandbox = _sandbox_config(sandbox)
         self.revision_reward = revision_reward
         self.improvement_bonus = check_revision_reward(revision_reward, improvement_bonus)
-        if verifier_reward not in VERIFIER_REWARDS:
-            raise ValueError(
-                f"verifier_reward must be one of {VERIFIER_REWARDS}, got {verifier_reward!r}"
-            )
-        self.verifier_reward = verifier_reward
+        self.verifier_reward = check_choice("verifier_reward", verifier_reward, VERIFIER_REWARDS)
         self.counterfactual_weight = check_weight("counterfactual_weight", counterfactual_weight)
         self.rounds, self.stop_on_accept, self.team_reward = rounds, stop_on_accept, team_reward
         self.cache_size, self.max_output_chars = cache_size, max_output_chars

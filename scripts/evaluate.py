@@ -56,10 +56,6 @@ def _env_option(text: str) -> tuple[str, Any]:
         return key.strip(), value
 
 
-def env_options(pairs: list[tuple[str, Any]] | None) -> dict[str, Any]:
-    return dict(pairs or [])
-
-
 def make_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -184,7 +180,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         alone_ks=args.alone_k,
         save_episodes=args.save_episodes,
         progress=True,
-        env_options=env_options(args.env_option),
+        env_options=dict(args.env_option or []),
     )
     start = time.perf_counter()
     results = evaluate(config)

@@ -149,7 +149,7 @@ class TurnRollout:
             model plays the first, the models attached to it (`trainers.roles.models`) the others.
         With neither, the trainer's model (or TRL's vLLM server) plays every role.
         mask_uniform_groups (`bool`, False): rows of a turn group whose G rewards are all equal
-            leave the loss (`rows.mask_uniform_groups`); `masked_rows` / `rows` count them.
+            leave the loss (`rows.mask_uniform_groups`).
     """
 
     def __init__(
@@ -169,7 +169,6 @@ class TurnRollout:
         self.env_id, self.env_kwargs = env_id, dict(env_kwargs or {})
         self.role_weights, self.num_envs = dict(role_weights or {}), num_envs
         self.branch, self.mask_uniform_groups = branch, mask_uniform_groups
-        self.masked_rows = self.rows = 0
         self.role_adapters, self.role_models = list(role_adapters), list(role_models)
         self.engine: RolloutEngine | None = None
         self._model: Any = None
@@ -223,9 +222,8 @@ class TurnRollout:
         rows = rows_from_episodes(
             prompts, episodes, group, self.role_weights, tokenizer.pad_token_id, eos
         )
-        self.rows += sum(reward is not None for reward in rows["turn_reward"])
         if self.mask_uniform_groups:
-            self.masked_rows += mask_uniform_groups(rows, group)
+            mask_uniform_groups(rows, group)
         return rows
 
 
