@@ -7,7 +7,7 @@ numbers, a number glued to a variable such as ``5x``). Callers send the None cas
 symbolic check, so None means "not sure", never "wrong".
 
 `numbers_match` decides equality exactly as math-verify's ``verify(parse(ref), parse(pred))`` does
-for numbers (checked case by case against math-verify 0.9, see tests/rewards/test_numbers.py):
+for numbers (checked case by case against math-verify 0.9, see tests/rewards/test_numeric.py):
 
 - two integers compare exactly, and a percent sign is ignored between integers (``20%`` == ``20``);
 - a whole number against a decimal compares exactly (``18`` == ``18.0``, ``18`` != ``18.0000001``);

@@ -1,4 +1,4 @@
-"""The import direction of DESIGN.md: envs and rewards never pull in torch, transformers or trl;
+"""The import direction of docs/architecture.md: envs and rewards never pull in torch, transformers or trl;
 agents never imports envs, trainers or rewards; inside trainers, the subpackages' layers of
 pyproject's import-linter contracts (run on top, then algorithms / evaluation / verifier, roles,
 rollout / embedded, compat), with episode records and verifier rows free of torch."""
