@@ -23,12 +23,8 @@ CPU with the recipe's thread count the rebuild is bit-identical), in about 21 mi
    T=1 draws from the calibrated distributions at T=1/1.5: the copies and sums the model ranks
    first (right 99-100% of the time) are sampled nearly always, as a real LM's are.
 
-The shipped build (recipe v13, 0.95M parameters, logit scale 3.1 x 1.5): solver pass1@turn1
-0.330 (at a glance 0.30, worked out in 4.5% of its answers, 0.89 of those right), critic
-balanced verdict accuracy 0.866, the refiner fixes 0.738 of the wrong answers its critic flags
-and breaks 0.134 of the right ones under review; the team's maj1@turnK is 0.733 against 0.305
-for the same model alone (200 held-out problems x 2 samples at T=1). docs/results.md has every
-build tried.
+The shipped build's figures (its solver, critic and team on held-out problems, and how a
+build is reproduced): docs/results.md, "The embedded team on held-out problems".
 """
 
 from __future__ import annotations
