@@ -1,8 +1,8 @@
 """Fuzz every environment and every verifier with adversarial text, with a large budget.
 
-Runs the properties of ``envs.fuzz`` (the same ones the test suite runs with a small budget)
-outside pytest: every env in ``envs.list_envs()`` on the ``arithmetic`` task and on a task with
-LaTeX/fraction references, every verifier in ``rewards.list_verifiers()`` (responses, bad
+Runs the properties of ``tests.fuzz.harness`` (the same ones the test suite runs with a small
+budget) outside pytest: every env in ``envs.list_envs()`` on the ``arithmetic`` task and on a
+task with LaTeX/fraction references, every verifier in ``rewards.list_verifiers()`` (responses, bad
 references, from a thread), ``verify_batch``, the TRL reward adapter, the extraction functions
 and the inputs the fuzz once found slow. Every time bound is enforced here (the test suite only
 reports them). Failing examples are counted, not shrunk, and the run goes on; it prints a table
@@ -75,24 +75,24 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = make_parser().parse_args(argv)
     if args.examples < 1:
         raise SystemExit(f"--examples must be >= 1, got {args.examples}")
-    try:  # envs.fuzz says what to install when Hypothesis is missing
-        from envs import fuzz
+    try:  # tests.fuzz.harness says what to install when Hypothesis is missing
+        from tests.fuzz import harness
     except ImportError as err:
         raise SystemExit(f"scripts/fuzz.py: {err}") from err
     import hypothesis
 
     counts = _env_examples(args.env_examples)
-    fuzz.register_profiles()
+    harness.register_profiles()
     base = hypothesis.settings(hypothesis.settings.get_profile("long"), derandomize=False)
     started = time.perf_counter()
-    targets = fuzz.all_targets(args.math_timeout, env_scale={}, pattern=args.only)
+    targets = harness.all_targets(args.math_timeout, env_scale={}, pattern=args.only)
     if not targets:
         raise SystemExit(f"no target matches {args.only!r}")
     for target in targets:
         env_id = target.name[4:].split(":")[0] if target.name.startswith("env[") else None
         examples = counts.get(env_id, round(args.examples * target.scale))
         t0 = time.perf_counter()
-        stats = fuzz.run_target(
+        stats = harness.run_target(
             target,
             base,
             examples,
@@ -107,10 +107,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             f"max {stats.max_s:.3f} s/call ({time.perf_counter() - t0:.0f} s)",
             flush=True,
         )
-    table = fuzz.COLLECTOR.table()
+    table = harness.COLLECTOR.table()
     print()
     print(table)
-    total = fuzz.COLLECTOR.as_json()
+    total = harness.COLLECTOR.as_json()
     failures = {name: s["first_failure"] for name, s in total.items() if s["failures"]}
     for name, first in failures.items():
         print(f"\nFIRST FAILURE of {name}: {first}")

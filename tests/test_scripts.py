@@ -9,9 +9,11 @@ and as commands too under ``-m slow``.
 
 from __future__ import annotations
 
+import importlib
 import json
 import runpy
 import subprocess
+import sys
 
 import pytest
 
@@ -304,20 +306,27 @@ def test_bench_train_times_both_trainers(run_script, tiny_model, tmp_path):
     assert figures["ratio"] == pytest.approx(sum(figures["ratios"]) / 2)  # the median of two
 
 
-def test_bench_train_qwen_config_model_on_cpu(tmp_path):
+def test_bench_train_qwen_config_model_on_cpu(tmp_path, monkeypatch):
     """``--qwen-0.5b``: both trainers load rollout's random-weight model of Qwen2.5-0.5B's
     architecture from one saved folder (here its config shrunk to two narrow layers, for speed)."""
+    monkeypatch.setattr(sys, "path", list(sys.path))  # bench.py puts scripts/ on it; undone after
     bench = runpy.run_path(str(REPO / "scripts" / "bench.py"), run_name="bench")
-    bench["QWEN25_05B"].update(
-        hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4
-    )
+    qwen = importlib.import_module("benchmarks.common").QWEN25_05B  # what rollout and train build
+    shrunk = {
+        "hidden_size": 32,
+        "intermediate_size": 64,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+    }
+    for key, value in shrunk.items():
+        monkeypatch.setitem(qwen, key, value)
     args = bench["make_parser"]().parse_args(
         [
             *("train", "--qwen-0.5b", "--device", "cpu", "--problems", "1", "--generations", "2"),
             *("--steps", "1", "--repeats", "1", "--max-new-tokens", "4"),
         ]
     )
-    figures = bench["run_train"](args)
+    figures = args.func(args)
     assert figures["model"] == "qwen2.5-0.5b-config (random)"
     assert (figures["device"], figures["precision"]) == ("cpu", "float32")
     assert 0 < figures["params"] < 1e6  # the shrunk config, not the 0.5B one

@@ -1,4 +1,4 @@
-"""Property-based fuzzing of every env and every verifier (see `envs.fuzz`).
+"""Property-based fuzzing of every env and every verifier (see `tests.fuzz.harness`).
 
 Parametrized over ``envs.list_envs()`` and ``rewards.list_verifiers()``, so a new env or verifier
 is fuzzed with no edit here. The default run uses the derandomized ``ci`` profile (50 examples
@@ -13,20 +13,20 @@ from __future__ import annotations
 import pytest
 
 import envs
-from envs import fuzz
 from rewards import list_verifiers
+from tests.fuzz import harness
 
-PROFILE = fuzz.current_profile()
-SCALES = fuzz.env_scales()
+PROFILE = harness.current_profile()
+SCALES = harness.env_scales()
 
 
 @pytest.fixture
 def run(report_fuzz):
     """Run a target on the profile's budget, bounds reported, not enforced; check the property."""
 
-    def run_target(target: fuzz.Target) -> None:
+    def run_target(target: harness.Target) -> None:
         examples = round(PROFILE.max_examples * target.scale)
-        stats = fuzz.run_target(target, PROFILE, examples, enforce_bounds=False)
+        stats = harness.run_target(target, PROFILE, examples, enforce_bounds=False)
         report_fuzz(target.name, stats)
         assert stats.inputs > 0
         assert stats.failures == 0
@@ -34,56 +34,56 @@ def run(report_fuzz):
     return run_target
 
 
-@pytest.mark.parametrize("task", fuzz.TASKS)
+@pytest.mark.parametrize("task", harness.TASKS)
 @pytest.mark.parametrize("env_id", envs.list_envs())
 def test_env_episodes(env_id: str, task: str, run) -> None:
-    run(fuzz.env_target(env_id, task, SCALES.get(env_id, 1.0)))
+    run(harness.env_target(env_id, task, SCALES.get(env_id, 1.0)))
 
 
 @pytest.mark.parametrize("name", list_verifiers())
 def test_verify(name: str, run) -> None:
-    run(fuzz.verify_target(name))
+    run(harness.verify_target(name))
 
 
 @pytest.mark.parametrize("name", list_verifiers())
 def test_verify_bad_reference(name: str, run) -> None:
-    run(fuzz.reference_target(name))
+    run(harness.reference_target(name))
 
 
 @pytest.mark.parametrize("name", list_verifiers())
 def test_verify_in_thread(name: str, run) -> None:
-    run(fuzz.thread_target(name))
+    run(harness.thread_target(name))
 
 
 def test_verify_batch(run) -> None:
-    run(fuzz.batch_target())
+    run(harness.batch_target())
 
 
 def test_reward_func(run) -> None:
-    run(fuzz.reward_func_target())
+    run(harness.reward_func_target())
 
 
 def test_extract(run) -> None:
-    run(fuzz.extract_target())
+    run(harness.extract_target())
 
 
 def test_known_slow_inputs(run) -> None:
-    run(fuzz.known_slow_target())
+    run(harness.known_slow_target())
 
 
 def test_bounds_are_reported_in_the_suite_and_enforced_by_the_script() -> None:
     """A call over its bound is counted when bounds are reported and fails when enforced."""
-    from envs.fuzz.timing import timed
+    from tests.fuzz.harness.timing import timed
 
     def check(data) -> None:
-        fuzz.COLLECTOR.input("bound check")
+        harness.COLLECTOR.input("bound check")
         with timed("bound check", lambda: 1e-9, "a call that always overruns"):
             sum(range(1000))
 
-    target = fuzz.Target("bound check", check)
-    stats = fuzz.run_target(target, PROFILE, 1, enforce_bounds=False)
+    target = harness.Target("bound check", check)
+    stats = harness.run_target(target, PROFILE, 1, enforce_bounds=False)
     assert stats.over_bound == 1 and stats.failures == 0 and stats.worst_ratio > 1
     assert "a call that always overruns" in stats.first_over_bound
     with pytest.raises(AssertionError, match=r"always overruns took .* \(bound 0.0 s\)"):
-        fuzz.run_target(target, PROFILE, 1, enforce_bounds=True)
-    assert fuzz.COLLECTOR.enforce_bounds is True  # run_target puts the policy back
+        harness.run_target(target, PROFILE, 1, enforce_bounds=True)
+    assert harness.COLLECTOR.enforce_bounds is True  # run_target puts the policy back

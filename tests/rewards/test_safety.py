@@ -11,8 +11,8 @@ from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 
 import pytest
 
-from envs.fuzz import loopback_math_verifier
 from rewards import MathVerifier, Verdict, get_verifier, list_verifiers, symbolic
+from tests.fuzz.harness import loopback_math_verifier
 
 TOWER = "\\boxed{2^{2^{2^{2^{100}}}}}"  # sympy would try to build a number with 2^(2^100) digits
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from envs.fuzz import loopback_math_verifier
 from rewards import (
     CompositeVerifier,
     FormatVerifier,
@@ -19,6 +18,7 @@ from rewards import (
     get_verifier,
     list_verifiers,
 )
+from tests.fuzz.harness import loopback_math_verifier
 
 MATH_CASES = [
     ("#### 18", "18", 1.0),  # GSM8K marker

@@ -16,7 +16,14 @@ from hypothesis import strategies as st
 from pettingzoo import ParallelEnv
 
 import envs
-from envs.fuzz.generators import (
+from envs.reflection import parse_verdict
+from rewards import (
+    as_reward_func,
+    list_verifiers,
+    verify_batch,
+)
+from rewards import extract as rx
+from tests.fuzz.harness.generators import (
     KNOWN_SLOW,
     NON_STRINGS,
     TASKS,
@@ -25,8 +32,8 @@ from envs.fuzz.generators import (
     register_odd_task,
     trl_completion,
 )
-from envs.fuzz.properties import check_verdict, play_aec, play_parallel
-from envs.fuzz.timing import (
+from tests.fuzz.harness.properties import check_verdict, play_aec, play_parallel
+from tests.fuzz.harness.timing import (
     CALL_BOUND_S,
     COLLECTOR,
     in_thread,
@@ -35,14 +42,7 @@ from envs.fuzz.timing import (
     timed,
     timed_out,
 )
-from envs.fuzz.verifiers import build_verifier, helper_start_s, warm_up
-from envs.reflection import parse_verdict
-from rewards import (
-    as_reward_func,
-    list_verifiers,
-    verify_batch,
-)
-from rewards import extract as rx
+from tests.fuzz.harness.verifiers import build_verifier, helper_start_s, warm_up
 
 REFERENCE_CHAR_LIMIT = {"similarity": 64}
 """Adversarial references are cut to this many characters for these verifiers. `similarity`

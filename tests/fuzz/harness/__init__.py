@@ -2,7 +2,9 @@
 
 Used by ``scripts/fuzz.py`` (a large budget, every time bound enforced, a summary table) and by
 the test suite's ``tests/fuzz/`` (a small, derandomized budget; time bounds reported, not
-enforced, since the suite runs on shared machines). Needs Hypothesis (the ``dev`` extra).
+enforced, since the suite runs on shared machines). Needs Hypothesis (the ``dev`` extra). It is
+a testing tool, not an environment, so it lives under ``tests/`` and is not installed with the
+packages; ``scripts/fuzz.py`` puts the repository root on ``sys.path`` to import it.
 
 A `Target` is one thing under test and one property: ``target.check(data)`` draws its inputs
 from a Hypothesis ``st.data()`` object, runs them, records the time of every call in
@@ -37,13 +39,19 @@ try:
     import hypothesis  # noqa: F401 - only to fail here, with the fix, when it is missing
 except ImportError as err:  # pragma: no cover - depends on the install
     raise ImportError(
-        "envs.fuzz needs Hypothesis, a development dependency: "
+        "tests.fuzz.harness needs Hypothesis, a development dependency: "
         "pip install 'mathteams[dev]' (or pip install hypothesis)"
     ) from err
 
-from envs.fuzz.generators import KNOWN_SLOW, ODD_TASK, TASKS, adversarial_text
-from envs.fuzz.runner import PROFILE_VAR, PROFILES, current_profile, register_profiles, run_target
-from envs.fuzz.targets import (
+from tests.fuzz.harness.generators import KNOWN_SLOW, ODD_TASK, TASKS, adversarial_text
+from tests.fuzz.harness.runner import (
+    PROFILE_VAR,
+    PROFILES,
+    current_profile,
+    register_profiles,
+    run_target,
+)
+from tests.fuzz.harness.targets import (
     ENV_SCALE_VAR,
     Target,
     all_targets,
@@ -57,8 +65,16 @@ from envs.fuzz.targets import (
     thread_target,
     verify_target,
 )
-from envs.fuzz.timing import CALL_BOUND_S, COLLECTOR, STEP_BOUND_S, Collector, Hang, Stats, table
-from envs.fuzz.verifiers import build_verifier, loopback_math_verifier
+from tests.fuzz.harness.timing import (
+    CALL_BOUND_S,
+    COLLECTOR,
+    STEP_BOUND_S,
+    Collector,
+    Hang,
+    Stats,
+    table,
+)
+from tests.fuzz.harness.verifiers import build_verifier, loopback_math_verifier
 
 __all__ = [
     "CALL_BOUND_S",

@@ -1,8 +1,8 @@
 """What the fuzz feeds the code under test: adversarial model output, non-string actions, valid
 references per verifier, odd-answer problems, and the inputs that were once slow.
 
-Every strategy here is a Hypothesis ``SearchStrategy``; the targets (`envs.fuzz.targets`) draw
-from them.
+Every strategy here is a Hypothesis ``SearchStrategy``; the targets
+(`tests.fuzz.harness.targets`) draw from them.
 """
 
 from __future__ import annotations
@@ -263,5 +263,5 @@ KNOWN_SLOW: dict[str, tuple[str, float]] = {
 }
 # fmt: on
 """Inputs the fuzz once found slow, each with the time a call on it may take now. The
-``known_slow`` target (`envs.fuzz.targets.known_slow_target`) times every verifier and the
-extraction helpers on each; ``tests/fuzz/test_regressions.py`` checks what they return."""
+``known_slow`` target (`tests.fuzz.harness.targets.known_slow_target`) times every verifier and
+the extraction helpers on each; ``tests/fuzz/test_regressions.py`` checks what they return."""

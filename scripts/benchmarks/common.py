@@ -1,0 +1,53 @@
+"""What several benchmark commands share: the repository's paths, the ``--json`` flag, GPU
+synchronisation for timings, and the random-weight model of Qwen2.5-0.5B's configuration."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+
+# Qwen2.5-0.5B's architecture (config values, no download); vocab follows the local tokenizer.
+QWEN25_05B = {
+    "hidden_size": 896,
+    "intermediate_size": 4864,
+    "num_hidden_layers": 24,
+    "num_attention_heads": 14,
+    "num_key_value_heads": 2,
+    "rope_theta": 1_000_000.0,
+    "rms_norm_eps": 1e-6,
+    "tie_word_embeddings": True,
+    "max_position_embeddings": 32768,
+}
+
+
+def add_json_argument(parser: argparse.ArgumentParser) -> None:
+    """The ``--json PATH`` flag every command takes (``bench.py`` writes the figures there)."""
+    parser.add_argument("--json", type=Path, default=None, help="write the figures to this file")
+
+
+def cuda_sync() -> None:
+    """Wait for queued GPU work (timings on a GPU), when CUDA is in use; else nothing."""
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
+
+
+def qwen_05b(tokenizer: Any, dtype: Any = None) -> Any:
+    """A model of Qwen2.5-0.5B's architecture (`QWEN25_05B`) with random weights (seed 0), sized
+    to `tokenizer`'s vocabulary and using its special tokens; `dtype` default float32."""
+    import torch
+    from transformers import AutoModelForCausalLM, Qwen2Config
+
+    torch.manual_seed(0)
+    config = Qwen2Config(
+        vocab_size=len(tokenizer),
+        **QWEN25_05B,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    return AutoModelForCausalLM.from_config(config, dtype=dtype or torch.float32)
