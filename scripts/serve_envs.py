@@ -1,4 +1,4 @@
-"""Serve registered envs over HTTP and WebSocket: the env server (`envs.server`).
+"""Serve registered envs over HTTP and WebSocket: the env server (`envs.serving.server`).
 
     python scripts/serve_envs.py --port 8001
     python scripts/serve_envs.py --port 8001 --max-sessions 256 --idle-timeout 300
@@ -22,8 +22,8 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from envs.server import EnvServerConfig, serve
-from rewards.server import add_served_items
+from envs.serving.server import EnvServerConfig, serve
+from rewards.serving.http import add_served_items
 
 
 def make_parser() -> argparse.ArgumentParser:
