@@ -831,35 +831,35 @@ def test_openenv_client_plays_a_served_multi_agent_env():
     kwargs = {"rounds": 1}
     local = envs.make("math/reflection-v0", **kwargs)
     local.reset(seed=2)
-    with _one_env_server("math/reflection-v0", **kwargs) as running:
-        with _openenv_client(running.url) as client:
-            result = client.reset(seed=2)
-            turn, acted = 0, []
-            while not result.done:
-                agent = result.observation["agent"]
-                assert agent == local.agent_selection
-                assert result.observation["observation"] == jsonable(local.observe(agent))
-                reply = _reply(agent, turn)
-                local.step(reply)
-                expected = float(local.rewards[agent])
-                result = client.step({"text": reply, "agent": agent})
-                assert result.reward == expected
-                assert result.observation["rewards"] == jsonable(dict(local.rewards))
-                acted.append(agent)
-                turn += 1
-                while local.agents and (
-                    local.terminations[local.agent_selection]
-                    or local.truncations[local.agent_selection]
-                ):
-                    local.step(None)
-            assert acted == ["solver_0", "critic_0", "refiner_0"]
-            assert not local.agents and result.observation["agents"] == []
-            assert client.state()["step_count"] == 3
-            client.reset(seed=2)
-            with pytest.raises(RuntimeError, match="NOT_YOUR_TURN"):
-                client.step({"text": "x", "agent": "critic_0"})
-            with pytest.raises(RuntimeError, match="VALIDATION_ERROR"):
-                client.step({"answer": "x"})
+    server = _one_env_server("math/reflection-v0", **kwargs)
+    with server as running, _openenv_client(running.url) as client:
+        result = client.reset(seed=2)
+        turn, acted = 0, []
+        while not result.done:
+            agent = result.observation["agent"]
+            assert agent == local.agent_selection
+            assert result.observation["observation"] == jsonable(local.observe(agent))
+            reply = _reply(agent, turn)
+            local.step(reply)
+            expected = float(local.rewards[agent])
+            result = client.step({"text": reply, "agent": agent})
+            assert result.reward == expected
+            assert result.observation["rewards"] == jsonable(dict(local.rewards))
+            acted.append(agent)
+            turn += 1
+            while local.agents and (
+                local.terminations[local.agent_selection]
+                or local.truncations[local.agent_selection]
+            ):
+                local.step(None)
+        assert acted == ["solver_0", "critic_0", "refiner_0"]
+        assert not local.agents and result.observation["agents"] == []
+        assert client.state()["step_count"] == 3
+        client.reset(seed=2)
+        with pytest.raises(RuntimeError, match="NOT_YOUR_TURN"):
+            client.step({"text": "x", "agent": "critic_0"})
+        with pytest.raises(RuntimeError, match="VALIDATION_ERROR"):
+            client.step({"answer": "x"})
 
 
 def test_openenv_http_routes_are_stateless_and_need_one_env():
