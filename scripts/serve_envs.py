@@ -9,7 +9,8 @@
 Every registered env is served unless `--env` (repeatable) names some; `--env-kwargs` (JSON) sets
 keyword arguments of the `--env` before it for every session, including those clients may not
 set (`--blocked-kwargs`: file paths, the sandbox). Clients: ``envs.remote(URL, ENV_ID,
-**kwargs)``, a PettingZoo env (``transport="ws"`` for the WebSocket).
+**kwargs)``, a PettingZoo env (``transport="ws"`` for the WebSocket); with one `--env`, also a
+stock OpenEnv client (``GenericEnvClient(base_url=URL)``; the mapping is `envs.serving.openenv`).
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ protocol in `envs.serving.openenv`.
 | ``GET /health`` | - | ``{"status": "healthy", "sessions", "max_sessions", "uptime_s"}`` |
 | ``GET /envs`` | - | the served env ids with their default kwargs, and the limits |
 | ``WS /ws`` | messages, below | one connection, one session |
-| ``POST /reset``, ``POST /step``, ``GET /state``, ``GET /metadata``, ``GET /schema`` | OpenEnv's | OpenEnv's (`envs.serving.openenv`; a server serving one env) |
+| ``POST /reset``, ``POST /step``, ``GET /state``, ``GET /metadata``, ``GET /schema`` | OpenEnv's | OpenEnv's (`envs.serving.openenv`), on a server serving one env |
 
 The session: ``session_id``, ``env_id``, ``api`` (``"aec"`` or ``"parallel"``), ``kwargs`` (the
 client's), ``possible_agents``, ``max_turns``, ``metadata``, ``render_mode``,
@@ -37,8 +37,8 @@ there. Values pass through `envs.serving.protocol.jsonable` (its table says what
 
 WebSocket: the first message makes the session, ``{"type": "create", "data": {"env_id",
 "kwargs"}}`` (on a server serving one env, a first ``reset``, ``step`` or ``state`` makes one
-too and the connection speaks OpenEnv: `envs.serving.openenv`), or adopts one made over HTTP (a fork), ``{"type": "attach", "data":
-{"session_id"}}``; then ``{"type": "reset" | "step", "data": <the HTTP body>}``, ``{"type":
+too and the connection speaks OpenEnv: `envs.serving.openenv`), or adopts one made over HTTP
+(a fork), ``{"type": "attach", "data": {"session_id"}}``; then ``{"type": "reset" | "step", "data": <the HTTP body>}``, ``{"type":
 "state" | "render" | "fork"}`` and ``{"type": "close"}``. Answers: ``{"type": "session", "data":
 <the session>}``, ``{"type": "observation", "data": <the state>}`` (reset, step), ``{"type":
 "state", "data": <the state>}``, ``{"type": "render", "data": {"render"}}``, ``{"type": "closed",
