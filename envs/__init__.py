@@ -7,13 +7,17 @@ for agent in env.agent_iter():
     obs, reward, terminated, truncated, info = env.last()
     env.step(None if terminated or truncated else my_policy(obs))
 
-The same env served by ``python scripts/serve_envs.py`` (`envs.server`) is
-``envs.remote("http://127.0.0.1:8001", "math/reflection-v0")`` (`envs.client`).
+The same env served by ``python scripts/serve_envs.py`` (`envs.serving.server`) is
+``envs.remote("http://127.0.0.1:8001", "math/reflection-v0")`` (`envs.serving.client`).
+``import envs`` loads no networking code: `envs.remote` and the other client names
+(`RemoteAECEnv`, `RemoteParallelEnv`, `EnvServerError`, `EnvRequestError`) import
+`envs.serving` on first use.
 """
 
 from __future__ import annotations
 
-from envs.client import EnvRequestError, EnvServerError, RemoteAECEnv, RemoteParallelEnv, remote
+from typing import Any
+
 from envs.errors import (
     DataLoadError,
     DuplicateEnvError,
@@ -48,6 +52,20 @@ def _register_gymnasium() -> None:
 _register_gymnasium()
 
 
+# The env server's client, loaded on first use: `import envs` stays free of networking code.
+_SERVING_NAMES = frozenset(
+    {"EnvRequestError", "EnvServerError", "RemoteAECEnv", "RemoteParallelEnv", "remote"}
+)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _SERVING_NAMES:
+        from envs import serving
+
+        return getattr(serving, name)
+    raise AttributeError(f"module 'envs' has no attribute {name!r}")
+
+
 def check_env(env, **kwargs):
     """Run PettingZoo's API tests and the project's text checks; see `envs.checks.check_env`."""
     from envs.checks import check_env as _check_env
@@ -59,16 +77,12 @@ __all__ = [
     "DataLoadError",
     "DuplicateEnvError",
     "DuplicateTaskError",
-    "EnvRequestError",
-    "EnvServerError",
     "EnvSpec",
     "ExecResult",
     "ListSource",
     "Problem",
     "ProblemSource",
     "RegistryError",
-    "RemoteAECEnv",
-    "RemoteParallelEnv",
     "SandboxConfig",
     "Task",
     "UnknownEnvError",
@@ -84,7 +98,6 @@ __all__ = [
     "overlap",
     "register",
     "register_task",
-    "remote",
     "run_code",
     "run_many",
     "spec",

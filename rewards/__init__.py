@@ -7,17 +7,23 @@ Quick use::
     verdict.score, verdict.extracted, verdict.reason   # 1.0, "18", "correct: numbers match"
 
 Everything here imports without torch; math-verify is imported on the first symbolic check.
-A reward server (`rewards.server`, FastAPI) serves any verifier over HTTP; `RemoteVerifier`
-(``get_verifier("remote:http://127.0.0.1:8000/math")``) uses one.
+A reward server (`rewards.serving.server`, FastAPI) serves any verifier over HTTP;
+`RemoteVerifier` (``get_verifier("remote:http://127.0.0.1:8000/math")``) uses one.
 """
 
 from __future__ import annotations
 
 from rewards.base import Verdict, Verifier
 from rewards.batch import verify_batch
-from rewards.client import RemoteVerifier, RewardRequestError, RewardServerError
 from rewards.extract import canonical_answer, extract_answer, last_boxed, majority_vote
-from rewards.registry import CompositeVerifier, get_verifier, list_verifiers, register_verifier
+from rewards.registry import (
+    CompositeVerifier,
+    build_verifiers,
+    get_verifier,
+    list_verifiers,
+    register_verifier,
+)
+from rewards.remote import RemoteVerifier, RewardRequestError, RewardServerError
 from rewards.reward_funcs import as_reward_func
 from rewards.shaping import (
     FormatVerifier,
@@ -44,6 +50,7 @@ __all__ = [
     "Verdict",
     "Verifier",
     "as_reward_func",
+    "build_verifiers",
     "canonical_answer",
     "extract_answer",
     "get_verifier",

@@ -3,7 +3,7 @@
 Built-in names: ``math`` (alias ``math_verify``), ``gsm8k`` (alias ``numeric``), ``exact``,
 ``label``, ``similarity``, ``unique_chars``, ``partial_numeric``, ``format`` (``boxed_format`` is
 ``format`` with ``style="boxed"``), ``composite`` and ``remote`` (a verifier served by a reward
-server, `rewards.client.RemoteVerifier`; also named ``"remote:http://HOST:PORT/NAME"``). A name
+server, `rewards.remote.RemoteVerifier`; also named ``"remote:http://HOST:PORT/NAME"``). A name
 that is not registered may be an import path, ``"pkg.module:Class"`` or ``"pkg.module.Class"``; the object found is called with
 the options (or returned as is when it already is a verifier and no options are given).
 """
@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import difflib
 import importlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from rewards.base import Verdict, Verifier
-from rewards.client import RemoteVerifier, parse_remote_name
+from rewards.remote import RemoteVerifier, parse_remote_name
 from rewards.shaping import (
     FormatVerifier,
     PartialNumericVerifier,
@@ -25,7 +25,13 @@ from rewards.shaping import (
 )
 from rewards.verifiers import ExactVerifier, LabelVerifier, MathVerifier, NumericVerifier
 
-__all__ = ["CompositeVerifier", "get_verifier", "list_verifiers", "register_verifier"]
+__all__ = [
+    "CompositeVerifier",
+    "build_verifiers",
+    "get_verifier",
+    "list_verifiers",
+    "register_verifier",
+]
 
 VerifierFactory = Callable[..., Verifier]
 
@@ -122,6 +128,36 @@ def get_verifier(name: str, **options: Any) -> Verifier:
             "name and verify(response, reference)"
         )
     return verifier
+
+
+def build_verifiers(
+    specs: Sequence[str | tuple[str, Mapping[str, Any]]],
+) -> dict[str, Verifier]:
+    """Build the verifiers to serve, keyed by the name clients use.
+
+    Args:
+        specs: each a registry name (``"math"``), an import path (``"pkg.module:Class"``), or
+            ``"ALIAS=SPEC"``; optionally paired with the factory's keyword arguments. A
+            registry name is served under itself, an import path under the built verifier's
+            ``name``.
+
+    Raises:
+        ValueError: an unknown verifier, or two served under one name.
+    """
+    served: dict[str, Verifier] = {}
+    for entry in specs:
+        spec, options = (entry, {}) if isinstance(entry, str) else (entry[0], dict(entry[1]))
+        alias, sep, target = spec.partition("=")
+        if not sep:
+            alias, target = "", spec
+        verifier = get_verifier(target.strip(), **options)
+        key = alias.strip() or (verifier.name if ("." in target or ":" in target) else target)
+        if key in served:
+            raise ValueError(f"two verifiers would be served as {key!r}; name one 'ALIAS={target}'")
+        served[key] = verifier
+    if not served:
+        raise ValueError("a reward server needs at least one verifier, e.g. ['math']")
+    return served
 
 
 class CompositeVerifier:

@@ -1,4 +1,4 @@
-"""Serve registered envs over HTTP and WebSocket: the env server (`envs.server`).
+"""Serve registered envs over HTTP and WebSocket: the env server (`envs.serving.server`).
 
     python scripts/serve_envs.py --port 8001
     python scripts/serve_envs.py --port 8001 --max-sessions 256 --idle-timeout 300
@@ -9,7 +9,8 @@
 Every registered env is served unless `--env` (repeatable) names some; `--env-kwargs` (JSON) sets
 keyword arguments of the `--env` before it for every session, including those clients may not
 set (`--blocked-kwargs`: file paths, the sandbox). Clients: ``envs.remote(URL, ENV_ID,
-**kwargs)``, a PettingZoo env (``transport="ws"`` for the WebSocket).
+**kwargs)``, a PettingZoo env (``transport="ws"`` for the WebSocket); with one `--env`, also a
+stock OpenEnv client (``GenericEnvClient(base_url=URL)``; the mapping is `envs.serving.openenv`).
 """
 
 from __future__ import annotations
@@ -22,8 +23,8 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from envs.server import EnvServerConfig, serve
-from rewards.server import add_served_items
+from envs.serving.server import EnvServerConfig, serve
+from rewards.serving.http import add_served_items
 
 
 def make_parser() -> argparse.ArgumentParser:

@@ -1,4 +1,4 @@
-"""Serve verifiers over HTTP: the reward server (`rewards.server`).
+"""Serve verifiers over HTTP: the reward server (`rewards.serving.server`).
 
     python scripts/serve_rewards.py --verifier math --host 127.0.0.1 --port 8000
     python scripts/serve_rewards.py --verifier math --verifier gsm8k --verifier exact
@@ -21,7 +21,9 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from rewards.server import ServerConfig, add_served_items, build_verifiers, serve
+from rewards import build_verifiers
+from rewards.serving.http import add_served_items
+from rewards.serving.server import ServerConfig, serve
 
 
 def make_parser() -> argparse.ArgumentParser:

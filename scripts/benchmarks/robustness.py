@@ -79,7 +79,8 @@ def _robustness_call(name: str, args: argparse.Namespace, stack: Any) -> Any:
 
         return robustness.timed(LearnedVerifier(args.learned))
     if name == "remote":
-        from rewards.server import BackgroundServer, create_app
+        from rewards.serving.http import BackgroundServer
+        from rewards.serving.server import create_app
 
         server = BackgroundServer(create_app({"math": get_verifier("math")})).start()
         stack.callback(server.stop)

@@ -1,4 +1,4 @@
-"""The env server (`envs.server`) and its PettingZoo client (`envs.client`).
+"""The env server (`envs.serving.server`) and its PettingZoo client (`envs.serving.client`).
 
 Servers run on loopback: uvicorn on a thread of the test process (`BackgroundServer`), FastAPI's
 `TestClient` where a test is about the app alone, and once the one-command script in a
@@ -34,12 +34,12 @@ from fastapi.testclient import TestClient
 from pettingzoo import AECEnv, ParallelEnv
 
 import envs
-from envs.client import EnvRequestError, EnvServerError, RemoteAECEnv
 from envs.debate import DebateEnv
-from envs.protocol import build_space, describe_space, jsonable
-from envs.server import EnvServerConfig, create_app
+from envs.serving.client import EnvRequestError, EnvServerError, RemoteAECEnv
+from envs.serving.protocol import build_space, describe_space, jsonable
+from envs.serving.server import EnvServerConfig, create_app
 from envs.solve import SolveEnv
-from rewards.server import BackgroundServer
+from rewards.serving.http import BackgroundServer
 
 REPO = Path(__file__).resolve().parents[2]
 TRANSPORTS = ["http", "ws"]
@@ -759,3 +759,129 @@ def test_server_threads_leave_with_it():
     while threading.active_count() > before and time.monotonic() < deadline:
         time.sleep(0.05)
     assert threading.active_count() <= before
+
+
+# ---------------------------------------------------------------------- import cost
+
+
+def test_import_envs_loads_no_networking_code():
+    """`import envs` imports neither the serving package nor any HTTP library; `envs.remote`
+    loads the client on first use."""
+    probe = (
+        "import sys, envs\n"
+        "heavy = ('envs.serving', 'rewards.serving', 'httpx', 'fastapi', 'starlette', 'uvicorn',"
+        " 'websockets')\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy or m.startswith(heavy)))\n"
+        "envs.remote\n"
+        "print('envs.serving.client' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.splitlines() == ["[]", "True"]
+
+
+# ---------------------------------------------------------------------- OpenEnv's own client
+
+
+def _openenv_client(url: str):
+    """`openenv-core`'s stock `GenericEnvClient` (sync wrapper) for `url`; skips without it."""
+    generic = pytest.importorskip(
+        "openenv.core.generic_client",
+        reason="openenv-core is not installed (pip install -e '.[dev]' installs it)",
+    )
+    return generic.GenericEnvClient(base_url=url, message_timeout_s=CALL_S).sync()
+
+
+def _one_env_server(env_id: str, **kwargs):
+    config = EnvServerConfig(envs=(env_id,), env_kwargs={env_id: kwargs}, idle_timeout_s=600)
+    return _serving(create_app(config))
+
+
+def test_openenv_client_plays_a_served_single_agent_env():
+    """OpenEnv's GenericEnvClient against ``serve_envs.py --env math/solve-v0``: a session per
+    connection, reset / step / state, and what it sees is what the local env gives."""
+    local = envs.make("math/solve-v0")
+    local.reset(seed=4)
+    prompt = local.observe("solver_0")
+    with _one_env_server("math/solve-v0") as running, _openenv_client(running.url) as client:
+        first = client.reset(seed=4)
+        assert first.done is False and first.reward is None
+        assert first.observation["agent"] == "solver_0"
+        assert first.observation["observation"] == jsonable(prompt)
+        assert client.state()["step_count"] == 0
+        reply = "Adding them up: \\boxed{7}"
+        local.step(reply)
+        stepped = client.step({"text": reply})
+        assert stepped.done is True
+        assert stepped.reward == local.rewards["solver_0"]
+        assert stepped.observation["agent"] is None and stepped.observation["agents"] == []
+        assert stepped.observation["rewards"] == {"solver_0": local.rewards["solver_0"]}
+        state = client.state()
+        assert state["step_count"] == 1 and state["done"] is True and state["episode_id"]
+        again = client.reset(seed=4)  # the same connection, a new episode
+        assert again.observation["observation"] == first.observation["observation"]
+
+
+def test_openenv_client_plays_a_served_multi_agent_env():
+    """math/reflection-v0 through GenericEnvClient: each step carries the acting agent's text,
+    each observation names the agent to act next; the turns, observations and rewards are the
+    local env's, dead steps taken by the server."""
+    kwargs = {"rounds": 1}
+    local = envs.make("math/reflection-v0", **kwargs)
+    local.reset(seed=2)
+    server = _one_env_server("math/reflection-v0", **kwargs)
+    with server as running, _openenv_client(running.url) as client:
+        result = client.reset(seed=2)
+        turn, acted = 0, []
+        while not result.done:
+            agent = result.observation["agent"]
+            assert agent == local.agent_selection
+            assert result.observation["observation"] == jsonable(local.observe(agent))
+            reply = _reply(agent, turn)
+            local.step(reply)
+            expected = float(local.rewards[agent])
+            result = client.step({"text": reply, "agent": agent})
+            assert result.reward == expected
+            assert result.observation["rewards"] == jsonable(dict(local.rewards))
+            acted.append(agent)
+            turn += 1
+            while local.agents and (
+                local.terminations[local.agent_selection]
+                or local.truncations[local.agent_selection]
+            ):
+                local.step(None)
+        assert acted == ["solver_0", "critic_0", "refiner_0"]
+        assert not local.agents and result.observation["agents"] == []
+        assert client.state()["step_count"] == 3
+        client.reset(seed=2)
+        with pytest.raises(RuntimeError, match="NOT_YOUR_TURN"):
+            client.step({"text": "x", "agent": "critic_0"})
+        with pytest.raises(RuntimeError, match="VALIDATION_ERROR"):
+            client.step({"answer": "x"})
+
+
+def test_openenv_http_routes_are_stateless_and_need_one_env():
+    config = EnvServerConfig(envs=("math/solve-v0",), idle_timeout_s=60)
+    with TestClient(create_app(config)) as client:
+        reset = client.post("/reset", json={"seed": 1}).json()
+        assert set(reset) == {"observation", "reward", "done"}
+        assert reset["observation"]["agent"] == "solver_0" and reset["done"] is False
+        step = client.post("/step", json={"action": {"text": "\\boxed{1}"}, "seed": 1}).json()
+        assert step["done"] is True and isinstance(step["reward"], float)
+        assert step["observation"]["step_count"] == 1
+        state = client.get("/state").json()
+        assert state["episode_id"] is None and state["step_count"] == 0
+        assert client.get("/metadata").json()["name"] == "math/solve-v0"
+        schema = client.get("/schema").json()
+        assert set(schema) == {"action", "observation", "state"}
+        assert "text" in schema["action"]["properties"]
+        assert client.app.store.sessions == {}  # every stateless request closed its session
+        _refused(client.post("/step", json={"action": {"txt": "1"}}), 422, "action.txt")
+    with TestClient(create_app(EnvServerConfig(idle_timeout_s=60))) as client:
+        _refused(client.post("/reset", json={}), 409, "env_id")
+        with client.websocket_connect("/ws") as ws:
+            ws.send_text(json.dumps({"type": "reset", "data": {}}))
+            reply = ws.receive_json()
+            assert reply["type"] == "error" and reply["data"]["code"] == "NO_SESSION"

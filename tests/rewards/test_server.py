@@ -1,4 +1,4 @@
-"""The reward server (`rewards.server`) and its client (`rewards.client.RemoteVerifier`).
+"""The reward server (`rewards.serving.server`) and its client (`rewards.remote.RemoteVerifier`).
 
 Servers run on loopback: uvicorn on a thread of the test process (`BackgroundServer`), and once
 as the one-command script in a subprocess.
@@ -30,14 +30,11 @@ from rewards import (
     RewardServerError,
     Verdict,
     as_reward_func,
+    build_verifiers,
     get_verifier,
 )
-from rewards.server import (
-    BackgroundServer,
-    ServerConfig,
-    build_verifiers,
-    create_app,
-)
+from rewards.serving.http import BackgroundServer
+from rewards.serving.server import ServerConfig, create_app
 from tests.rewards.helpers import generated_gsm8k
 
 REPO = Path(__file__).resolve().parents[2]

@@ -204,8 +204,9 @@ def test_learned_verifier_protocol_and_odd_text(trained) -> None:
 
 def test_served_learned_verifier_through_the_client(trained) -> None:
     pytest.importorskip("fastapi")
-    from rewards import RemoteVerifier, get_verifier
-    from rewards.server import BackgroundServer, build_verifiers, create_app
+    from rewards import RemoteVerifier, build_verifiers, get_verifier
+    from rewards.serving.http import BackgroundServer
+    from rewards.serving.server import create_app
 
     path = trained[0]["model_path"]
     served = build_verifiers([("trainers.verifier.model:LearnedVerifier", {"path": path})])

@@ -38,7 +38,8 @@ def loopback_math_verifier(**math_options: Any) -> Any:
     process, started once per option set and kept for the process's life: the `remote`
     verifier needs a live server. Needs the ``server`` extra (fastapi, uvicorn, httpx)."""
     from rewards import RemoteVerifier
-    from rewards.server import BackgroundServer, create_app
+    from rewards.serving.http import BackgroundServer
+    from rewards.serving.server import create_app
 
     key = repr(sorted(math_options.items()))
     if key not in _SERVERS:

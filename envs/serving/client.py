@@ -1,11 +1,11 @@
-"""PettingZoo envs whose every call goes to an env server (`envs.server`).
+"""PettingZoo envs whose every call goes to an env server (`envs.serving.server`).
 
-``envs.remote(url, env_id, **kwargs)`` opens a session of `env_id` on the server at `url` and
-returns a `RemoteAECEnv` or a `RemoteParallelEnv` (whichever the served env is): a PettingZoo
-env like the one `envs.make(env_id, **kwargs)` builds, so `envs.check_env` and PettingZoo's
-``api_test`` / ``parallel_api_test`` run against it unchanged::
+``envs.serving.remote(url, env_id, **kwargs)`` (also ``envs.remote``) opens a session of
+`env_id` on the server at `url` and returns a `RemoteAECEnv` or a `RemoteParallelEnv` (whichever
+the served env is): a PettingZoo env like the one `envs.make(env_id, **kwargs)` builds, so
+`envs.check_env` and PettingZoo's ``api_test`` / ``parallel_api_test`` run against it unchanged::
 
-    env = envs.remote("http://127.0.0.1:8001", "math/reflection-v0", rounds=2)
+    env = envs.serving.remote("http://127.0.0.1:8001", "math/reflection-v0", rounds=2)
     env.reset(seed=0)
     for agent in env.agent_iter():
         obs, reward, terminated, truncated, info = env.last()
@@ -14,8 +14,8 @@ env like the one `envs.make(env_id, **kwargs)` builds, so `envs.check_env` and P
 
 ``transport="ws"`` speaks the server's WebSocket instead of HTTP (one connection per env, no
 HTTP request per call). Spaces are rebuilt from the server's description
-(`envs.protocol.build_space`); infos and observations arrive as JSON (`envs.protocol.jsonable`:
-tuples come back as lists).
+(`envs.serving.protocol.build_space`); infos and observations arrive as JSON
+(`envs.serving.protocol.jsonable`: tuples come back as lists).
 
 Failures are loud and never replaced by defaults: a server that cannot be reached, dies or answers
 garbage raises `EnvServerError` naming the URL, the session and the call; a request the server
@@ -48,7 +48,7 @@ from urllib.parse import urlsplit, urlunsplit
 from gymnasium import spaces
 from pettingzoo import AECEnv, ParallelEnv
 
-from envs.protocol import build_space
+from envs.serving.protocol import build_space
 
 __all__ = ["EnvRequestError", "EnvServerError", "RemoteAECEnv", "RemoteParallelEnv", "remote"]
 
@@ -77,8 +77,9 @@ class EnvRequestError(EnvServerError, ValueError):
 
 
 # The client drops a connection idle this long, well before a server closes it (uvicorn's
-# keep-alive default is 5 s, `envs.server.serve` sets 75 s): a request sent on a connection the
-# server is closing at that moment fails ("server disconnected"), and a step cannot be retried.
+# keep-alive default is 5 s, `envs.serving.server.serve` sets 75 s): a request sent on a
+# connection the server is closing at that moment fails ("server disconnected"), and a step
+# cannot be retried.
 KEEPALIVE_EXPIRY_S = 2.0
 _SSL: dict[str, Any] = {}
 

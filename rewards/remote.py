@@ -1,4 +1,4 @@
-"""A verifier that asks a reward server (`rewards.server`) over HTTP.
+"""A verifier that asks a reward server (`rewards.serving.server`) over HTTP.
 
 `RemoteVerifier` implements the `Verifier` protocol, so it goes wherever a local verifier goes:
 an env (``envs.make(..., verifier="remote:http://127.0.0.1:8000/math")``), a task, or a TRL

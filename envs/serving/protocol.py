@@ -1,4 +1,5 @@
-"""The wire format shared by the env server (`envs.server`) and its client (`envs.client`).
+"""The wire format shared by the env server (`envs.serving.server`) and its client
+(`envs.serving.client`).
 
 Three things cross the wire besides plain JSON: env outputs, which may hold values JSON has no
 word for (`jsonable`), and spaces, which the client rebuilds from a description

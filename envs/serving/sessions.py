@@ -1,89 +1,17 @@
-"""An env server: any registered env served over HTTP and WebSocket, many sessions at once.
+"""The sessions of an env server, its limits and its refusals; both transports drive them.
 
-One command starts it (``python scripts/serve_envs.py --port 8001``); in Python, `create_app`
-builds the FastAPI app and `serve` runs it with uvicorn. `envs.remote(url, env_id, **kwargs)` is
-the client: a PettingZoo env (AEC or Parallel) whose every call goes to the server.
+`SessionStore` holds every open session (one env of one client) and does everything done to
+them: make (with the client's kwargs checked against `EnvServerConfig`), fork, reset, step, read
+the state, render, close, and reap the idle ones. Env work runs on a thread pool, never on the
+event loop; requests to one session wait for each other. Everything refused raises `ApiError`
+(an HTTP status, the field at fault, a stable code); `envs.serving.server` answers it over HTTP
+or WebSocket, and its module docstring lists the routes, messages and limits.
 
-| route | body | answer |
-|---|---|---|
-| ``POST /sessions`` | ``{"env_id", "kwargs": {...}}`` | 201, the session (below) |
-| ``GET /sessions/{id}`` | - | the session |
-| ``POST /sessions/{id}/reset`` | ``{"seed": int?, "options": {...}?, "episode_id": str?}`` | the state |
-| ``POST /sessions/{id}/step`` | AEC ``{"action": str \\| null, "agent": str?}``; Parallel ``{"actions": {agent: str}}`` | the state |
-| ``GET /sessions/{id}/state`` | - | the state |
-| ``GET /sessions/{id}/render`` | - | ``{"render": str \\| null}`` |
-| ``POST /sessions/{id}/fork`` | - | 201, a new session holding a deep copy of the env |
-| ``DELETE /sessions/{id}`` | - | ``{"session_id", "closed": true}`` |
-| ``GET /health`` | - | ``{"status": "healthy", "sessions", "max_sessions", "uptime_s"}`` |
-| ``GET /envs`` | - | the served env ids with their default kwargs, and the limits |
-| ``WS /ws`` | messages, below | one connection, one session |
-
-The session: ``session_id``, ``env_id``, ``api`` (``"aec"`` or ``"parallel"``), ``kwargs`` (the
-client's), ``possible_agents``, ``max_turns``, ``metadata``, ``render_mode``,
-``observation_spaces`` and ``action_spaces`` (per agent, `envs.protocol.describe_space`),
-``idle_timeout_s``.
-
-The state: ``session_id``, ``env_id``, ``api``, ``episode_id``, ``step_count`` (steps since the
-reset), ``agents``, ``agent_selection`` (AEC: whose turn; Parallel: null), ``observations``,
-``rewards``, ``cumulative_rewards`` (AEC: what ``last()`` returns; Parallel: the step's rewards),
-``terminations``, ``truncations``, ``infos`` (each keyed by agent) and ``done`` (an episode was
-started and no agent is left). AEC: every live agent's ``observe(agent)`` and the env's reward,
-termination, truncation and info dicts after the call. Parallel: what the last ``reset`` (rewards
-0, no termination) or ``step`` returned, so the observations of agents that just finished are
-there. Values pass through `envs.protocol.jsonable` (its table says what becomes what).
-
-WebSocket: the first message makes the session, ``{"type": "create", "data": {"env_id",
-"kwargs"}}``, or adopts one made over HTTP (a fork), ``{"type": "attach", "data":
-{"session_id"}}``; then ``{"type": "reset" | "step", "data": <the HTTP body>}``, ``{"type":
-"state" | "render" | "fork"}`` and ``{"type": "close"}``. Answers: ``{"type": "session", "data":
-<the session>}``, ``{"type": "observation", "data": <the state>}`` (reset, step), ``{"type":
-"state", "data": <the state>}``, ``{"type": "render", "data": {"render"}}``, ``{"type": "closed",
-"data": {"session_id"}}`` and ``{"type": "error", "data": {"status", "code", "field", "message"}}``
-(``status`` is the HTTP status the same failure gets). The session closes with the connection.
-
-How this follows OpenEnv (``openenv.core.env_server``) and where it differs:
-
-- Same verbs and message envelope: reset / step / state over HTTP, and a WebSocket where one
-  connection is one session speaking ``{"type": "reset" | "step" | "state" | "close", "data"}``
-  and answered ``{"type": "observation" | "state" | "error", "data"}``; ``/health`` answers
-  ``"healthy"``; a reset takes ``seed`` and ``episode_id``; the state has ``episode_id`` and
-  ``step_count``; an idle timeout reaps sessions; capacity is a session count.
-- Multi-agent results: OpenEnv answers one ``observation``, ``reward`` and ``done``; a PettingZoo
-  env has one of each per agent, so the state carries PettingZoo's per-agent dicts (and ``done``
-  for the episode).
-- HTTP sessions: OpenEnv's HTTP ``/reset`` and ``/step`` build a fresh env per request, so an
-  episode only lives over its WebSocket. A multi-agent episode spans many requests, so here HTTP
-  has explicit sessions (``/sessions/{id}/...``) and the WebSocket opens with ``create``.
-- Extra verbs for a PettingZoo client: ``fork`` (deep copy and pickle of a remote env, which
-  `envs.check_env` requires), ``render``, ``attach``.
-- Strict bodies: unknown fields are refused (422 naming them), where OpenEnv lets them through.
-
-Limits, each answered with ``{"error": "<field>: <message>", "field", "code"}`` naming the
-field: an env id that is not served 404 (a malformed one 422); kwargs the env refuses, a client
-setting a kwarg in ``blocked_kwargs`` (file paths, the sandbox: only the operator sets those, with
-``env_kwargs``), a verifier that is not a registered name (no import paths, no ``remote:``), a
-number over ``kwarg_limits`` or an env with more than ``max_agents`` agents 422; an unknown
-session 404 (one reaped for idleness says so); a step naming an agent whose turn it is not, a step
-before the first reset or after the episode ended 409; a malformed body or an action the env
-refuses (a non-string) 422; a body over ``max_body_bytes`` 413; more than ``max_sessions``
-sessions 429 (with ``Retry-After``). Anything else an env raises is a 500 with the error, and the
-server goes on.
-
-Concurrency: every session has its own env; requests to one session wait for each other (an
-asyncio lock), and env work (making, reset, step, observe, copy, close) runs on a thread pool of
-``workers`` threads, never on the event loop, so a slow step (``math/tool-v0`` runs a program in a
-sandbox) holds up only its own session. Steps are not timed out here: every env bounds its own
-work (verifier timeouts, the sandbox's wall clock). A background task closes HTTP sessions idle
-for more than ``idle_timeout_s``; a WebSocket session closes when its connection sends nothing for
-that long (close code 4408, the reason saying so).
-
-FastAPI and uvicorn are imported inside the functions (``pip install -e ".[server]"``), so
-``import envs`` stays light; WebSocket serving also needs ``websockets``. This module has no
-``from __future__ import annotations``: FastAPI reads annotations at run time.
+`request_models`, `parse_json` and `validate` read request bodies the same way for every
+transport (strict: unknown fields are refused, naming them).
 """
 
 import asyncio
-import contextlib
 import copy
 import functools
 import json
@@ -98,17 +26,21 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from envs.errors import RegistryError, UnknownEnvError
-from envs.protocol import describe_space, jsonable
 from envs.registry import list_envs, make, spec
+from envs.serving.protocol import describe_space, jsonable
+from rewards.serving.http import field_name
 
 __all__ = [
     "DEFAULT_BLOCKED_KWARGS",
     "DEFAULT_KWARG_LIMITS",
     "ApiError",
     "EnvServerConfig",
+    "Session",
     "SessionStore",
-    "create_app",
-    "serve",
+    "parse_json",
+    "request_models",
+    "validate",
+    "validation_error",
 ]
 
 logger = logging.getLogger(__name__)
@@ -126,7 +58,6 @@ DEFAULT_KWARG_LIMITS = {
     "cache_size": 4096,
 }
 MAX_SEED = 2**63
-IDLE_CLOSE_CODE = 4408  # WebSocket close code of an idle session (private range; HTTP's 408)
 MAX_EXPIRED_REMEMBERED = 4096
 
 
@@ -216,10 +147,8 @@ class ApiError(Exception):
         return {"error": str(self), "field": self.field, "code": self.code}
 
 
-def _validation_error(errors: Sequence[Mapping[str, Any]]) -> ApiError:
+def validation_error(errors: Sequence[Mapping[str, Any]]) -> ApiError:
     """A pydantic error list as one 422 naming the first field at fault."""
-    from rewards.server import field_name
-
     problems = [f"{field_name(e.get('loc', ()))}: {e.get('msg', 'invalid')}" for e in errors]
     first = field_name(errors[0].get("loc", ())) if errors else "body"
     rest = "; ".join(problems[1:10])
@@ -491,8 +420,9 @@ class SessionStore:
 
     # ------------------------------------------------------------------ episodes
 
-    def _state(self, session: Session) -> dict[str, Any]:
-        """The session's state (on a worker thread: observing may be real work)."""
+    def snapshot(self, session: Session) -> dict[str, Any]:
+        """The session's state (on a worker thread: observing may be real work; the caller holds
+        the session's lock)."""
         raw = session.raw
         agents = list(raw.agents) if session.started else []
         state: dict[str, Any] = {
@@ -553,9 +483,10 @@ class SessionStore:
                 "infos": jsonable(infos),
             }
         session.started, session.step_count = True, 0
-        return self._state(session)
+        return self.snapshot(session)
 
-    def _apply_step(self, session: Session, body: dict[str, Any]) -> dict[str, Any]:
+    def apply_step(self, session: Session, body: dict[str, Any]) -> dict[str, Any]:
+        """One step of the body's action(s) (on a worker thread, holding the session's lock)."""
         raw = session.raw
         where = "actions" if session.parallel else "action"
         if not session.started:
@@ -595,9 +526,10 @@ class SessionStore:
         except (TypeError, ValueError) as exc:
             raise ApiError(422, where, "INVALID_ACTION", str(exc)) from exc
         session.step_count += 1
-        return self._state(session)
+        return self.snapshot(session)
 
-    async def _locked(self, session: Session, fn: Callable[..., Any], *args: Any) -> Any:
+    async def locked(self, session: Session, fn: Callable[..., Any], *args: Any) -> Any:
+        """`fn(session, *args)` on the thread pool, holding the session's lock, the session open."""
         async with session.lock:
             self._check_open(session)
             session.touch()
@@ -618,20 +550,20 @@ class SessionStore:
             s.episode_id = episode_id or uuid.uuid4().hex
             return self._reset(s, seed, options)
 
-        return await self._locked(session, run)
+        return await self.locked(session, run)
 
     async def step(self, session: Session, body: dict[str, Any]) -> dict[str, Any]:
-        return await self._locked(session, self._apply_step, body)
+        return await self.locked(session, self.apply_step, body)
 
     async def state(self, session: Session) -> dict[str, Any]:
-        return await self._locked(session, self._state)
+        return await self.locked(session, self.snapshot)
 
     async def render(self, session: Session) -> dict[str, Any]:
         if not session.started:
             raise ApiError(
                 409, "session_id", "NO_EPISODE", "no episode yet: reset the session first"
             )
-        return {"render": jsonable(await self._locked(session, lambda s: s.env.render()))}
+        return {"render": jsonable(await self.locked(session, lambda s: s.env.render()))}
 
     # ------------------------------------------------------------------ closing
 
@@ -677,10 +609,10 @@ class SessionStore:
         self.executor.shutdown(wait=False, cancel_futures=True)
 
 
-# ---------------------------------------------------------------------- the app
+# ---------------------------------------------------------------------- request bodies
 
 
-def _request_models() -> dict[str, Any]:
+def request_models() -> dict[str, Any]:
     from pydantic import BaseModel, ConfigDict, Field
 
     strict = ConfigDict(extra="forbid", strict=True)
@@ -718,7 +650,7 @@ def _request_models() -> dict[str, Any]:
     }
 
 
-def _loads(text: str | bytes) -> Any:
+def parse_json(text: str | bytes) -> Any:
     """JSON text as data (Python's parser: it reads the lone surrogate escapes of model output);
     ApiError 422 for anything else, absurd nesting included."""
     try:
@@ -727,288 +659,11 @@ def _loads(text: str | bytes) -> Any:
         raise ApiError(422, "body", "INVALID_JSON", f"not JSON: {exc}") from exc
 
 
-def _validate(data: Any, model: Any) -> Any:
+def validate(data: Any, model: Any) -> Any:
     """`data` validated by `model`; ApiError 422 naming the first field at fault otherwise."""
     from pydantic import ValidationError
 
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        raise _validation_error(exc.errors(include_url=False, include_input=False)) from exc
-
-
-def create_app(config: EnvServerConfig | None = None) -> Any:
-    """The FastAPI app serving registered envs (see the module docstring for the routes).
-
-    Args:
-        config: what is served and the limits (defaults: `EnvServerConfig()`).
-
-    Returns:
-        An ASGI app (FastAPI wrapped in the body-size limit). Its ``store`` attribute is the
-        `SessionStore` (for tests and monitoring).
-    """
-    from fastapi import FastAPI, Request, WebSocket
-    from fastapi.exceptions import RequestValidationError
-    from starlette.websockets import WebSocketDisconnect, WebSocketState
-
-    from rewards.server import BodyLimit, json_response_class
-
-    config = config or EnvServerConfig()
-    store = SessionStore(config)
-    models = _request_models()
-    respond = json_response_class()
-    started = time.time()
-
-    @contextlib.asynccontextmanager
-    async def lifespan(_app: Any) -> Any:
-        reaper = asyncio.create_task(store.reap_forever())
-        try:
-            yield
-        finally:
-            reaper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await reaper
-            await store.shutdown()
-
-    app = FastAPI(title="mathteams env server", default_response_class=respond, lifespan=lifespan)
-    app.state.store = store
-
-    def failure(exc: ApiError) -> Any:
-        return respond(exc.body(), status_code=exc.status, headers=exc.headers or None)
-
-    @app.exception_handler(ApiError)
-    async def api_error(request: Request, exc: ApiError) -> Any:
-        return failure(exc)
-
-    @app.exception_handler(RequestValidationError)
-    async def invalid_request(request: Request, exc: RequestValidationError) -> Any:
-        return failure(_validation_error(exc.errors()))
-
-    # Routes answer with `respond(...)` rather than a dict: FastAPI would pass a dict through
-    # jsonable_encoder first, slow on a state with long observations, and it is JSON already.
-
-    async def body(request: Request, name: str) -> Any:
-        return _validate(_loads(await request.body()), models[name])
-
-    @app.get("/health")
-    async def health() -> Any:
-        return respond(
-            {
-                "status": "healthy",
-                "sessions": len(store.sessions),
-                "max_sessions": config.max_sessions,
-                "uptime_s": time.time() - started,
-            }
-        )
-
-    @app.get("/envs")
-    async def served_envs() -> Any:
-        entries = []
-        for env_id in store.served():
-            env_spec = spec(env_id)
-            entries.append(
-                {
-                    "id": env_id,
-                    "default_kwargs": jsonable(env_spec.kwargs),
-                    "max_turns": env_spec.max_turns,
-                }
-            )
-        return respond({"envs": entries, "limits": config.limits()})
-
-    @app.post("/sessions", status_code=201)
-    async def create(request: Request) -> Any:
-        parsed = await body(request, "create")
-        session = await store.create(parsed.env_id, parsed.kwargs, owner="http")
-        return respond(session.description, status_code=201)
-
-    @app.get("/sessions/{session_id}")
-    async def describe(session_id: str) -> Any:
-        return respond(store.get(session_id).description)
-
-    @app.post("/sessions/{session_id}/reset")
-    async def reset(session_id: str, request: Request) -> Any:
-        session = store.get(session_id)
-        parsed = await body(request, "reset")
-        return respond(await store.reset(session, parsed.seed, parsed.options, parsed.episode_id))
-
-    @app.post("/sessions/{session_id}/step")
-    async def step(session_id: str, request: Request) -> Any:
-        session = store.get(session_id)
-        parsed = await body(request, "parallel_step" if session.parallel else "aec_step")
-        return respond(await store.step(session, parsed.model_dump()))
-
-    @app.get("/sessions/{session_id}/state")
-    async def state(session_id: str) -> Any:
-        return respond(await store.state(store.get(session_id)))
-
-    @app.get("/sessions/{session_id}/render")
-    async def render(session_id: str) -> Any:
-        return respond(await store.render(store.get(session_id)))
-
-    @app.post("/sessions/{session_id}/fork", status_code=201)
-    async def fork(session_id: str) -> Any:
-        clone = await store.fork(store.get(session_id), owner="http")
-        return respond(clone.description, status_code=201)
-
-    @app.delete("/sessions/{session_id}")
-    async def delete(session_id: str) -> Any:
-        session = store.get(session_id)
-        async with session.lock:  # let a running step finish first
-            await store.close(session, "closed: deleted by its client")
-        return respond({"session_id": session_id, "closed": True})
-
-    @app.websocket("/ws")
-    async def websocket(ws: WebSocket) -> None:
-        await ws.accept()
-        holder: dict[str, Session | None] = {"session": None}
-        try:
-            while True:
-                try:
-                    message = await asyncio.wait_for(ws.receive(), config.idle_timeout_s)
-                except asyncio.TimeoutError:
-                    # A close frame, not an error message: the client may be sending right now,
-                    # and it learns the reason from the close either way.
-                    reason = f"idle for more than idle_timeout_s={config.idle_timeout_s:g} s"
-                    await ws.close(code=IDLE_CLOSE_CODE, reason=reason)
-                    break
-                if message["type"] == "websocket.disconnect":
-                    break
-                text = message.get("text")
-                if text is None:
-                    text = (message.get("bytes") or b"").decode("utf-8", "replace")
-                reply, done = await _ws_handle(store, models, holder, text)
-                await ws.send_text(_ws_json(reply))
-                if done:
-                    break
-        except WebSocketDisconnect:  # the client went away mid-reply: the session closes below
-            pass
-        finally:
-            session = holder["session"]
-            if session is not None and session.closed is None:
-                async with session.lock:
-                    await store.close(session, "closed: its WebSocket connection ended")
-            if ws.client_state == WebSocketState.CONNECTED:
-                with contextlib.suppress(RuntimeError):  # the client may be gone already
-                    await ws.close()
-
-    wrapped = BodyLimit(app, config.max_body_bytes)
-    wrapped.store = store
-    return wrapped
-
-
-def _ws_json(payload: Mapping[str, Any]) -> str:
-    return json.dumps(payload, ensure_ascii=True, separators=(",", ":"))
-
-
-def _ws_error(exc: ApiError) -> dict[str, Any]:
-    return {"status": exc.status, "code": exc.code, "field": exc.field, "message": str(exc)}
-
-
-async def _ws_handle(
-    store: SessionStore, models: Mapping[str, Any], holder: dict[str, Any], text: str
-) -> tuple[dict[str, Any], bool]:
-    """One WebSocket message -> (the answer, whether the connection ends)."""
-    config = store.config
-    try:
-        if len(text.encode("utf-8", "surrogatepass")) > config.max_body_bytes:
-            raise ApiError(
-                413,
-                "body",
-                "BODY_TOO_LARGE",
-                f"message of {len(text)} characters exceeds max_body_bytes={config.max_body_bytes}",
-            )
-        message = _loads(text)
-        if not isinstance(message, dict) or not isinstance(message.get("type"), str):
-            raise ApiError(
-                422, "type", "VALIDATION_ERROR", "a message is {'type': str, 'data': {...}}"
-            )
-        kind, data = message["type"], message.get("data", {})
-        extra = set(message) - {"type", "data"}
-        if extra:
-            raise ApiError(422, min(extra), "VALIDATION_ERROR", "unknown message field")
-        session: Session | None = holder["session"]
-        if kind in ("create", "attach"):
-            if session is not None:
-                raise ApiError(
-                    409,
-                    "type",
-                    "SESSION_EXISTS",
-                    f"this connection already has session {session.id}",
-                )
-            if kind == "create":
-                parsed = _validate(data, models["create"])
-                session = await store.create(parsed.env_id, parsed.kwargs, owner="ws")
-            else:
-                parsed = _validate(data, models["attach"])
-                session = store.get(parsed.session_id)
-                if session.owner != "http":
-                    raise ApiError(
-                        409,
-                        "session_id",
-                        "SESSION_OWNED",
-                        "that session belongs to another WebSocket",
-                    )
-                session.owner = "ws"
-                session.touch()
-            holder["session"] = session
-            return {"type": "session", "data": session.description}, False
-        if kind not in ("reset", "step", "state", "render", "fork", "close"):
-            raise ApiError(
-                422,
-                "type",
-                "UNKNOWN_TYPE",
-                f"unknown message type {kind!r:.40}; expected create, attach, reset, step, state, "
-                "render, fork or close",
-            )
-        if session is None:
-            raise ApiError(
-                409, "type", "NO_SESSION", "send {'type': 'create', 'data': {'env_id': ...}} first"
-            )
-        if kind == "reset":
-            parsed = _validate(data, models["reset"])
-            state = await store.reset(session, parsed.seed, parsed.options, parsed.episode_id)
-            return {"type": "observation", "data": state}, False
-        if kind == "step":
-            parsed = _validate(data, models["parallel_step" if session.parallel else "aec_step"])
-            return {
-                "type": "observation",
-                "data": await store.step(session, parsed.model_dump()),
-            }, False
-        if kind == "state":
-            return {"type": "state", "data": await store.state(session)}, False
-        if kind == "render":
-            return {"type": "render", "data": await store.render(session)}, False
-        if kind == "fork":
-            clone = await store.fork(session, owner="http")
-            return {"type": "session", "data": clone.description}, False
-        async with session.lock:
-            await store.close(session, "closed: its client sent close")
-        return {"type": "closed", "data": {"session_id": session.id}}, True
-    except ApiError as exc:
-        return {"type": "error", "data": _ws_error(exc)}, False
-    except Exception as exc:  # an env's own failure: report it, keep the connection
-        logger.exception("WebSocket message failed")
-        error = ApiError(500, "server", "EXECUTION_ERROR", f"{type(exc).__name__}: {exc}")
-        return {"type": "error", "data": _ws_error(error)}, False
-
-
-def serve(
-    host: str = "127.0.0.1",
-    port: int = 8001,
-    config: EnvServerConfig | None = None,
-    log_level: str = "info",
-) -> None:
-    """Run the env server with uvicorn until interrupted."""
-    import uvicorn
-
-    config = config or EnvServerConfig()
-    uvicorn.run(
-        create_app(config),
-        host=host,
-        port=port,
-        log_level=log_level,
-        ws_max_size=config.max_body_bytes + 1024,
-        # longer than the client's keep-alive (envs.client.KEEPALIVE_EXPIRY_S), so that the
-        # client, not the server, ends an idle connection
-        timeout_keep_alive=75,
-    )
+        raise validation_error(exc.errors(include_url=False, include_input=False)) from exc

@@ -1,0 +1,26 @@
+"""Registered envs served over HTTP and WebSocket, and the PettingZoo client that plays them.
+
+- `envs.serving.server`: the FastAPI env server (``python scripts/serve_envs.py``); many
+  sessions at once, and a stock OpenEnv client plays a server that serves one env.
+- `envs.serving.sessions`: the session store both transports drive, the limits and the errors.
+- `envs.serving.openenv`: OpenEnv's own routes and WebSocket messages over the same store.
+- `envs.serving.client`: `remote` (``remote(url, env_id, **kwargs)``), a `RemoteAECEnv` or
+  `RemoteParallelEnv` whose every call goes to the server.
+- `envs.serving.protocol`: the wire format they share (`jsonable`, space descriptions).
+
+``import envs`` does not import this package: `envs.remote` and the other client names are
+loaded on first use. The HTTP pieces shared with the reward server come from
+`rewards.serving.http`.
+"""
+
+from __future__ import annotations
+
+from envs.serving.client import (
+    EnvRequestError,
+    EnvServerError,
+    RemoteAECEnv,
+    RemoteParallelEnv,
+    remote,
+)
+
+__all__ = ["EnvRequestError", "EnvServerError", "RemoteAECEnv", "RemoteParallelEnv", "remote"]
