@@ -95,6 +95,8 @@ Arguments:
         feedback) or "resolve" (after a rejection it solves the problem afresh; above).
     per_step_rewards (`bool`, False): pay each reward on the step it is for and show full infos
         at once (the trainer's view; never a policy's input).
+    task_options (`TaskOptions | None`): the task arguments and text bounds as one object
+        (`envs.core.TaskOptions`); keyword arguments override its fields.
 
 Version history:
     v0: initial release.
@@ -112,7 +114,7 @@ Version history:
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from pettingzoo import AECEnv
@@ -121,14 +123,16 @@ from pettingzoo.utils import wrappers
 from envs import prompts
 from envs.core import (
     TaskEnvMixin,
+    TaskOptions,
     check_choice,
+    check_count,
     check_revision_reward,
     check_weight,
     render_transcript,
     revision_reward,
+    task_signature,
 )
-from envs.tasks import Task
-from rewards import Verifier
+from envs.roles import role_of
 from rewards.arithmetic import false_equations
 
 VERDICT_RE = re.compile(
@@ -153,19 +157,16 @@ def parse_verdict(text: str) -> bool | None:
     return word in ("correct", "right")
 
 
+@task_signature
 class ReflectionEnv(TaskEnvMixin, AECEnv):
     """See the module docstring."""
 
     metadata = {"name": "math/reflection-v0", "render_modes": ["ansi"], "is_parallelizable": False}
-    answer_roles = ("solver", "refiner")  # envs.roles
+    answer_roles = ("solver", "refiner")  # the roles that state answers (envs.roles)
 
     def __init__(
         self,
-        task: str | Task = "arithmetic",
-        data_path: str | None = None,
-        split: str | None = None,
-        verifier: str | Verifier | None = None,
-        task_kwargs: Mapping[str, Any] | None = None,
+        *,
         rounds: int = 2,
         stop_on_accept: bool = False,
         team_reward: bool = False,
@@ -175,25 +176,12 @@ class ReflectionEnv(TaskEnvMixin, AECEnv):
         improvement_bonus: float = 1.0,
         counterfactual_weight: float = 1.0,
         refiner_mode: str = "revise",
-        max_action_chars: int = 8192,
-        max_obs_chars: int = 32768,
-        render_mode: str | None = None,
-        per_step_rewards: bool = False,
+        task_options: TaskOptions | None = None,
+        **task_args: Any,
     ) -> None:
         super().__init__()
-        if not isinstance(rounds, int) or rounds < 1:
-            raise ValueError(f"rounds must be an int >= 1, got {rounds!r}")
-        self._setup_task(
-            task,
-            data_path,
-            split,
-            verifier,
-            task_kwargs,
-            max_action_chars,
-            max_obs_chars,
-            render_mode,
-            per_step_rewards,
-        )
+        check_count("rounds", rounds, 1)
+        self._setup_task(TaskOptions.build(type(self).__name__, task_options, task_args))
         check_choice("critic_reward", critic_reward, CRITIC_REWARDS)
         self.rounds, self.stop_on_accept, self.team_reward = rounds, stop_on_accept, team_reward
         self.critic_reward = critic_reward
@@ -207,11 +195,7 @@ class ReflectionEnv(TaskEnvMixin, AECEnv):
         self.possible_agents = [f"{role}_0" for role in ROLES]
         self.schedule = ["solver_0"] + ["critic_0", "refiner_0"] * rounds
         self.max_turns = len(self.schedule)
-        self._instructions = {
-            "solver_0": self.task.instruction("solver"),
-            "critic_0": self.task.instruction("critic"),
-            "refiner_0": self.task.instruction("refiner"),
-        }
+        self._instructions = {a: self.task.instruction(role_of(a)) for a in self.possible_agents}
         self.agents = []
 
     @property
@@ -229,7 +213,7 @@ class ReflectionEnv(TaskEnvMixin, AECEnv):
         self.terminations = dict.fromkeys(self.agents, False)
         self.truncations = dict.fromkeys(self.agents, False)
         # The full infos, as graded; `self.infos` holds what the agents are shown (`_show`).
-        self._graded = {a: {**self._base_info(0), "role": a.split("_")[0]} for a in self.agents}
+        self._graded = {a: {**self._base_info(0), "role": role_of(a)} for a in self.agents}
         self.infos = {a: dict(info) for a, info in self._graded.items()}
         self.turns = []
         self.turn = 0
@@ -254,21 +238,16 @@ class ReflectionEnv(TaskEnvMixin, AECEnv):
         else:
             prompt = prompts.refiner_prompt(question, self.answer, self.feedback or "(none)")
         return self._obs(
-            agent.split("_")[0], self._instructions[agent], prompt, render_transcript(self.turns)
+            role_of(agent), self._instructions[agent], prompt, render_transcript(self.turns)
         )
 
     def step(self, action: str | None) -> None:
-        agent = self.agent_selection
-        if self.terminations.get(agent) or self.truncations.get(agent):
-            self._was_dead_step(action)
+        begun = self._begin_step(action)
+        if begun is None:
             return
-        if not self.agents:
-            raise RuntimeError("the episode is over: call reset() before step()")
-        text, clipped = self._check_action(agent, action)
-        self._cumulative_rewards[agent] = 0.0
-        self._clear_rewards()
+        agent, text, clipped = begun
         round_index = max(self.turn - 1, 0) // 2
-        role = agent.split("_")[0]  # as observe(); envs.roles imports this module
+        role = role_of(agent)
         extra = {"round": round_index, "role": role, "false_equations": len(false_equations(text))}
         done = self.turn + 1 >= self.max_turns
         if agent == "critic_0":
