@@ -21,7 +21,6 @@ stripped, so role names may hold underscores); a test checks that the two agree.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,14 +29,13 @@ from agents.base import Generation, GenerationArguments, GenerativePolicy, Obser
 from agents.hf import HFPolicy, is_peft_model
 
 Request = tuple[str, Observation]
-_AGENT_SUFFIX = re.compile(r"^(?P<role>.+)_\d+$")
 
 
 def _suffix_role(agent: str) -> str:
     """The role of an agent name when no caller gave one: `envs.roles.role_of`'s rule (see the
     module docstring)."""
-    match = _AGENT_SUFFIX.match(agent)
-    return match["role"] if match else agent
+    head, _, tail = agent.rpartition("_")
+    return head if head and tail.isdigit() else agent
 
 
 @dataclass
