@@ -251,44 +251,60 @@ class ReflectionEnv(TaskEnvMixin, AECEnv):
         extra = {"round": round_index, "role": role, "false_equations": len(false_equations(text))}
         done = self.turn + 1 >= self.max_turns
         if agent == "critic_0":
-            verdict = parse_verdict(text)
-            self.verdict = verdict
-            truth = self.answer_verdict.correct
-            self.feedback = text
-            if self.critic_reward == "balanced":
-                extra["balance_reviews"] = True
-            self._graded[agent] = self._review_info(self.turn, verdict, truth, clipped, **extra)
-            hit = self._graded[agent]["correct"]
-            done = done or (self.stop_on_accept and verdict is True)
-            if self.critic_reward in ("verdict", "balanced", "counterfactual"):
-                self.rewards[agent] = float(hit)
-            elif done:  # no revision follows: the outcome is the answer the critic let stand
-                self.rewards[agent] = self.answer_verdict.score
+            done = self._review(agent, text, clipped, extra, done)
         else:
-            verdict_obj = self._score(text)
-            before = self.answer_verdict.score if self.answer_verdict is not None else None
-            if before is not None:
-                extra["improvement"] = verdict_obj.score - before
-            self.answer, self.answer_verdict = text, verdict_obj
-            self._graded[agent] = self._answer_info(self.turn, verdict_obj, clipped, **extra)
-            self.rewards[agent] = revision_reward(
-                verdict_obj.score, before, self.revision_reward, self.improvement_bonus
-            )
-            if agent == "refiner_0" and self.critic_reward in ("outcome", "counterfactual"):
-                # Not for feedback whose own check failed the audit (the latest critic info);
-                # a counterfactual critic still bears a break it caused.
-                paid = not self._graded["critic_0"].get("audit_failed")
-                if self.critic_reward == "outcome":
-                    self.rewards["critic_0"] = verdict_obj.score if paid else 0.0
-                else:
-                    change = self.counterfactual_weight * (verdict_obj.score - before)
-                    self.rewards["critic_0"] = change if paid else min(change, 0.0)
+            self._answer(agent, text, clipped, extra)
         if role in self.audit and extra["false_equations"] > 0:  # a break still costs
             self.rewards[agent] = min(self.rewards[agent], 0.0)
             self._graded[agent]["audit_failed"] = True
             self.failed_audit.add(agent)
         self.turns.append((agent, text))
         self.turn += 1
+        self._finish_step(agent, done)
+
+    # ------------------------------------------------------------------ roles
+    def _review(
+        self, agent: str, text: str, clipped: bool, extra: dict[str, Any], done: bool
+    ) -> bool:
+        """Grade and pay a critic's turn; returns whether the episode ends with it."""
+        verdict = parse_verdict(text)
+        self.verdict = verdict
+        truth = self.answer_verdict.correct
+        self.feedback = text
+        if self.critic_reward == "balanced":
+            extra["balance_reviews"] = True
+        self._graded[agent] = self._review_info(self.turn, verdict, truth, clipped, **extra)
+        hit = self._graded[agent]["correct"]
+        done = done or (self.stop_on_accept and verdict is True)
+        if self.critic_reward in ("verdict", "balanced", "counterfactual"):
+            self.rewards[agent] = float(hit)
+        elif done:  # no revision follows: the outcome is the answer the critic let stand
+            self.rewards[agent] = self.answer_verdict.score
+        return done
+
+    def _answer(self, agent: str, text: str, clipped: bool, extra: dict[str, Any]) -> None:
+        """Grade and pay a solver's or refiner's answer (and an outcome critic's share of it)."""
+        verdict_obj = self._score(text)
+        before = self.answer_verdict.score if self.answer_verdict is not None else None
+        if before is not None:
+            extra["improvement"] = verdict_obj.score - before
+        self.answer, self.answer_verdict = text, verdict_obj
+        self._graded[agent] = self._answer_info(self.turn, verdict_obj, clipped, **extra)
+        self.rewards[agent] = revision_reward(
+            verdict_obj.score, before, self.revision_reward, self.improvement_bonus
+        )
+        if agent == "refiner_0" and self.critic_reward in ("outcome", "counterfactual"):
+            # Not for feedback whose own check failed the audit (the latest critic info);
+            # a counterfactual critic still bears a break it caused.
+            paid = not self._graded["critic_0"].get("audit_failed")
+            if self.critic_reward == "outcome":
+                self.rewards["critic_0"] = verdict_obj.score if paid else 0.0
+            else:
+                change = self.counterfactual_weight * (verdict_obj.score - before)
+                self.rewards["critic_0"] = change if paid else min(change, 0.0)
+
+    def _finish_step(self, agent: str, done: bool) -> None:
+        """The team reward, the end of the episode, and what the agents are shown."""
         if self.team_reward:
             final = self.answer_verdict.score if done else 0.0
             self.rewards = {a: 0.0 if a in self.failed_audit else final for a in self.agents}
