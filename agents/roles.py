@@ -8,13 +8,19 @@ Three set-ups share one type, `RoleMap` (a read-only `Mapping[str, Policy]`):
   one `PeftModel` holding several named adapters; a mixed batch of roles runs in one
   `model.generate` call through peft's per-row `adapter_names`.
 
-The rollout engine hands `(agent, observation)` requests to `RoleMap.generate`, which groups them
-by underlying model (`group_requests`) and scatters the results back to request order.
+The rollout engine hands `(agent, observation)` requests to `RoleMap.generate`, with each
+agent's role, which groups them by underlying model (`group_requests`) and scatters the results
+back to request order.
+
+Agent names and roles: the rule (``critic_0`` plays ``critic``) lives with the envs, in
+`envs.roles.role_of`, which this package may not import (it sits beside `envs`, not above it).
+So callers that know the roles hand them over (``roles=``; the rollout engine does). A caller
+that does not, gets the same rule applied here (`_suffix_role`: a trailing ``_<digits>``
+stripped, so role names may hold underscores); a test checks that the two agree.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,7 +29,13 @@ from agents.base import Generation, GenerationArguments, GenerativePolicy, Obser
 from agents.hf import HFPolicy, is_peft_model
 
 Request = tuple[str, Observation]
-_AGENT_SUFFIX = re.compile(r"^(?P<role>.+)_\d+$")
+
+
+def _suffix_role(agent: str) -> str:
+    """The role of an agent name when no caller gave one: `envs.roles.role_of`'s rule (see the
+    module docstring)."""
+    head, _, tail = agent.rpartition("_")
+    return head if head and tail.isdigit() else agent
 
 
 @dataclass
@@ -73,7 +85,9 @@ def batch_key(policy: Policy) -> tuple[Any, ...]:
 
 
 def group_requests(
-    requests: Sequence[Request], policies: Mapping[str, Policy] | RoleMap
+    requests: Sequence[Request],
+    policies: Mapping[str, Policy] | RoleMap,
+    roles: Sequence[str] | None = None,
 ) -> list[RequestGroup]:
     """Groups `(agent, observation)` requests so each underlying model gets one call.
 
@@ -81,14 +95,17 @@ def group_requests(
         requests (`Sequence[tuple[str, Mapping[str, str]]]`): Agent (or role) names and their
             observations, e.g. `[("solver_0", obs_a), ("critic_0", obs_b)]`.
         policies (`Mapping[str, Policy]`): A `RoleMap` or plain dict of role to policy.
+        roles (`Sequence[str] | None`): Each request's role, from the caller (`policy_for`).
 
     Returns:
         Groups in order of first appearance; together their `indices` cover every request once.
     """
     role_map = policies if isinstance(policies, RoleMap) else RoleMap(policies)
+    if roles is not None and len(roles) != len(requests):
+        raise ValueError(f"{len(roles)} roles for {len(requests)} requests; pass one per request")
     groups: dict[tuple[Any, ...], RequestGroup] = {}
     for index, (agent, observation) in enumerate(requests):
-        policy = role_map.policy_for(agent)
+        policy = role_map.policy_for(agent, None if roles is None else roles[index])
         group = groups.setdefault(batch_key(policy), RequestGroup(runner=policy))
         group.indices.append(index)
         group.members.append(policy)
@@ -100,7 +117,8 @@ class RoleMap(Mapping[str, Policy]):
     """A read-only role -> policy mapping that batches mixed-role requests.
 
     Keys are roles (`"solver"`) or agent names (`"solver_0"`). `policy_for("solver_1")` tries
-    the exact agent name, then its role (the name without the `_<n>` suffix), then `"*"`.
+    the exact agent name, then its role (given by the caller, else the name without its `_<n>`
+    suffix), then `"*"`.
 
     Args:
         policies (`Mapping[str, Policy]`): Role or agent name to policy.
@@ -136,43 +154,53 @@ class RoleMap(Mapping[str, Policy]):
         inner = ", ".join(f"{k!r}: {type(v).__name__}" for k, v in self._policies.items())
         return f"RoleMap({{{inner}}})"
 
-    def policy_for(self, agent: str) -> Policy:
+    def policy_for(self, agent: str, role: str | None = None) -> Policy:
         """The policy for an agent name, falling back to its role and then `"*"`.
+
+        Args:
+            agent: the agent's name (``"critic_0"``).
+            role: its role, from a caller that knows it (`envs.roles.role_of`); None: the name
+                without its ``_<n>`` suffix.
 
         Raises:
             KeyError: If nothing matches; the message lists the known roles.
         """
         if agent in self._policies:
             return self._policies[agent]
-        match = _AGENT_SUFFIX.match(agent)
-        if match and match["role"] in self._policies:
-            return self._policies[match["role"]]
+        role = _suffix_role(agent) if role is None else role
+        if role != agent and role in self._policies:
+            return self._policies[role]
         if "*" in self._policies:
             return self._policies["*"]
         raise KeyError(
             f"no policy for agent {agent!r}; the role map has {sorted(self._policies)}. Add the "
-            f"role (e.g. {agent.rsplit('_', 1)[0]!r}) or a '*' entry for every other agent."
+            f"role (e.g. {role!r}) or a '*' entry for every other agent."
         )
 
-    def group(self, requests: Sequence[Request]) -> list[RequestGroup]:
-        """`group_requests(requests, self)`."""
-        return group_requests(requests, self)
+    def group(
+        self, requests: Sequence[Request], roles: Sequence[str] | None = None
+    ) -> list[RequestGroup]:
+        """`group_requests(requests, self, roles)`."""
+        return group_requests(requests, self, roles)
 
-    def generate(self, requests: Sequence[Request]) -> list[Generation]:
+    def generate(
+        self, requests: Sequence[Request], roles: Sequence[str] | None = None
+    ) -> list[Generation]:
         """One `Generation` per request, in request order, one model call per group.
 
-        Policies without `generate` (scripted ones) give records with empty token lists.
+        `roles` gives each request's role (`policy_for`). Policies without `generate` (scripted
+        ones) give records with empty token lists.
         """
         results: list[Generation | None] = [None] * len(requests)
-        for group in self.group(requests):
+        for group in self.group(requests, roles):
             for index, generation in zip(group.indices, group.generate(), strict=True):
                 results[index] = generation
         return [g for g in results if g is not None]
 
-    def act(self, requests: Sequence[Request]) -> list[str]:
+    def act(self, requests: Sequence[Request], roles: Sequence[str] | None = None) -> list[str]:
         """One text per request, in request order, one model call per group."""
         results: list[str | None] = [None] * len(requests)
-        for group in self.group(requests):
+        for group in self.group(requests, roles):
             for index, text in zip(group.indices, group.act(), strict=True):
                 results[index] = text
         return [t for t in results if t is not None]

@@ -4,9 +4,12 @@ reads (`TaskEnvMixin.turn_results`, every turn's reward and full info)."""
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 import random
-from collections.abc import Collection, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from gymnasium import spaces
 
@@ -57,6 +60,14 @@ def check_choice(name: str, value: Any, choices: Sequence[str]) -> str:
     return value
 
 
+def check_count(name: str, value: Any, low: int) -> int:
+    """`value` if it is an int >= `low` (not a bool), else an error naming `name`: the one check
+    of every count an env takes (``rounds``, ``num_agents``, ``max_action_chars``, ...)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
+    return value
+
+
 def check_weight(name: str, value: float) -> float:
     """A reward weight: a finite number >= 0, as a float, or an error naming `name`."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -77,6 +88,92 @@ def revision_reward(score: float, before: float | None, mode: str, bonus: float)
 def render_transcript(turns: list[tuple[str, str]]) -> str:
     """The turns as ``[agent]`` headed blocks."""
     return "\n\n".join(f"[{agent}]\n{text}" for agent, text in turns)
+
+
+@dataclass(frozen=True)
+class TaskOptions:
+    """The arguments every env takes for its task and its text bounds, checked once here.
+
+    Every env accepts these as keyword arguments (``envs.make("math/reflection-v0",
+    task="gsm8k", split="test")``) or as one ``task_options=TaskOptions(...)``; keyword arguments
+    override the object's fields.
+
+    Args:
+        task (`str | Task`, "arithmetic"): a registered task name or a `Task`.
+        data_path (`str | None`): a local JSONL file instead of the task's source.
+        split (`str | None`): the task's split ("train", "validation", "test").
+        verifier (`str | Verifier | None`): a verifier or its name; None: the task's own.
+        task_kwargs (`Mapping | None`): further options of the task (size, difficulty, ...).
+        max_action_chars (`int`, 8192), max_obs_chars (`int`, 32768): text bounds, >= 64.
+        render_mode (`str | None`): "ansi" makes `render()` return the transcript.
+        per_step_rewards (`bool`, False): show each reward on its step and full infos (the
+            trainer's view; never a policy's input).
+
+    Raises:
+        ValueError, TypeError: an argument out of range or of the wrong type, named.
+    """
+
+    task: str | Task = "arithmetic"
+    data_path: str | None = None
+    split: str | None = None
+    verifier: str | Verifier | None = None
+    task_kwargs: Mapping[str, Any] | None = None
+    max_action_chars: int = 8192
+    max_obs_chars: int = 32768
+    render_mode: str | None = None
+    per_step_rewards: bool = False
+
+    def __post_init__(self) -> None:
+        if self.render_mode not in (None, "ansi"):
+            raise ValueError(f"render_mode must be None or 'ansi', got {self.render_mode!r}")
+        if not isinstance(self.per_step_rewards, bool):
+            raise TypeError(f"per_step_rewards must be a bool, got {self.per_step_rewards!r}")
+        check_count("max_action_chars", self.max_action_chars, 64)
+        check_count("max_obs_chars", self.max_obs_chars, 64)
+
+    @classmethod
+    def names(cls) -> tuple[str, ...]:
+        """The field names: the keyword arguments every env takes for its task."""
+        return tuple(f.name for f in dataclasses.fields(cls))
+
+    @classmethod
+    def build(
+        cls, owner: str, base: TaskOptions | None, overrides: Mapping[str, Any]
+    ) -> TaskOptions:
+        """`base` (or the defaults) with `overrides`; an unknown name raises as Python does for
+        an unexpected keyword argument of `owner`."""
+        if base is not None and not isinstance(base, TaskOptions):
+            raise TypeError(f"task_options must be a TaskOptions or None, got {base!r}")
+        for name in overrides:
+            if name not in cls.names():
+                raise TypeError(f"{owner}() got an unexpected keyword argument {name!r}")
+        return dataclasses.replace(base or cls(), **overrides)
+
+
+_EnvClass = TypeVar("_EnvClass", bound=type)
+
+
+def task_signature(cls: _EnvClass) -> _EnvClass:
+    """Class decorator: `cls.__init__`'s signature lists `TaskOptions`'s fields in place of its
+    ``**task_args``, so `inspect.signature` and `help()` show every keyword an env takes."""
+    init: Callable[..., None] = cls.__init__  # type: ignore[misc]
+    own = [
+        p
+        for p in inspect.signature(init).parameters.values()
+        if p.kind is not inspect.Parameter.VAR_KEYWORD and p.name not in TaskOptions.names()
+    ]
+    defaults = TaskOptions()
+    fields = [
+        inspect.Parameter(
+            f.name,
+            inspect.Parameter.KEYWORD_ONLY,
+            default=getattr(defaults, f.name),
+            annotation=f.type,
+        )
+        for f in dataclasses.fields(TaskOptions)
+    ]
+    init.__signature__ = inspect.Signature(own + fields)  # type: ignore[attr-defined]
+    return cls
 
 
 class AnyText(spaces.Text):
@@ -108,9 +205,10 @@ def clip(text: str, limit: int) -> str:
 class TaskEnvMixin:
     """Task loading, problem choice, action checking and scoring for the math environments.
 
-    Subclasses call `_setup_task(...)` in `__init__`, `_start_episode(seed, options)` in
-    `reset`, `_check_action(agent, action)` and `_score(text)` in `step`, and end each step
-    with `_show(acting, rewards, graded, to_come)`.
+    Subclasses call `_setup_task(TaskOptions.build(...))` in `__init__` (decorated with
+    `task_signature`), `_start_episode(seed, options)` in `reset`, `_begin_step(action)` (AEC) or
+    `_begin_parallel_step(actions)` (Parallel) first in `step` and `_score(text)` in it, and end
+    each step with `_show(acting, rewards, graded, to_come)`.
 
     No peeking: an env grades every turn when it is taken (the step's rewards, each acting
     agent's full info: ``correct``, ``score``, the verifier's ``reason``...), but by default an
@@ -138,42 +236,22 @@ class TaskEnvMixin:
     immediate_rewards: bool = False
     per_step_rewards: bool = False
 
-    def _setup_task(
-        self,
-        task: str | Task,
-        data_path: str | None,
-        split: str | None,
-        verifier: str | Verifier | None,
-        task_kwargs: Mapping[str, Any] | None,
-        max_action_chars: int,
-        max_obs_chars: int,
-        render_mode: str | None = None,
-        per_step_rewards: bool = False,
-    ) -> None:
-        if render_mode not in (None, "ansi"):
-            raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
-        if not isinstance(per_step_rewards, bool):
-            raise TypeError(f"per_step_rewards must be a bool, got {per_step_rewards!r}")
-        self.render_mode = render_mode
-        self.per_step_rewards = per_step_rewards
+    def _setup_task(self, options: TaskOptions) -> None:
+        """Build the task and the text spaces from checked `options`."""
+        self.render_mode = options.render_mode
+        self.per_step_rewards = options.per_step_rewards
         self.turns: list[tuple[str, str]] = []
         self.turn_results: list[dict[str, Any]] = []
         self._withheld: dict[str, float] = {}
-        for name, value in (
-            ("max_action_chars", max_action_chars),
-            ("max_obs_chars", max_obs_chars),
-        ):
-            if not isinstance(value, int) or value < 64:
-                raise ValueError(f"{name} must be an int >= 64, got {value!r}")
-        options = dict(task_kwargs or {})
-        if not isinstance(task, Task):
-            options.update(data_path=data_path, split=split)
-        self.task = make_task(task, verifier=verifier, **options)
+        task_options = dict(options.task_kwargs or {})
+        if not isinstance(options.task, Task):
+            task_options.update(data_path=options.data_path, split=options.split)
+        self.task = make_task(options.task, verifier=options.verifier, **task_options)
         self.verifier = self.task.verifier  # type: ignore[assignment]
-        self.max_action_chars = max_action_chars
-        self.max_obs_chars = max_obs_chars
-        self._obs_space = spaces.Dict({k: AnyText(max_obs_chars) for k in OBS_FIELDS})
-        self._act_space = AnyText(max_action_chars)
+        self.max_action_chars = options.max_action_chars
+        self.max_obs_chars = options.max_obs_chars
+        self._obs_space = spaces.Dict({k: AnyText(self.max_obs_chars) for k in OBS_FIELDS})
+        self._act_space = AnyText(self.max_action_chars)
         self._rng = random.Random()
         self.problem = self.task.source[0]
 
@@ -211,6 +289,43 @@ class TaskEnvMixin:
             )
         clipped = clip(action, self.max_action_chars)
         return clipped, len(clipped) != len(action)
+
+    def _begin_step(self, action: Any) -> tuple[str, str, bool] | None:
+        """The checks every AEC `step` starts with. A step of an agent that is done is
+        PettingZoo's dead step (None: nothing else to do); a step after the episode raises; else
+        the acting agent, its action clipped (`_check_action`) and whether it was, with the
+        step's rewards cleared (PettingZoo's `_clear_rewards`, the agent's return restarted).
+        """
+        agent = self.agent_selection  # type: ignore[attr-defined]
+        if self.terminations.get(agent) or self.truncations.get(agent):  # type: ignore[attr-defined]
+            self._was_dead_step(action)  # type: ignore[attr-defined]
+            return None
+        if not self.agents:  # type: ignore[attr-defined]
+            raise RuntimeError("the episode is over: call reset() before step()")
+        text, clipped = self._check_action(agent, action)
+        self._cumulative_rewards[agent] = 0.0  # type: ignore[attr-defined]
+        self._clear_rewards()  # type: ignore[attr-defined]
+        return agent, text, clipped
+
+    def _begin_parallel_step(self, actions: Any) -> tuple[dict[str, str], dict[str, bool]]:
+        """The checks every Parallel `step` starts with: the episode is live, `actions` maps
+        every live agent, and no other, to a str. Returns each agent's action clipped and whether
+        it was; every action is checked before any state changes."""
+        live = self.agents  # type: ignore[attr-defined]
+        if not live:
+            raise RuntimeError("the episode is over: call reset() before step()")
+        if not isinstance(actions, Mapping):
+            raise TypeError(f"actions must be a dict agent -> str, got {type(actions).__name__}")
+        missing, extra = set(live) - set(actions), set(actions) - set(live)
+        if missing or extra:
+            raise ValueError(
+                f"every live agent acts each round: missing actions for {sorted(missing)}, "
+                f"actions for agents not in play {sorted(extra)}; live agents are {live}"
+            )
+        texts, clipped = {}, {}
+        for agent in live:
+            texts[agent], clipped[agent] = self._check_action(agent, actions[agent])
+        return texts, clipped
 
     def _score(self, text: str) -> Verdict:
         """The verifier's verdict on `text` against the current problem's reference."""

@@ -42,6 +42,8 @@ Arguments:
     max_action_chars (`int`, 8192), max_obs_chars (`int`, 32768), render_mode (None | "ansi").
     per_step_rewards (`bool`, False): return each round's rewards and full infos as it is played
         (the trainer's view; never a policy's input).
+    task_options (`TaskOptions | None`): the task arguments and text bounds as one object
+        (`envs.core.TaskOptions`); keyword arguments override its fields.
 
 Version history:
     v0: initial release.
@@ -63,11 +65,19 @@ from typing import Any
 from pettingzoo import ParallelEnv
 
 from envs import prompts
-from envs.core import TaskEnvMixin, check_revision_reward, render_transcript, revision_reward
-from envs.tasks import Task
-from rewards import Verdict, Verifier, canonical_answer, majority_vote
+from envs.core import (
+    TaskEnvMixin,
+    TaskOptions,
+    check_count,
+    check_revision_reward,
+    render_transcript,
+    revision_reward,
+    task_signature,
+)
+from rewards import Verdict, canonical_answer, majority_vote
 
 
+@task_signature
 class DebateEnv(TaskEnvMixin, ParallelEnv):
     """See the module docstring."""
 
@@ -78,39 +88,21 @@ class DebateEnv(TaskEnvMixin, ParallelEnv):
 
     def __init__(
         self,
-        task: str | Task = "arithmetic",
-        data_path: str | None = None,
-        split: str | None = None,
-        verifier: str | Verifier | None = None,
-        task_kwargs: Mapping[str, Any] | None = None,
+        *,
         num_agents: int = 3,
         rounds: int = 2,
         influence_discount: float = 0.0,
         instructions: Sequence[str] | None = None,
         revision_reward: str = "score",
         improvement_bonus: float = 1.0,
-        max_action_chars: int = 8192,
-        max_obs_chars: int = 32768,
-        render_mode: str | None = None,
-        per_step_rewards: bool = False,
+        task_options: TaskOptions | None = None,
+        **task_args: Any,
     ) -> None:
-        if not isinstance(num_agents, int) or num_agents < 1:
-            raise ValueError(f"num_agents must be an int >= 1, got {num_agents!r}")
-        if not isinstance(rounds, int) or rounds < 1:
-            raise ValueError(f"rounds must be an int >= 1, got {rounds!r}")
+        check_count("num_agents", num_agents, 1)
+        check_count("rounds", rounds, 1)
         if not (isinstance(influence_discount, (int, float)) and 0.0 <= influence_discount <= 1.0):
             raise ValueError(f"influence_discount must be in [0, 1], got {influence_discount!r}")
-        self._setup_task(
-            task,
-            data_path,
-            split,
-            verifier,
-            task_kwargs,
-            max_action_chars,
-            max_obs_chars,
-            render_mode,
-            per_step_rewards,
-        )
+        self._setup_task(TaskOptions.build(type(self).__name__, task_options, task_args))
         self.rounds, self.influence_discount = rounds, float(influence_discount)
         self.revision_reward = revision_reward
         self.improvement_bonus = check_revision_reward(revision_reward, improvement_bonus)
@@ -148,21 +140,8 @@ class DebateEnv(TaskEnvMixin, ParallelEnv):
         )
 
     def step(self, actions: Mapping[str, str]) -> tuple[dict, dict, dict, dict, dict]:
-        if not self.agents:
-            raise RuntimeError("the episode is over: call reset() before step()")
-        if not isinstance(actions, Mapping):
-            raise TypeError(f"actions must be a dict agent -> str, got {type(actions).__name__}")
-        missing, extra = set(self.agents) - set(actions), set(actions) - set(self.agents)
-        if missing or extra:
-            raise ValueError(
-                f"every live agent acts each round: missing actions for {sorted(missing)}, "
-                f"actions for agents not in play {sorted(extra)}; live agents are {self.agents}"
-            )
-        texts, verdicts, clipped = {}, {}, {}
-        for agent in self.agents:  # check every action before changing any state
-            texts[agent], clipped[agent] = self._check_action(agent, actions[agent])
-        for agent in self.agents:
-            verdicts[agent] = self._score(texts[agent])
+        texts, clipped = self._begin_parallel_step(actions)  # every action checked first
+        verdicts = {agent: self._score(texts[agent]) for agent in self.agents}
         rewards, infos = self._rewards_and_infos(verdicts, clipped)
         self.answers = texts
         self.turns.extend((a, texts[a]) for a in self.agents)

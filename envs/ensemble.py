@@ -22,6 +22,8 @@ Arguments:
     instructions (`Sequence[str] | None`): instruction templates; ``{answer_format}`` is filled.
     max_action_chars (`int`, 8192), max_obs_chars (`int`, 32768), render_mode (None | "ansi").
     per_step_rewards (`bool`, False): return full infos (the verifier's ``reason`` too).
+    task_options (`TaskOptions | None`): the task arguments and text bounds as one object
+        (`envs.core.TaskOptions`); keyword arguments override its fields.
 
 Version history:
     v0: initial release.
@@ -34,50 +36,36 @@ Version history:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from envs import prompts
+from envs.core import TaskOptions, task_signature
 from envs.debate import DebateEnv
-from envs.tasks import Task
-from rewards import Verifier
 
 
+@task_signature
 class EnsembleEnv(DebateEnv):
     """A one-round `DebateEnv` whose agents differ by instruction; see the module docstring."""
 
     metadata = {"name": "math/ensemble-v0", "render_modes": ["ansi"], "is_parallelizable": True}
     agent_prefix = "variant"
-    answer_roles = ("variant",)
+    answer_roles = ("variant",)  # envs.roles
     _role = "solver"
 
     def __init__(
         self,
-        task: str | Task = "arithmetic",
-        data_path: str | None = None,
-        split: str | None = None,
-        verifier: str | Verifier | None = None,
-        task_kwargs: Mapping[str, Any] | None = None,
+        *,
         num_agents: int = 3,
         instructions: Sequence[str] | None = None,
-        max_action_chars: int = 8192,
-        max_obs_chars: int = 32768,
-        render_mode: str | None = None,
-        per_step_rewards: bool = False,
+        task_options: TaskOptions | None = None,
+        **task_args: Any,
     ) -> None:
         super().__init__(
-            task,
-            data_path,
-            split,
-            verifier,
-            task_kwargs,
             num_agents=num_agents,
             rounds=1,
             instructions=instructions or prompts.VARIANTS,
-            max_action_chars=max_action_chars,
-            max_obs_chars=max_obs_chars,
-            render_mode=render_mode,
-            per_step_rewards=per_step_rewards,
+            task_options=TaskOptions.build(type(self).__name__, task_options, task_args),
         )
 
 

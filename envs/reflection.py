@@ -95,6 +95,8 @@ Arguments:
         feedback) or "resolve" (after a rejection it solves the problem afresh; above).
     per_step_rewards (`bool`, False): pay each reward on the step it is for and show full infos
         at once (the trainer's view; never a policy's input).
+    task_options (`TaskOptions | None`): the task arguments and text bounds as one object
+        (`envs.core.TaskOptions`); keyword arguments override its fields.
 
 Version history:
     v0: initial release.
@@ -112,7 +114,7 @@ Version history:
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from pettingzoo import AECEnv
@@ -121,14 +123,16 @@ from pettingzoo.utils import wrappers
 from envs import prompts
 from envs.core import (
     TaskEnvMixin,
+    TaskOptions,
     check_choice,
+    check_count,
     check_revision_reward,
     check_weight,
     render_transcript,
     revision_reward,
+    task_signature,
 )
-from envs.tasks import Task
-from rewards import Verifier
+from envs.roles import role_of
 from rewards.arithmetic import false_equations
 
 VERDICT_RE = re.compile(
@@ -153,19 +157,16 @@ def parse_verdict(text: str) -> bool | None:
     return word in ("correct", "right")
 
 
+@task_signature
 class ReflectionEnv(TaskEnvMixin, AECEnv):
     """See the module docstring."""
 
     metadata = {"name": "math/reflection-v0", "render_modes": ["ansi"], "is_parallelizable": False}
-    answer_roles = ("solver", "refiner")  # envs.roles
+    answer_roles = ("solver", "refiner")  # the roles that state answers (envs.roles)
 
     def __init__(
         self,
-        task: str | Task = "arithmetic",
-        data_path: str | None = None,
-        split: str | None = None,
-        verifier: str | Verifier | None = None,
-        task_kwargs: Mapping[str, Any] | None = None,
+        *,
         rounds: int = 2,
         stop_on_accept: bool = False,
         team_reward: bool = False,
@@ -175,25 +176,12 @@ class ReflectionEnv(TaskEnvMixin, AECEnv):
         improvement_bonus: float = 1.0,
         counterfactual_weight: float = 1.0,
         refiner_mode: str = "revise",
-        max_action_chars: int = 8192,
-        max_obs_chars: int = 32768,
-        render_mode: str | None = None,
-        per_step_rewards: bool = False,
+        task_options: TaskOptions | None = None,
+        **task_args: Any,
     ) -> None:
         super().__init__()
-        if not isinstance(rounds, int) or rounds < 1:
-            raise ValueError(f"rounds must be an int >= 1, got {rounds!r}")
-        self._setup_task(
-            task,
-            data_path,
-            split,
-            verifier,
-            task_kwargs,
-            max_action_chars,
-            max_obs_chars,
-            render_mode,
-            per_step_rewards,
-        )
+        check_count("rounds", rounds, 1)
+        self._setup_task(TaskOptions.build(type(self).__name__, task_options, task_args))
         check_choice("critic_reward", critic_reward, CRITIC_REWARDS)
         self.rounds, self.stop_on_accept, self.team_reward = rounds, stop_on_accept, team_reward
         self.critic_reward = critic_reward
@@ -207,11 +195,7 @@ class ReflectionEnv(TaskEnvMixin, AECEnv):
         self.possible_agents = [f"{role}_0" for role in ROLES]
         self.schedule = ["solver_0"] + ["critic_0", "refiner_0"] * rounds
         self.max_turns = len(self.schedule)
-        self._instructions = {
-            "solver_0": self.task.instruction("solver"),
-            "critic_0": self.task.instruction("critic"),
-            "refiner_0": self.task.instruction("refiner"),
-        }
+        self._instructions = {a: self.task.instruction(role_of(a)) for a in self.possible_agents}
         self.agents = []
 
     @property
@@ -229,7 +213,7 @@ class ReflectionEnv(TaskEnvMixin, AECEnv):
         self.terminations = dict.fromkeys(self.agents, False)
         self.truncations = dict.fromkeys(self.agents, False)
         # The full infos, as graded; `self.infos` holds what the agents are shown (`_show`).
-        self._graded = {a: {**self._base_info(0), "role": a.split("_")[0]} for a in self.agents}
+        self._graded = {a: {**self._base_info(0), "role": role_of(a)} for a in self.agents}
         self.infos = {a: dict(info) for a, info in self._graded.items()}
         self.turns = []
         self.turn = 0
@@ -254,62 +238,73 @@ class ReflectionEnv(TaskEnvMixin, AECEnv):
         else:
             prompt = prompts.refiner_prompt(question, self.answer, self.feedback or "(none)")
         return self._obs(
-            agent.split("_")[0], self._instructions[agent], prompt, render_transcript(self.turns)
+            role_of(agent), self._instructions[agent], prompt, render_transcript(self.turns)
         )
 
     def step(self, action: str | None) -> None:
-        agent = self.agent_selection
-        if self.terminations.get(agent) or self.truncations.get(agent):
-            self._was_dead_step(action)
+        begun = self._begin_step(action)
+        if begun is None:
             return
-        if not self.agents:
-            raise RuntimeError("the episode is over: call reset() before step()")
-        text, clipped = self._check_action(agent, action)
-        self._cumulative_rewards[agent] = 0.0
-        self._clear_rewards()
+        agent, text, clipped = begun
         round_index = max(self.turn - 1, 0) // 2
-        role = agent.split("_")[0]  # as observe(); envs.roles imports this module
+        role = role_of(agent)
         extra = {"round": round_index, "role": role, "false_equations": len(false_equations(text))}
         done = self.turn + 1 >= self.max_turns
         if agent == "critic_0":
-            verdict = parse_verdict(text)
-            self.verdict = verdict
-            truth = self.answer_verdict.correct
-            self.feedback = text
-            if self.critic_reward == "balanced":
-                extra["balance_reviews"] = True
-            self._graded[agent] = self._review_info(self.turn, verdict, truth, clipped, **extra)
-            hit = self._graded[agent]["correct"]
-            done = done or (self.stop_on_accept and verdict is True)
-            if self.critic_reward in ("verdict", "balanced", "counterfactual"):
-                self.rewards[agent] = float(hit)
-            elif done:  # no revision follows: the outcome is the answer the critic let stand
-                self.rewards[agent] = self.answer_verdict.score
+            done = self._review(agent, text, clipped, extra, done)
         else:
-            verdict_obj = self._score(text)
-            before = self.answer_verdict.score if self.answer_verdict is not None else None
-            if before is not None:
-                extra["improvement"] = verdict_obj.score - before
-            self.answer, self.answer_verdict = text, verdict_obj
-            self._graded[agent] = self._answer_info(self.turn, verdict_obj, clipped, **extra)
-            self.rewards[agent] = revision_reward(
-                verdict_obj.score, before, self.revision_reward, self.improvement_bonus
-            )
-            if agent == "refiner_0" and self.critic_reward in ("outcome", "counterfactual"):
-                # Not for feedback whose own check failed the audit (the latest critic info);
-                # a counterfactual critic still bears a break it caused.
-                paid = not self._graded["critic_0"].get("audit_failed")
-                if self.critic_reward == "outcome":
-                    self.rewards["critic_0"] = verdict_obj.score if paid else 0.0
-                else:
-                    change = self.counterfactual_weight * (verdict_obj.score - before)
-                    self.rewards["critic_0"] = change if paid else min(change, 0.0)
+            self._answer(agent, text, clipped, extra)
         if role in self.audit and extra["false_equations"] > 0:  # a break still costs
             self.rewards[agent] = min(self.rewards[agent], 0.0)
             self._graded[agent]["audit_failed"] = True
             self.failed_audit.add(agent)
         self.turns.append((agent, text))
         self.turn += 1
+        self._finish_step(agent, done)
+
+    # ------------------------------------------------------------------ roles
+    def _review(
+        self, agent: str, text: str, clipped: bool, extra: dict[str, Any], done: bool
+    ) -> bool:
+        """Grade and pay a critic's turn; returns whether the episode ends with it."""
+        verdict = parse_verdict(text)
+        self.verdict = verdict
+        truth = self.answer_verdict.correct
+        self.feedback = text
+        if self.critic_reward == "balanced":
+            extra["balance_reviews"] = True
+        self._graded[agent] = self._review_info(self.turn, verdict, truth, clipped, **extra)
+        hit = self._graded[agent]["correct"]
+        done = done or (self.stop_on_accept and verdict is True)
+        if self.critic_reward in ("verdict", "balanced", "counterfactual"):
+            self.rewards[agent] = float(hit)
+        elif done:  # no revision follows: the outcome is the answer the critic let stand
+            self.rewards[agent] = self.answer_verdict.score
+        return done
+
+    def _answer(self, agent: str, text: str, clipped: bool, extra: dict[str, Any]) -> None:
+        """Grade and pay a solver's or refiner's answer (and an outcome critic's share of it)."""
+        verdict_obj = self._score(text)
+        before = self.answer_verdict.score if self.answer_verdict is not None else None
+        if before is not None:
+            extra["improvement"] = verdict_obj.score - before
+        self.answer, self.answer_verdict = text, verdict_obj
+        self._graded[agent] = self._answer_info(self.turn, verdict_obj, clipped, **extra)
+        self.rewards[agent] = revision_reward(
+            verdict_obj.score, before, self.revision_reward, self.improvement_bonus
+        )
+        if agent == "refiner_0" and self.critic_reward in ("outcome", "counterfactual"):
+            # Not for feedback whose own check failed the audit (the latest critic info);
+            # a counterfactual critic still bears a break it caused.
+            paid = not self._graded["critic_0"].get("audit_failed")
+            if self.critic_reward == "outcome":
+                self.rewards["critic_0"] = verdict_obj.score if paid else 0.0
+            else:
+                change = self.counterfactual_weight * (verdict_obj.score - before)
+                self.rewards["critic_0"] = change if paid else min(change, 0.0)
+
+    def _finish_step(self, agent: str, done: bool) -> None:
+        """The team reward, the end of the episode, and what the agents are shown."""
         if self.team_reward:
             final = self.answer_verdict.score if done else 0.0
             self.rewards = {a: 0.0 if a in self.failed_audit else final for a in self.agents}

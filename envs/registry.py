@@ -127,6 +127,11 @@ def spec(env_id: str) -> EnvSpec:
     )
 
 
+def registered_specs() -> list[EnvSpec]:
+    """Every registered `EnvSpec`, in registration order (the built-in table first)."""
+    return list(_REGISTRY.values())
+
+
 def list_envs(namespace: str | None = None) -> list[str]:
     """Sorted registered ids, optionally only those of one namespace."""
     return sorted(i for i in _REGISTRY if namespace is None or i.startswith(f"{namespace}/"))

@@ -1,22 +1,29 @@
-"""Agent names and the roles they play: the one home for both.
+"""Agent names and the roles they play: the one home of the rule.
 
-An agent is named ``<role>_<index>`` (``critic_0``, ``debater_2``); `role_of` maps a name to its
-role. Each env class declares ``answer_roles``: the roles whose turns state an answer to the
-problem (a solver's or refiner's reply, a debater's, an executor's program output), as opposed
-to roles that review, plan or judge (critic, analyzer, verifier). The rollout engine records
-them on every episode it plays (`trainers.rollout.records.Episode.answer_roles`), where metrics
-(which answers a team gave, in order), DPO's refiner pairs and verifier data read them;
-instruction ensembles ask `answer_roles` before playing.
+An agent is named ``<role>_<index>`` (``critic_0``, ``debater_2``, ``lead_critic_1``); `role_of`
+maps a name to its role by stripping a trailing ``_<digits>``, so a role name may itself hold
+underscores. Every env, the rollout engine and the trainers read roles through this module; it
+imports no env module (the envs import it).
+
+Each env class declares ``answer_roles``: the roles whose turns state an answer to the problem (a
+solver's or refiner's reply, a debater's, an executor's program output), as opposed to roles
+that review, plan or judge (critic, analyzer, verifier). The rollout engine records them on every
+episode it plays (`trainers.rollout.records.Episode.answer_roles`), where metrics (which answers
+a team gave, in order), DPO's refiner pairs and verifier data read them; instruction ensembles
+ask `answer_roles` before playing. An env without a declaration is read with the built-in envs'
+answering roles, found through the registry (`builtin_answer_roles`).
 """
 
 from __future__ import annotations
 
-import functools
 from typing import Any
+
+from envs.registry import EnvSpec, make, registered_specs, spec
 
 
 def role_of(agent: str) -> str:
-    """``"critic_0"`` -> ``"critic"``; a name without a numeric suffix is its own role."""
+    """``"critic_0"`` -> ``"critic"``, ``"lead_critic_1"`` -> ``"lead_critic"``; a name without a
+    numeric suffix is its own role."""
     head, _, tail = agent.rpartition("_")
     return head if head and tail.isdigit() else agent
 
@@ -26,27 +33,33 @@ def env_roles(env: Any) -> list[str]:
     return list(dict.fromkeys(role_of(agent) for agent in env.unwrapped.possible_agents))
 
 
-def builtin_answer_roles() -> tuple[str, ...]:
-    """Every answering role the built-in envs declare."""
-    from envs.debate import DebateEnv
-    from envs.ensemble import EnsembleEnv
-    from envs.reflection import ReflectionEnv
-    from envs.solve import SolveEnv
-    from envs.tool import ToolEnv
-
-    classes = (SolveEnv, ReflectionEnv, DebateEnv, EnsembleEnv, ToolEnv)
-    return tuple(dict.fromkeys(role for cls in classes for role in cls.answer_roles))
+# env id -> (the spec it was read from, its answer roles): a re-registered id is read afresh.
+_DECLARED: dict[str, tuple[EnvSpec, tuple[str, ...]]] = {}
 
 
-@functools.lru_cache(maxsize=64)
 def _registered_answer_roles(env_id: str) -> tuple[str, ...]:
-    from envs.registry import make
-
+    current = spec(env_id)
+    cached = _DECLARED.get(env_id)
+    if cached is not None and cached[0] is current:
+        return cached[1]
     env = make(env_id)
     try:
-        return answer_roles(env)
+        roles = answer_roles(env)
     finally:
         env.close()
+    _DECLARED[env_id] = (current, roles)
+    return roles
+
+
+def builtin_answer_roles() -> tuple[str, ...]:
+    """Every answering role the built-in envs declare (those whose entry point is in this
+    package), in registration order; each env is made once, through the registry."""
+    builtin = [
+        s.id
+        for s in registered_specs()
+        if isinstance(s.entry_point, str) and s.entry_point.startswith("envs.")
+    ]
+    return tuple(dict.fromkeys(r for env_id in builtin for r in _registered_answer_roles(env_id)))
 
 
 def answer_roles(env: Any = None) -> tuple[str, ...]:

@@ -22,6 +22,7 @@ Arguments:
     task, data_path, split, verifier, task_kwargs: the task (see `envs.tasks`).
     max_action_chars (`int`, 8192), max_obs_chars (`int`, 32768), render_mode (None | "ansi").
     per_step_rewards (`bool`, False): show full infos (the verifier's ``reason`` too).
+    task_options (`TaskOptions | None`): the arguments above as one object (`envs.core`).
 
 Version history:
     v0: initial release.
@@ -34,7 +35,6 @@ Version history:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import gymnasium
@@ -42,41 +42,19 @@ from pettingzoo import AECEnv
 from pettingzoo.utils import wrappers
 
 from envs import prompts
-from envs.core import TaskEnvMixin, render_transcript
-from envs.tasks import Task
-from rewards import Verifier
+from envs.core import TaskEnvMixin, TaskOptions, render_transcript, task_signature
 
 
+@task_signature
 class SolveEnv(TaskEnvMixin, AECEnv):
     """See the module docstring."""
 
     metadata = {"name": "math/solve-v0", "render_modes": ["ansi"], "is_parallelizable": True}
     answer_roles = ("solver",)  # envs.roles
 
-    def __init__(
-        self,
-        task: str | Task = "arithmetic",
-        data_path: str | None = None,
-        split: str | None = None,
-        verifier: str | Verifier | None = None,
-        task_kwargs: Mapping[str, Any] | None = None,
-        max_action_chars: int = 8192,
-        max_obs_chars: int = 32768,
-        render_mode: str | None = None,
-        per_step_rewards: bool = False,
-    ) -> None:
+    def __init__(self, *, task_options: TaskOptions | None = None, **task_args: Any) -> None:
         super().__init__()
-        self._setup_task(
-            task,
-            data_path,
-            split,
-            verifier,
-            task_kwargs,
-            max_action_chars,
-            max_obs_chars,
-            render_mode,
-            per_step_rewards,
-        )
+        self._setup_task(TaskOptions.build(type(self).__name__, task_options, task_args))
         self.possible_agents = ["solver_0"]
         self.max_turns = 1
         self._instruction = self.task.instruction("solver")
@@ -98,16 +76,12 @@ class SolveEnv(TaskEnvMixin, AECEnv):
         return self._obs("solver", self._instruction, prompt, render_transcript(self.turns))
 
     def step(self, action: str | None) -> None:
-        agent = self.agent_selection
-        if self.terminations.get(agent) or self.truncations.get(agent):
-            self._was_dead_step(action)
+        begun = self._begin_step(action)
+        if begun is None:
             return
-        if not self.agents:
-            raise RuntimeError("the episode is over: call reset() before step()")
-        text, clipped = self._check_action(agent, action)
+        agent, text, clipped = begun
         verdict = self._score(text)
         self.turns.append((agent, text))
-        self._cumulative_rewards[agent] = 0.0
         graded = self._answer_info(
             0, verdict, clipped, round=0, role="solver", final_correct=verdict.correct
         )

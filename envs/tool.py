@@ -69,10 +69,13 @@ Arguments:
     render_mode (`str | None`): "ansi" makes `render()` return the transcript.
     per_step_rewards (`bool`, False): pay each reward on the step it is for and show full infos
         at once (the trainer's view; never a policy's input).
+    task_options (`TaskOptions | None`): the task arguments and text bounds as one object
+        (`envs.core.TaskOptions`); keyword arguments override its fields.
 
 Many copies in one loop: `run_pending(steps)` runs the programs that the coming steps of several
-copies will run, at once through `envs.sandbox.run_many`; each step then finds its result ready
-(the rollout engine does this every turn).
+copies will run, at once through `envs.sandbox.run_many`; each step then finds its result ready.
+``ToolEnv.prepare_steps`` is that call as the env's pre-step hook, which the rollout engine runs
+every turn on the steps it is about to take (it knows no env by name).
 
 Version history:
     v0: initial release.
@@ -88,7 +91,7 @@ from __future__ import annotations
 
 import re
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from pettingzoo import AECEnv
@@ -97,16 +100,19 @@ from pettingzoo.utils import wrappers
 from envs import prompts
 from envs.core import (
     TaskEnvMixin,
+    TaskOptions,
     check_choice,
+    check_count,
     check_revision_reward,
     check_weight,
     clip,
     render_transcript,
     revision_reward,
+    task_signature,
 )
 from envs.reflection import parse_verdict
+from envs.roles import role_of
 from envs.sandbox import ExecResult, SandboxConfig, run_code, run_many
-from envs.tasks import Task
 from rewards import Verdict, Verifier, get_verifier
 
 FENCE = re.compile(r"```[ \t]*([\w+-]*)[^\n]*\n(.*?)```", re.DOTALL)
@@ -235,6 +241,7 @@ def _sandbox_config(sandbox: SandboxConfig | Mapping[str, Any] | None) -> Sandbo
     )
 
 
+@task_signature
 class ToolEnv(TaskEnvMixin, AECEnv):
     """See the module docstring."""
 
@@ -243,11 +250,7 @@ class ToolEnv(TaskEnvMixin, AECEnv):
 
     def __init__(
         self,
-        task: str | Task = "arithmetic",
-        data_path: str | None = None,
-        split: str | None = None,
-        verifier: str | Verifier | None = None,
-        task_kwargs: Mapping[str, Any] | None = None,
+        *,
         rounds: int = 2,
         stop_on_accept: bool = False,
         team_reward: bool = False,
@@ -258,31 +261,14 @@ class ToolEnv(TaskEnvMixin, AECEnv):
         sandbox: SandboxConfig | Mapping[str, Any] | None = None,
         cache_size: int = 128,
         max_output_chars: int = 2000,
-        max_action_chars: int = 8192,
-        max_obs_chars: int = 32768,
-        render_mode: str | None = None,
-        per_step_rewards: bool = False,
+        task_options: TaskOptions | None = None,
+        **task_args: Any,
     ) -> None:
         super().__init__()
-        if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
-            raise ValueError(f"rounds must be an int >= 1, got {rounds!r}")
-        for name, value, low in (
-            ("cache_size", cache_size, 0),
-            ("max_output_chars", max_output_chars, 64),
-        ):
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
-        self._setup_task(
-            task,
-            data_path,
-            split,
-            verifier,
-            task_kwargs,
-            max_action_chars,
-            max_obs_chars,
-            render_mode,
-            per_step_rewards,
-        )
+        check_count("rounds", rounds, 1)
+        check_count("cache_size", cache_size, 0)
+        check_count("max_output_chars", max_output_chars, 64)
+        self._setup_task(TaskOptions.build(type(self).__name__, task_options, task_args))
         self.sandbox = _sandbox_config(sandbox)
         self.revision_reward = revision_reward
         self.improvement_bonus = check_revision_reward(revision_reward, improvement_bonus)
@@ -295,9 +281,7 @@ class ToolEnv(TaskEnvMixin, AECEnv):
         self.possible_agents = ["analyzer_0", "executor_0", "verifier_0"]
         self.schedule = ["analyzer_0"] + ["executor_0", "verifier_0"] * rounds
         self.max_turns = len(self.schedule)
-        self._instructions = {
-            a: self.task.instruction(a.split("_")[0]) for a in self.possible_agents
-        }
+        self._instructions = {a: self.task.instruction(role_of(a)) for a in self.possible_agents}
         self.agents = []
 
     # ------------------------------------------------------------------ PettingZoo API
@@ -309,7 +293,7 @@ class ToolEnv(TaskEnvMixin, AECEnv):
         self.terminations = dict.fromkeys(self.agents, False)
         self.truncations = dict.fromkeys(self.agents, False)
         # The full infos, as graded; `self.infos` holds what the agents are shown (`_show`).
-        self._graded = {a: {**self._base_info(0), "role": a.split("_")[0]} for a in self.agents}
+        self._graded = {a: {**self._base_info(0), "role": role_of(a)} for a in self.agents}
         self.infos = {a: dict(info) for a, info in self._graded.items()}
         self.turns = []
         self.turn = 0
@@ -320,6 +304,12 @@ class ToolEnv(TaskEnvMixin, AECEnv):
         self.feedback: str | None = None
         self._prepared = {}
         self.agent_selection = self.schedule[0]
+
+    @classmethod
+    def prepare_steps(cls, steps: Sequence[tuple[Any, Any]]) -> None:
+        """The engine's pre-step hook (`trainers.rollout.engine`): run the programs of these
+        coming `(env, action)` steps at once (`run_pending`)."""
+        run_pending(steps)
 
     def pending_program(self, action: Any) -> str | None:
         """The program `step(action)` will run, or None: not the executor's turn, not a str,
@@ -353,20 +343,15 @@ class ToolEnv(TaskEnvMixin, AECEnv):
                 question, self.plan, self.code, self.output or "", answer
             )
         return self._obs(
-            agent.split("_")[0], self._instructions[agent], prompt, render_transcript(self.turns)
+            role_of(agent), self._instructions[agent], prompt, render_transcript(self.turns)
         )
 
     def step(self, action: str | None) -> None:
-        agent = self.agent_selection
-        if self.terminations.get(agent) or self.truncations.get(agent):
-            self._was_dead_step(action)
+        begun = self._begin_step(action)
+        if begun is None:
             return
-        if not self.agents:
-            raise RuntimeError("the episode is over: call reset() before step()")
-        text, clipped = self._check_action(agent, action)
-        self._cumulative_rewards[agent] = 0.0
-        self._clear_rewards()
-        extra = {"round": max(self.turn - 1, 0) // 2, "role": agent.split("_")[0]}
+        agent, text, clipped = begun
+        extra = {"round": max(self.turn - 1, 0) // 2, "role": role_of(agent)}
         done = self.turn + 1 >= self.max_turns
         if agent == "analyzer_0":
             self.plan = text

@@ -195,3 +195,38 @@ def test_lora_sampling_mixed_batch_is_seeded(tokenizer, observations) -> None:
     first = sample()
     assert first == sample()
     assert first[0] != first[2]  # two samples of one request differ
+
+
+def test_policy_for_takes_the_role_a_caller_gives():
+    bot, other = ScriptedPolicy(["b"]), ScriptedPolicy(["o"])
+    roles = RoleMap({"answer_bot": bot, "answer": other, "*": other})
+    assert roles.policy_for("answer_bot_0") is bot  # the suffix only is stripped
+    assert roles.policy_for("bot_7", role="answer_bot") is bot  # the caller's role wins
+    assert roles.policy_for("answer_bot_0", role="judge") is other  # no "judge": the "*" entry
+    requests = [("x_0", {"prompt": "p"}), ("y_0", {"prompt": "q"})]
+    assert roles.act(requests, roles=["answer_bot", "answer"]) == ["b", "o"]
+    with pytest.raises(ValueError, match="1 roles for 2 requests"):
+        roles.generate(requests, roles=["answer"])
+
+
+@pytest.mark.parametrize(
+    "agent",
+    [
+        "critic_0",
+        "debater_12",
+        "solver",
+        "my_agent",
+        "_3",
+        "a_b_1",
+        "lead_critic_0",
+        "x_",
+        "a_\u00b2",
+    ],
+)
+def test_the_role_map_reads_names_by_the_envs_role_rule(agent):
+    # agents may not import envs (layers), so a caller that gives no role gets the same rule
+    # applied in agents.roles; this keeps the two from drifting apart.
+    from agents.roles import _suffix_role
+    from envs.roles import role_of
+
+    assert _suffix_role(agent) == role_of(agent)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 from pettingzoo import AECEnv
 
@@ -46,3 +49,40 @@ def test_an_env_without_a_declaration_is_read_with_the_builtin_roles():
 
     assert answer_roles(Bare()) == builtin_answer_roles()
     assert env_roles(Bare()) == ["solver", "judge"]
+
+
+def test_role_names_may_hold_underscores():
+    class Underscored(AECEnv):
+        possible_agents = ["lead_critic_0", "lead_critic_1", "final_answer_bot_0", "judge"]
+        answer_roles = ("final_answer_bot",)
+
+    assert role_of("lead_critic_12") == "lead_critic"
+    assert env_roles(Underscored()) == ["lead_critic", "final_answer_bot", "judge"]
+    assert answer_roles(Underscored()) == ("final_answer_bot",)
+
+
+def test_the_role_module_imports_no_env_module():
+    # envs.roles is a leaf the envs import: reading roles, or listing the built-in envs' answer
+    # roles, loads env modules only through the registry's entry points, when an env is made.
+    code = (
+        "import sys, envs.roles as r; r.role_of('critic_0'); r.env_roles; "
+        "print(sorted(m for m in sys.modules if m in "
+        "{'envs.solve', 'envs.reflection', 'envs.debate', 'envs.ensemble', 'envs.tool'}))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_builtin_answer_roles_keep_registration_order_and_ignore_user_envs():
+    assert builtin_answer_roles() == ("solver", "refiner", "debater", "variant", "executor")
+
+    class Judged(AECEnv):
+        possible_agents = ["judge_0"]
+        answer_roles = ("judge",)
+
+    envs.register("test/judged-v0", lambda **_: Judged())
+    try:
+        assert answer_roles("test/judged-v0") == ("judge",)
+        assert "judge" not in builtin_answer_roles()  # not a built-in env
+    finally:
+        envs.deregister("test/judged-v0")

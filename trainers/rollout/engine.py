@@ -6,8 +6,31 @@ it is; Parallel envs: every live agent), hands them to the role map in one call,
 out; the rest go on. Each reply is recorded as a `Turn` (`trainers.rollout.records`) with its exact
 prompt and completion token ids and log-probabilities, so trainers never re-tokenize.
 
-Programs that executors' replies make the envs run (math/tool-v0) run in parallel across the
-copies before the copies are stepped (`envs.tool.run_pending`).
+Before the copies are stepped, each env class's optional pre-step hook runs once on the steps
+about to be taken (`prepare_steps`, below): math/tool-v0 runs the programs of its executors'
+replies in parallel across the copies there. The engine knows no env by name.
+
+The env protocol. Any PettingZoo env that follows it can be rolled out, from a registered id
+(made with `envs.make`) or from a factory (a callable returning a fresh env):
+- AEC (`pettingzoo.AECEnv`, wrapped or not) or Parallel (`pettingzoo.ParallelEnv`, told apart by
+  ``env.unwrapped``). AEC: ``reset(seed=, options=)``, ``agents``, ``agent_selection``,
+  ``terminations``, ``truncations``, ``observe(agent)``, ``step(text)``, and ``rewards`` and
+  ``infos`` on the raw env after each step. Parallel: ``reset(seed=, options=) -> (observations,
+  infos)``, ``agents``, ``step(actions) -> (observations, rewards, terminations, truncations,
+  infos)``.
+- Observations are dicts of text (what a `Policy` reads: ``prompt``, ``instruction``, ...); a
+  plain string is not one. Actions are the policies' reply strings.
+- ``reset`` gets ``options={"problem_id": id}`` with the ids passed to `run`; an env may ignore
+  it. `problem_ids` needs a ``task`` attribute with a ``source`` (the project's envs have one).
+- Infos: ``round`` (an int) is read when present, to number a turn's round (else 0 for AEC, the
+  step count for Parallel); every info is recorded on its turn as it is.
+- Optional: ``possible_agents`` (roles for per-role training), ``answer_roles`` (the roles that
+  state answers, `envs.roles`; default: the built-in envs'), ``turn_results`` (the trainer's
+  record of every step's rewards and full infos, read instead of what agents are shown),
+  ``immediate_rewards`` (True allows branched rollouts), and ``prepare_steps`` on the raw env's
+  class: ``prepare_steps(steps)`` is called once per class each turn with the ``(env, action)``
+  pairs about to be stepped, before any is; it may do work best done in a batch (math/tool-v0
+  runs their programs at once) but must not change what the steps do.
 
 Rewards: after every env step, each agent's reward from that step is added to that agent's latest
 turn (its own action's reward, or a shared team reward at the end). A reward reaching an agent
@@ -40,8 +63,7 @@ from pettingzoo import ParallelEnv
 import envs as envs_pkg
 from agents.base import Generation, Policy
 from agents.roles import RoleMap
-from envs.roles import answer_roles
-from envs.tool import run_pending
+from envs.roles import answer_roles, role_of
 from trainers.rollout.records import Episode, Turn
 
 logger = logging.getLogger(__name__)
@@ -54,6 +76,7 @@ class _Slot:
     pending: dict[str, float] = field(default_factory=dict)  # rewards before an agent's 1st turn
     parallel: bool = False
     observations: dict[str, dict[str, str]] = field(default_factory=dict)  # Parallel envs only
+    steps: int = 0  # Parallel env steps since reset: a round number when infos give none
 
     def credit(self, rewards: Mapping[str, float]) -> None:
         latest = {t.agent: t for t in self.episode.turns}
@@ -94,21 +117,47 @@ class _Tree:
         ]
 
 
+def prepare_steps(steps: Iterable[tuple[Any, str]]) -> None:
+    """Call each env class's pre-step hook (``prepare_steps``, module docstring) once, with the
+    `(env, action)` steps of its copies that are about to be taken; envs without one are skipped."""
+    by_class: dict[type, list[tuple[Any, str]]] = {}
+    for env, action in steps:
+        cls = type(env.unwrapped)
+        if callable(getattr(cls, "prepare_steps", None)):
+            by_class.setdefault(cls, []).append((env, action))
+    for cls, pairs in by_class.items():
+        cls.prepare_steps(pairs)  # type: ignore[attr-defined]
+
+
+def _env_name(env: Any) -> str:
+    """A made env's name for its records: its ``metadata["name"]``, else its class name."""
+    raw = env.unwrapped
+    name = getattr(raw, "metadata", {}).get("name")
+    return name if isinstance(name, str) and name else type(raw).__name__
+
+
 class RolloutEngine:
-    """Runs episodes of one registered env with a role map, batching turns across env copies.
+    """Runs episodes of one env with a role map, batching turns across env copies.
+
+    Any env that follows the protocol of the module docstring can be rolled out.
 
     Args:
-        env_id (`str`): a registered env id, e.g. ``"math/reflection-v0"``.
+        env_id (`str | Callable[[], env]`): a registered env id, e.g. ``"math/reflection-v0"``,
+            or a factory returning a fresh env each call (bind its arguments in the factory).
         policies (`RoleMap | Mapping[str, Policy] | Policy`): who plays which agent; one policy
             plays every agent.
-        env_kwargs (`Mapping`): passed to `envs.make` (task, data_path, rounds, ...).
+        env_kwargs (`Mapping`): passed to `envs.make` (task, data_path, rounds, ...) with an id.
         num_envs (`int`, 64): env copies run at once (a wave); more problems run in waves.
         progress (`bool`, False): show a tqdm bar over finished episodes.
+
+    Raises:
+        TypeError: `env_id` is neither a str nor a callable.
+        ValueError: `env_kwargs` given with a factory, or `num_envs` < 1.
     """
 
     def __init__(
         self,
-        env_id: str,
+        env_id: str | Callable[[], Any],
         policies: RoleMap | Mapping[str, Policy] | Policy,
         env_kwargs: Mapping[str, Any] | None = None,
         num_envs: int = 64,
@@ -116,26 +165,48 @@ class RolloutEngine:
     ) -> None:
         if not isinstance(num_envs, int) or num_envs < 1:
             raise ValueError(f"num_envs must be a positive int, got {num_envs!r}")
+        self._factory: Callable[[], Any] | None = None
+        if not isinstance(env_id, str):
+            if not callable(env_id):
+                raise TypeError(
+                    f"env_id must be a registered env id or a callable returning an env, got "
+                    f"{type(env_id).__name__}"
+                )
+            if env_kwargs:
+                raise ValueError(
+                    "env_kwargs go with a registered env id; bind a factory's arguments in the "
+                    "factory itself (e.g. functools.partial)"
+                )
+            self._factory = env_id
         if isinstance(policies, RoleMap):
             self.policies = policies
         elif isinstance(policies, Mapping):
             self.policies = RoleMap(policies)
         else:
             self.policies = RoleMap.shared(policies)
-        self.env_id, self.env_kwargs = env_id, dict(env_kwargs or {})
+        self.env_kwargs = dict(env_kwargs or {})
+        self.env_id = env_id if isinstance(env_id, str) else ""
         self.num_envs, self.progress = num_envs, progress
         self._envs: list[Any] = []
         probe = self._make_env()
+        self.env_id = self.env_id or _env_name(probe)  # a factory's env: its name
         self.parallel = isinstance(probe.unwrapped, ParallelEnv)
-        self.task = probe.unwrapped.task
+        self.task = getattr(probe.unwrapped, "task", None)  # None: an env without a task
         self.answer_roles = answer_roles(probe)  # recorded on every episode
         self._envs.append(probe)
 
     def _make_env(self) -> Any:
+        if self._factory is not None:
+            return self._factory()
         return envs_pkg.make(self.env_id, **self.env_kwargs)
 
     def problem_ids(self, count: int, offset: int = 0) -> list[str]:
         """Ids of `count` problems of the env's task, from index `offset` of its source."""
+        if self.task is None:
+            raise ValueError(
+                f"{self.env_id} has no `task` attribute to list problems from; pass run() the "
+                "problem ids its reset(options={'problem_id': ...}) accepts"
+            )
         source = self.task.source
         if offset + count > len(source):
             raise ValueError(
@@ -250,7 +321,7 @@ class RolloutEngine:
                     for agent, obs in agents:
                         requests.append((agent, obs))
                         owners.append((slot, agent))
-            generations = self.policies.generate(requests)
+            generations = self.policies.generate(requests, [role_of(a) for a, _ in requests])
             self._apply(owners, requests, generations)
             still = []
             for tree, slots in forks:
@@ -277,6 +348,7 @@ class RolloutEngine:
             if self.parallel:
                 actions = {agent: text for (agent, _), text in zip(agents, texts, strict=True)}
                 slot.observations = env.step(actions)[0]
+                slot.steps += 1
             else:
                 (text,) = texts  # AEC: one agent acts per turn
                 env.step(text)
@@ -300,7 +372,7 @@ class RolloutEngine:
             live = still
             if not requests:
                 break
-            generations = self.policies.generate(requests)
+            generations = self.policies.generate(requests, [role_of(a) for a, _ in requests])
             self._apply(owners, requests, generations)
 
     def _acting_agents(self, slot: _Slot) -> list[tuple[str, dict[str, str]]]:
@@ -326,8 +398,8 @@ class RolloutEngine:
         for (slot, agent), (_, obs), gen in zip(owners, requests, generations, strict=True):
             by_slot.setdefault(id(slot), []).append((agent, obs, gen))
             slots[id(slot)] = slot
-        # programs the coming steps will run (math/tool-v0), all at once instead of in turn
-        run_pending((slot.env, g.text) for (slot, _), g in zip(owners, generations, strict=True))
+        # work the coming steps need, done in one batch (math/tool-v0: their programs)
+        prepare_steps((slot.env, g.text) for (slot, _), g in zip(owners, generations, strict=True))
         for key, rows in by_slot.items():
             slot = slots[key]
             if slot.parallel:
@@ -374,11 +446,13 @@ class RolloutEngine:
         self, slot: _Slot, rows: list[tuple[str, dict[str, str], Generation]]
     ) -> None:
         env = slot.env
-        round_index = env.unwrapped.round
+        step_index = slot.steps
         slot.observations, rewards, _, _, infos = env.step({a: gen.text for a, _, gen in rows})
+        slot.steps += 1
         rewards, infos = _graded(env.unwrapped, rewards, infos)
         for agent, obs, gen in rows:
-            self._new_turn(slot, agent, obs, gen, infos.get(agent, {}), round_index)
+            info = infos.get(agent, {})
+            self._new_turn(slot, agent, obs, gen, info, int(info.get("round", step_index)))
         slot.credit(rewards)
 
 

@@ -44,6 +44,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import envs
+from envs.roles import env_roles as roles_of_env
 from trainers.embedded import EMBEDDED_TASK, EmbeddedRecipe
 from trainers.run.args import EnvArguments
 
@@ -57,17 +59,13 @@ DONE = "warmup.json"
 
 
 def env_roles(env_id: str) -> list[str]:
-    """The roles of `env_id`'s agents (``executor_0`` -> ``executor``), in turn order."""
-    import envs
-
+    """The roles of `env_id`'s agents (``executor_0`` -> ``executor``), in turn order
+    (`envs.roles.env_roles`)."""
     env = envs.make(env_id, task=EMBEDDED_TASK)
-    roles: list[str] = []
-    for agent in env.possible_agents:
-        role = agent.rsplit("_", 1)[0]
-        if role not in roles:
-            roles.append(role)
-    env.close()
-    return roles
+    try:
+        return roles_of_env(env)
+    finally:
+        env.close()
 
 
 def embedded_manifest(model_path: str | Path) -> dict[str, Any] | None:
@@ -104,7 +102,6 @@ def embedded_demonstrations(
 ) -> list[dict[str, Any]]:
     """`rows` chat rows: the env's roles from the embedded recipe's transcripts of training
     problems, with `REPLAY_SHARE` of the recipe's other rows and drills, shuffled."""
-    import envs
     from trainers.embedded.transcripts import drill_rows, sft_rows
 
     if env_args.task != EMBEDDED_TASK or env_args.data_path:
