@@ -70,7 +70,7 @@ logger = logging.getLogger(__name__)
 
 
 @dataclass
-class _Slot:
+class _EnvCopy:
     env: Any
     episode: Episode
     pending: dict[str, float] = field(default_factory=dict)  # rewards before an agent's 1st turn
@@ -247,19 +247,19 @@ class RolloutEngine:
             wave = jobs[start : start + self.num_envs]
             while len(self._envs) < len(wave):
                 self._envs.append(self._make_env())
-            slots = []
+            copies = []
             for k, (group, sample, pid) in enumerate(wave):
                 env = self._envs[k]
                 first = env.reset(seed=seed + start + k, options={"problem_id": pid})
                 episode = Episode(self.env_id, pid, group, sample, answer_roles=self.answer_roles)
-                slot = _Slot(env, episode, parallel=self.parallel)
+                env_copy = _EnvCopy(env, episode, parallel=self.parallel)
                 if self.parallel:
-                    slot.observations = first[0]
-                slots.append(slot)
-            for slot in self._play(slots):
-                episodes.append(slot.episode)
+                    env_copy.observations = first[0]
+                copies.append(env_copy)
+            for env_copy in self._play(copies):
+                episodes.append(env_copy.episode)
                 if callback is not None:
-                    callback(slot.episode)
+                    callback(env_copy.episode)
                 if bar is not None:
                     bar.update(1)
         if bar is not None:
@@ -303,82 +303,84 @@ class RolloutEngine:
         live = list(trees)
         level = 0
         while live:
-            forks: list[tuple[_Tree, list[_Slot]]] = []
+            forks: list[tuple[_Tree, list[_EnvCopy]]] = []
             for k, tree in enumerate(live):
                 envs = self._envs[k * group_size : (k + 1) * group_size]
                 forks.append((tree, [self._fork(tree, env) for env in envs]))
-            owners: list[tuple[_Slot, str]] = []
+            owners: list[tuple[_EnvCopy, str]] = []
             requests: list[tuple[str, dict[str, str]]] = []
-            for tree, slots in forks:
-                acting = [self._acting_agents(slot) for slot in slots]
+            for tree, copies in forks:
+                acting = [self._acting_agents(env_copy) for env_copy in copies]
                 if any(a != acting[0] for a in acting[1:]):
                     raise RuntimeError(
                         f"{self.env_id} is not deterministic under replay: copies reset with the "
                         f"same seed and stepped with the same actions differ on problem "
                         f"{tree.problem_id!r} at turn {level}; use branch=False"
                     )
-                for slot, agents in zip(slots, acting, strict=True):
+                for env_copy, agents in zip(copies, acting, strict=True):
                     for agent, obs in agents:
                         requests.append((agent, obs))
-                        owners.append((slot, agent))
+                        owners.append((env_copy, agent))
             generations = self.policies.generate(requests, [role_of(a) for a, _ in requests])
             self._apply(owners, requests, generations)
             still = []
-            for tree, slots in forks:
-                for episode, slot in zip(tree.episodes, slots, strict=True):
-                    for turn in slot.episode.turns:  # numbered along the trunk's path
+            for tree, copies in forks:
+                for episode, env_copy in zip(tree.episodes, copies, strict=True):
+                    for turn in env_copy.episode.turns:  # numbered along the trunk's path
                         turn.index = len(episode.turns)
                         episode.turns.append(turn)
-                going = [s for s, slot in enumerate(slots) if self._acting_agents(slot)]
+                going = [s for s, env_copy in enumerate(copies) if self._acting_agents(env_copy)]
                 if going:
-                    chosen = slots[tree.rng.choice(going)]
+                    chosen = copies[tree.rng.choice(going)]
                     tree.actions.append([t.text for t in chosen.episode.turns])
                     still.append(tree)
             live = still
             level += 1
 
-    def _fork(self, tree: _Tree, env: Any) -> _Slot:
+    def _fork(self, tree: _Tree, env: Any) -> _EnvCopy:
         """`env` reset to the tree's problem and replayed through its trunk; a fresh record."""
         first = env.reset(seed=tree.seed, options={"problem_id": tree.problem_id})
-        slot = _Slot(env, Episode(self.env_id, tree.problem_id, 0, 0), parallel=self.parallel)
+        env_copy = _EnvCopy(
+            env, Episode(self.env_id, tree.problem_id, 0, 0), parallel=self.parallel
+        )
         if self.parallel:
-            slot.observations = first[0]
+            env_copy.observations = first[0]
         for texts in tree.actions:  # one reply per acting agent, as the trunk took them
-            agents = self._acting_agents(slot)  # (AEC: this also steps past finished agents)
+            agents = self._acting_agents(env_copy)  # (AEC: this also steps past finished agents)
             if self.parallel:
                 actions = {agent: text for (agent, _), text in zip(agents, texts, strict=True)}
-                slot.observations = env.step(actions)[0]
-                slot.steps += 1
+                env_copy.observations = env.step(actions)[0]
+                env_copy.steps += 1
             else:
                 (text,) = texts  # AEC: one agent acts per turn
                 env.step(text)
-        return slot
+        return env_copy
 
-    def _play(self, slots: list[_Slot]) -> Iterable[_Slot]:
-        live = list(slots)
+    def _play(self, copies: list[_EnvCopy]) -> Iterable[_EnvCopy]:
+        live = list(copies)
         while live:
             requests: list[tuple[str, dict[str, str]]] = []
-            owners: list[tuple[_Slot, str]] = []
+            owners: list[tuple[_EnvCopy, str]] = []
             still = []
-            for slot in live:
-                agents = self._acting_agents(slot)
+            for env_copy in live:
+                agents = self._acting_agents(env_copy)
                 if not agents:
-                    yield slot
+                    yield env_copy
                     continue
-                still.append(slot)
+                still.append(env_copy)
                 for agent, obs in agents:
                     requests.append((agent, obs))
-                    owners.append((slot, agent))
+                    owners.append((env_copy, agent))
             live = still
             if not requests:
                 break
             generations = self.policies.generate(requests, [role_of(a) for a, _ in requests])
             self._apply(owners, requests, generations)
 
-    def _acting_agents(self, slot: _Slot) -> list[tuple[str, dict[str, str]]]:
-        env = slot.env
-        if slot.parallel:
-            return [(a, slot.observations[a]) for a in env.agents]
+    def _acting_agents(self, env_copy: _EnvCopy) -> list[tuple[str, dict[str, str]]]:
+        env = env_copy.env
+        if env_copy.parallel:
+            return [(a, env_copy.observations[a]) for a in env.agents]
         while env.agents:
             agent = env.agent_selection
             if env.terminations[agent] or env.truncations[agent]:
@@ -389,28 +391,30 @@ class RolloutEngine:
 
     def _apply(
         self,
-        owners: list[tuple[_Slot, str]],
+        owners: list[tuple[_EnvCopy, str]],
         requests: list[tuple[str, dict[str, str]]],
         generations: list[Generation],
     ) -> None:
-        by_slot: dict[int, list[tuple[str, dict[str, str], Generation]]] = {}
-        slots: dict[int, _Slot] = {}
-        for (slot, agent), (_, obs), gen in zip(owners, requests, generations, strict=True):
-            by_slot.setdefault(id(slot), []).append((agent, obs, gen))
-            slots[id(slot)] = slot
+        by_copy: dict[int, list[tuple[str, dict[str, str], Generation]]] = {}
+        copies: dict[int, _EnvCopy] = {}
+        for (env_copy, agent), (_, obs), gen in zip(owners, requests, generations, strict=True):
+            by_copy.setdefault(id(env_copy), []).append((agent, obs, gen))
+            copies[id(env_copy)] = env_copy
         # work the coming steps need, done in one batch (math/tool-v0: their programs)
-        prepare_steps((slot.env, g.text) for (slot, _), g in zip(owners, generations, strict=True))
-        for key, rows in by_slot.items():
-            slot = slots[key]
-            if slot.parallel:
-                self._step_parallel(slot, rows)
+        prepare_steps(
+            (env_copy.env, g.text) for (env_copy, _), g in zip(owners, generations, strict=True)
+        )
+        for key, rows in by_copy.items():
+            env_copy = copies[key]
+            if env_copy.parallel:
+                self._step_parallel(env_copy, rows)
             else:
                 ((agent, obs, gen),) = rows
-                self._step_aec(slot, agent, obs, gen)
+                self._step_aec(env_copy, agent, obs, gen)
 
     def _new_turn(
         self,
-        slot: _Slot,
+        env_copy: _EnvCopy,
         agent: str,
         obs: dict[str, str],
         gen: Generation,
@@ -424,36 +428,38 @@ class RolloutEngine:
             prompt_ids=list(gen.prompt_ids),
             completion_ids=list(gen.completion_ids),
             logprobs=list(gen.logprobs),
-            reward=slot.pending.pop(agent, 0.0),
+            reward=env_copy.pending.pop(agent, 0.0),
             info=dict(info),
-            index=len(slot.episode.turns),
+            index=len(env_copy.episode.turns),
             round=round_index,
             finish_reason=gen.finish_reason,
         )
-        slot.episode.turns.append(turn)
+        env_copy.episode.turns.append(turn)
         return turn
 
-    def _step_aec(self, slot: _Slot, agent: str, obs: dict[str, str], gen: Generation) -> None:
-        env = slot.env
+    def _step_aec(
+        self, env_copy: _EnvCopy, agent: str, obs: dict[str, str], gen: Generation
+    ) -> None:
+        env = env_copy.env
         raw = env.unwrapped
         env.step(gen.text)
         rewards, infos = _graded(raw, raw.rewards, raw.infos)
         info = infos.get(agent, {})
-        self._new_turn(slot, agent, obs, gen, info, int(info.get("round", 0)))
-        slot.credit(rewards)
+        self._new_turn(env_copy, agent, obs, gen, info, int(info.get("round", 0)))
+        env_copy.credit(rewards)
 
     def _step_parallel(
-        self, slot: _Slot, rows: list[tuple[str, dict[str, str], Generation]]
+        self, env_copy: _EnvCopy, rows: list[tuple[str, dict[str, str], Generation]]
     ) -> None:
-        env = slot.env
-        step_index = slot.steps
-        slot.observations, rewards, _, _, infos = env.step({a: gen.text for a, _, gen in rows})
-        slot.steps += 1
+        env = env_copy.env
+        step_index = env_copy.steps
+        env_copy.observations, rewards, _, _, infos = env.step({a: gen.text for a, _, gen in rows})
+        env_copy.steps += 1
         rewards, infos = _graded(env.unwrapped, rewards, infos)
         for agent, obs, gen in rows:
             info = infos.get(agent, {})
-            self._new_turn(slot, agent, obs, gen, info, int(info.get("round", step_index)))
-        slot.credit(rewards)
+            self._new_turn(env_copy, agent, obs, gen, info, int(info.get("round", step_index)))
+        env_copy.credit(rewards)
 
 
 def _graded(
