@@ -510,7 +510,7 @@ class CPUGRPOConfig(GRPOConfig):
     output_dir: str = field(default="outputs/train", metadata={"help": "Where to write."})
     use_cpu: bool = field(default=True, metadata={"help": "Train on the CPU."})
     bf16: bool = field(default=False, metadata={"help": "bf16 mixed precision."})
-    gradient_checkpointing: bool = no_gradient_checkpointing()
+    gradient_checkpointing: bool | None = no_gradient_checkpointing()
     learning_rate: float = field(default=5e-5, metadata={"help": "Adam learning rate."})
     num_generations: int = field(default=4, metadata={"help": "G samples per problem."})
     per_device_train_batch_size: int = field(

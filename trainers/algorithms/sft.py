@@ -225,7 +225,7 @@ class CPUSFTConfig(RolloutSettings, SFTConfig):
     output_dir: str = field(default="outputs/sft", metadata={"help": "Where to write."})
     use_cpu: bool = field(default=True, metadata={"help": "Train on the CPU."})
     bf16: bool = field(default=False, metadata={"help": "bf16 mixed precision."})
-    gradient_checkpointing: bool = no_gradient_checkpointing()
+    gradient_checkpointing: bool | None = no_gradient_checkpointing()
     assistant_only_loss: bool = field(
         default=True, metadata={"help": "Loss on the assistant reply only."}
     )
