@@ -227,13 +227,19 @@ class TimeBudget(TrainerCallback):
 MIN_MINUTES = 1.0  # what a budget leaves to training after `spent_seconds` of warm-up, at least
 
 
-def callbacks(env_args: EnvArguments, spent_seconds: float = 0.0) -> list[TrainerCallback]:
-    """The run's callbacks from the env arguments: the time budget, less `spent_seconds` already
-    spent on the run's training (a warm-up), but at least `MIN_MINUTES`."""
+def budget_minutes(env_args: EnvArguments, spent_seconds: float = 0.0) -> float | None:
+    """What the time budget leaves to training: ``--max_train_minutes`` less `spent_seconds`
+    already spent on the run's training (a warm-up), but at least `MIN_MINUTES`; None: none."""
     minutes = getattr(env_args, "max_train_minutes", None)
     if not minutes:
-        return []
-    return [TimeBudget(max(minutes - spent_seconds / 60, MIN_MINUTES))]
+        return None
+    return max(minutes - spent_seconds / 60, MIN_MINUTES)
+
+
+def callbacks(env_args: EnvArguments, spent_seconds: float = 0.0) -> list[TrainerCallback]:
+    """The run's callbacks from the env arguments: the time budget (`budget_minutes`)."""
+    minutes = budget_minutes(env_args, spent_seconds)
+    return [] if minutes is None else [TimeBudget(minutes)]
 
 
 KEYS = INTERVAL_KEYS  # the summary reports the figures that carry intervals

@@ -24,7 +24,15 @@ from trainers.evaluation.evaluate import evaluate, markdown_report
 from trainers.rollout.records import Episode
 from trainers.run.args import EnvArguments
 from trainers.run.checkpoint import resume_checkpoint
-from trainers.run.experiment import callbacks, eval_config, finish_run, is_main, start_run
+from trainers.run.console import Console, install
+from trainers.run.experiment import (
+    budget_minutes,
+    callbacks,
+    eval_config,
+    finish_run,
+    is_main,
+    start_run,
+)
 from trainers.run.rounds import NoTrainingDataError, Stage, Update, train_rounds
 from trainers.run.warmup import default_steps, warm_start
 
@@ -57,6 +65,8 @@ def train_online(
         callbacks=callbacks(env_args, spent),
         **env_args.builder_kwargs(),
     )
+    # a bar over the time budget and a compact line, not transformers' bar and metric dicts
+    install(trainer, Console(budget_minutes(env_args, spent), log_path=out / "log.jsonl"))
     began = time.perf_counter()
     trainer.train(resume_from_checkpoint=resume_checkpoint(config, extra_files=extra_files))
     results["train_seconds"] = time.perf_counter() - began
