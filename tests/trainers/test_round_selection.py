@@ -200,7 +200,7 @@ def test_an_unknown_select_metric_stops_the_run_before_any_round(tiny_model, tmp
         output_dir=str(tmp_path / "run"),
         select_metric="maj@turnK",
         validation_problems=2,
-        rollout_max_new_tokens=4,
+        max_completion_length=4,
     )
 
     def update(*args):

@@ -21,7 +21,7 @@ def sft_script(run_script, tiny_model, out, *extra):
         "train_reflection.py",
         "sft",
         *("--model_name_or_path", tiny_model, "--max_steps", "1", "--eval_problems", "0"),
-        *("--rollout_problems", "8", "--rollout_samples", "4", "--rollout_max_new_tokens", "8"),
+        *("--rollout_problems", "8", "--rollout_samples", "4", "--max_completion_length", "8"),
         *("--rounds", "1", "--task", "arithmetic", "--difficulty", "1", "--train_problems", "12"),
         *("--output_dir", str(out), *extra),
     )
@@ -32,7 +32,7 @@ def test_each_round_plays_fresh_problems_wrapping_around_the_training_set(tiny_m
         env_id="math/reflection-v0", task="arithmetic", difficulty=[1], rounds=1, train_problems=5
     )
     config = CPUSFTConfig(
-        output_dir=str(tmp_path), rollout_problems=3, rollout_samples=1, rollout_max_new_tokens=2
+        output_dir=str(tmp_path), rollout_problems=3, rollout_samples=1, max_completion_length=2
     )
     first = rollout_episodes(env, tiny_model, config, offset=0)
     second = rollout_episodes(env, tiny_model, config, offset=3)

@@ -181,18 +181,19 @@ def test_evaluation_samples_at_the_eval_temperature_else_the_training_one():
 
 
 def test_evaluation_gives_every_algorithm_its_own_tokens_per_turn():
-    """DPO/SFT configs name their tokens per turn `rollout_max_new_tokens`; the evaluation must
-    use them (a 64-token cap cut the embedded critic's checks off before their verdict)."""
+    """Every algorithm's config names its tokens per turn `max_completion_length`; the
+    evaluation must use them (a 64-token cap cut the embedded critic's checks off before their
+    verdict)."""
     from types import SimpleNamespace
 
     from trainers.algorithms.dpo import CPUDPOConfig
 
     grpo = SimpleNamespace(max_completion_length=32, seed=0)
-    assert run.eval_config(EnvArguments(), "m", grpo).max_new_tokens == 32
-    dpo = SimpleNamespace(rollout_max_new_tokens=80, seed=0)
-    assert run.eval_config(EnvArguments(), "m", dpo).max_new_tokens == 80
-    assert run.eval_config(EnvArguments(), "m", SimpleNamespace(seed=0)).max_new_tokens == 96
-    assert CPUDPOConfig.__dataclass_fields__["rollout_max_new_tokens"].default >= 96
+    assert run.eval_config(EnvArguments(), "m", grpo).max_completion_length == 32
+    dpo = SimpleNamespace(max_completion_length=80, seed=0)
+    assert run.eval_config(EnvArguments(), "m", dpo).max_completion_length == 80
+    assert run.eval_config(EnvArguments(), "m", SimpleNamespace(seed=0)).max_completion_length == 96
+    assert CPUDPOConfig.__dataclass_fields__["max_completion_length"].default >= 96
 
 
 def test_audit_reaches_the_env_as_a_tuple_of_roles():

@@ -153,8 +153,12 @@ class RolloutSettings:
     )
     rollout_samples: int = field(default=4, metadata={"help": "Episodes per problem (G)."})
     rollout_temperature: float = field(default=1.0, metadata={"help": "Rollout temperature."})
-    rollout_max_new_tokens: int = field(
-        default=96, metadata={"help": "Tokens per turn (the embedded critic's checks need ~70)."}
+    max_completion_length: int = field(
+        default=96,
+        metadata={
+            "help": "Tokens per turn, of the rollouts and the evaluations (the embedded critic's "
+            "checks need ~70)."
+        },
     )
     sft_balance: bool = field(
         default=True,
@@ -253,7 +257,7 @@ def rollout_episodes(
             f"{config.rollout_samples} must both be >= 1"
         )
     generation = GenerationArguments(
-        max_new_tokens=config.rollout_max_new_tokens,
+        max_new_tokens=config.max_completion_length,
         temperature=config.rollout_temperature,
         seed=config.seed if seed is None else seed,
     )

@@ -9,6 +9,7 @@ applies to (None: every env). Nothing of TRL is imported until an algorithm is p
 from __future__ import annotations
 
 import importlib
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -103,6 +104,22 @@ def shape_kwargs(
 SHAPE = ("rounds", "num_agents")
 
 
+# Old flag -> its one name now (tokens per turn: TRL's per-turn cap, in training and evaluation).
+RENAMED = {"--rollout_max_new_tokens": "--max_completion_length"}
+
+
+def current_flags(argv: Sequence[str]) -> list[str]:
+    """`argv` with each deprecated flag (`RENAMED`) renamed, with a FutureWarning."""
+    out = []
+    for arg in argv:
+        flag, sep, value = arg.partition("=")
+        if flag in RENAMED:
+            warnings.warn(f"{flag} is deprecated; use {RENAMED[flag]}", FutureWarning, stacklevel=2)
+            arg = RENAMED[flag] + sep + value
+        out.append(arg)
+    return out
+
+
 def run_script(
     env_id: str,
     argv: Sequence[str],
@@ -111,7 +128,7 @@ def run_script(
 ) -> dict[str, Any]:
     """``[algo] [flags]``: the algorithm defaults to grpo; flags override a --config file, which
     overrides the script's `defaults`."""
-    argv = list(argv)
+    argv = current_flags(argv)
     algo = argv.pop(0) if argv and not argv[0].startswith("-") else "grpo"
     if argv[:1] in (["-h"], ["--help"]) and doc:
         print(doc)

@@ -43,9 +43,9 @@ def eval_config(env_args: EnvArguments, model: str, config: Any) -> EvalConfig:
     (``--eval_difficulty`` to choose); ``--eval_data_path`` for a local file.
 
     `config` is any algorithm's config; its `temperature` and its tokens per turn
-    (`max_completion_length`: GRPO, PPO; `rollout_max_new_tokens`: SFT, DPO) set the sampling,
-    else 1.0 and 96 tokens; ``--eval_temperature`` sets the evaluation's own. It runs where training runs (the config's device: a GPU unless
-    ``use_cpu``).
+    (`max_completion_length`, every algorithm's name) set the sampling, else 1.0 and
+    `EvalConfig`'s 96 tokens; ``--eval_temperature`` sets the evaluation's own. It runs where
+    training runs (the config's device: a GPU unless ``use_cpu``).
     """
     device = getattr(config, "device", None)
     levels = env_args.eval_difficulty
@@ -64,9 +64,8 @@ def eval_config(env_args: EnvArguments, model: str, config: Any) -> EvalConfig:
         rounds=env_args.rounds,
         num_agents=env_args.num_agents,
         temperature=env_args.eval_temperature or getattr(config, "temperature", None) or 1.0,
-        max_new_tokens=getattr(config, "max_completion_length", None)
-        or getattr(config, "rollout_max_new_tokens", None)
-        or 96,
+        max_completion_length=getattr(config, "max_completion_length", None)
+        or EvalConfig.max_completion_length,
         num_envs=env_args.num_envs,
         seed=config.seed,
         device=None if device is None else str(device),
@@ -176,7 +175,7 @@ def finish_run(
         after = eval_config(env_args, str(final), config)
         base = results.get("rl_start_model", results["start_model"])  # RL's start (warmed up?)
         if getattr(env_args, "role_adapters", False):  # final/ holds one adapter per role
-            after.model, after.role_adapters = base, str(final)
+            after.model, after.role_adapters_dir = base, str(final)
         elif getattr(env_args, "role_models", ""):  # final/ holds one model per role
             roles = sorted(p.parent.name for p in final.glob("*/config.json"))
             after.model = base
