@@ -267,16 +267,16 @@ def test_an_unknown_flag_is_one_line_naming_it():
 
 
 def test_role_models_flag_is_parsed_or_refused_with_the_expected_form():
-    from trainers.run.args import EnvArguments
+    from trainers.run.args import RunArguments
 
-    assert EnvArguments(role_models="").role_model_paths() is False
-    assert EnvArguments(role_models="all").role_model_paths() is True
-    got = EnvArguments(role_models="critic=./c, refiner=./r").role_model_paths()
+    assert RunArguments(role_models="").role_model_paths() is False
+    assert RunArguments(role_models="all").role_model_paths() is True
+    got = RunArguments(role_models="critic=./c, refiner=./r").role_model_paths()
     assert got == {"critic": "./c", "refiner": "./r"}
     with pytest.raises(ValueError, match="must read ROLE=PATH"):
-        EnvArguments(role_models="critic")
+        RunArguments(role_models="critic")
     with pytest.raises(ValueError, match="not both"):
-        EnvArguments(role_models="all", role_adapters=True)
+        RunArguments(role_models="all", role_adapters=True)
 
 
 def test_train_script_reads_a_yaml_config_and_flags_override(tmp_path):

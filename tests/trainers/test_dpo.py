@@ -224,9 +224,9 @@ def played(monkeypatch):
 
 
 def pipeline_args(tiny_model, out, **extra):
-    from trainers.run.args import EnvArguments
+    from trainers.run.args import RunArguments
 
-    env = EnvArguments(
+    env = RunArguments(
         env_id="math/reflection-v0",
         model_name_or_path=tiny_model,
         eval_problems=1,

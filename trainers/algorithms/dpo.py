@@ -211,6 +211,8 @@ class CPUDPOConfig(RolloutSettings, DPOConfig):
     the rounds' selection on validation problems (`RolloutSettings`: ``select_on_validation``,
     ``validation_problems``, ``validation_samples``, ``select_metric``, ``patience``)."""
 
+    _argument_group_name = "DPO (TRL's DPOConfig, CPU defaults, rollout rounds)"  # --help's section (`trainers.run.parser`)
+
     output_dir: str = field(default="outputs/dpo", metadata={"help": "Where to write."})
     use_cpu: bool = field(default=True, metadata={"help": "Train on the CPU."})
     bf16: bool = field(default=False, metadata={"help": "bf16 mixed precision."})

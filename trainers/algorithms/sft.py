@@ -226,6 +226,8 @@ class CPUSFTConfig(RolloutSettings, SFTConfig):
     ``sft_roles``: comma-separated roles whose turns are trained (empty: every role).
     """
 
+    _argument_group_name = "SFT (TRL's SFTConfig, CPU defaults, rollout rounds)"  # --help's section (`trainers.run.parser`)
+
     output_dir: str = field(default="outputs/sft", metadata={"help": "Where to write."})
     use_cpu: bool = field(default=True, metadata={"help": "Train on the CPU."})
     bf16: bool = field(default=False, metadata={"help": "bf16 mixed precision."})

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -90,7 +91,7 @@ class Console(TrainerCallback):
         self.seconds = 60.0 * minutes if minutes else None
         self.every = every
         self.log_path = Path(log_path) if log_path is not None else None
-        self.file = file  # where the bar and lines go (tqdm's default, stderr, when None)
+        self.file = file  # where the bar and the lines go (None: stderr, tqdm's default)
         self.bar: Any = None
         self.began = 0.0
         self.pending: list[dict[str, Any]] = []
@@ -138,7 +139,7 @@ class Console(TrainerCallback):
             return
         if self.seconds is not None:
             self.bar.n = min(round(self.elapsed() / 60, 2), self.bar.total)
-            self.bar.set_postfix_str(f", step {state.global_step}/{state.max_steps}")
+            self.bar.set_postfix_str(f"step {state.global_step}/{state.max_steps}")
         else:
             self.bar.update(state.global_step - self.bar.n)
 
@@ -158,10 +159,11 @@ class Console(TrainerCallback):
                 step, state.max_steps, self.elapsed(), self.left(state), self.pending
             )
             self.lines.append(line)
+            out = self.file or sys.stderr  # the bar's stream, so lines do not cut it
             if self.bar is not None and not self.bar.disable:
-                self.bar.write(line, file=self.file)
+                self.bar.write(line, file=out)
             else:
-                print(line, file=self.file, flush=True)
+                print(line, file=out, flush=True)
             self.pending, self.last_line = [], step
 
     def on_train_end(self, args, state, control, **kwargs):
