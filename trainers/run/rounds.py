@@ -229,7 +229,7 @@ def validation_check(
         "save_episodes": None,
         "progress": False,
         "role_models": {},
-        "role_adapters": None,
+        "role_adapters_dir": None,
     }
     if env_args.task in PROCEDURAL_TASKS:
         # after the evaluation's own problems when it evaluates on the validation split too
