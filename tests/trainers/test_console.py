@@ -63,10 +63,11 @@ def test_console_prints_a_line_every_few_steps_and_logs_everything(tmp_path, mon
         "step 1/1000",
         "step 11/1000",
         "step 21/1000",
+        "step 25/1000",  # the steps since the last line, when training ends
     ]
     assert printed.splitlines() == console.lines
     # 15 minutes of budget, 21 steps of 6 s: the budget ends first (774 s left, not 5,874)
-    assert "(2:06 elapsed, 12:54 left)" in console.lines[-1]
+    assert "(2:06 elapsed, 12:54 left)" in console.lines[-2]
     assert "{" not in printed and "loss" not in printed
     rows = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]
     assert len(rows) == 26 and rows[0] == {"step": 1, **LOG}

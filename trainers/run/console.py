@@ -155,18 +155,24 @@ class Console(TrainerCallback):
         self.pending.append(dict(logs))
         step = state.global_step
         if step == 1 or step - self.last_line >= self.every or step >= state.max_steps:
-            line = compact_line(
-                step, state.max_steps, self.elapsed(), self.left(state), self.pending
-            )
-            self.lines.append(line)
-            out = self.file or sys.stderr  # the bar's stream, so lines do not cut it
-            if self.bar is not None and not self.bar.disable:
-                self.bar.write(line, file=out)
-            else:
-                print(line, file=out, flush=True)
-            self.pending, self.last_line = [], step
+            self.write_line(state)
+
+    def write_line(self, state) -> None:
+        """The compact line of the logs since the previous one, above the bar."""
+        line = compact_line(
+            state.global_step, state.max_steps, self.elapsed(), self.left(state), self.pending
+        )
+        self.lines.append(line)
+        out = self.file or sys.stderr  # the bar's stream, so lines do not cut it
+        if self.bar is not None and not self.bar.disable:
+            self.bar.write(line, file=out)
+        else:
+            print(line, file=out, flush=True)
+        self.pending, self.last_line = [], state.global_step
 
     def on_train_end(self, args, state, control, **kwargs):
+        if self.pending:  # the steps since the last line: the budget ended the run
+            self.write_line(state)
         if self.bar is not None:
             self.bar.close()
             self.bar = None
