@@ -1,10 +1,16 @@
 """Evaluate policies on any registered env x task, with the metrics multi-agent papers report.
 
     python scripts/evaluate.py                                   # embedded model, reflection, unknown task
-    python scripts/evaluate.py --env math/debate-v0 --num-problems 100 --json out.json
-    python scripts/evaluate.py --task gsm8k --data-path ../shared/data/gsm8k/test.jsonl --model Qwen/Qwen2.5-0.5B-Instruct
+    python scripts/evaluate.py --env_id math/debate-v0 --num_problems 100 --json out.json
+    python scripts/evaluate.py --task gsm8k --data_path ../shared/data/gsm8k/test.jsonl --model_name_or_path Qwen/Qwen2.5-0.5B-Instruct
 
-Leads (unless --no-compare) with the team against the same model alone on the same problems,
+Flags use the training scripts' names (``scripts/train_<env>.py``): --env_id, --data_path,
+--model_name_or_path, --role_models ROLE=PATH,..., --max_completion_length (tokens per turn),
+--num_envs, --num_agents. A training run's own before/after evaluation plays the same env with
+--split and the problem count as its only overrides. The old dashed names (--num-problems,
+--max-new-tokens, --model, --role-model, --role-adapters, ...) still work, with a warning.
+
+Leads (unless --no_compare) with the team against the same model alone on the same problems,
 compute-matched: the team's majority vote (maj1@turnK), final answer and first answer (pass1@turn1)
 beside the model alone given the team's first-turn prompt (math/solve-v0's where they agree) with
 k independent samples per problem (mean pass@1 and majority vote maj@k, for each k of --alone-k:
@@ -20,6 +26,7 @@ import argparse
 import json
 import sys
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +37,7 @@ if str(REPO) not in sys.path:
 import envs
 from trainers.embedded import EMBEDDED_TASK
 from trainers.evaluation.evaluate import EvalConfig, evaluate, markdown_report
+from trainers.run.args import comma_items
 
 
 def _ks(text: str) -> list[int]:
@@ -56,18 +64,44 @@ def _env_option(text: str) -> tuple[str, Any]:
         return key.strip(), value
 
 
+# Old flag -> its name in the training scripts' vocabulary; other dashed flags map to underscores.
+RENAMED = {
+    "--env": "--env_id",
+    "--model": "--model_name_or_path",
+    "--role-model": "--role_models",
+    "--role-adapters": "--role_adapters_dir",  # training's --role_adapters is a bool
+    "--max-new-tokens": "--max_completion_length",
+}
+
+
+def current_flags(argv: list[str]) -> list[str]:
+    """`argv` with each deprecated flag (`RENAMED`, or dashes inside a name) renamed, warning
+    once per flag (FutureWarning)."""
+    out = []
+    for arg in argv:
+        flag, sep, value = arg.partition("=")
+        if flag.startswith("--") and (flag in RENAMED or "-" in flag[2:]):
+            new = RENAMED.get(flag, "--" + flag[2:].replace("-", "_"))
+            warnings.warn(f"{flag} is deprecated; use {new}", FutureWarning, stacklevel=2)
+            arg = new + sep + value
+        out.append(arg)
+    return out
+
+
 def make_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        allow_abbrev=False,
     )
-    parser.add_argument("--env", default="math/reflection-v0", choices=envs.list_envs())
+    parser.add_argument("--env_id", default="math/reflection-v0", choices=envs.list_envs())
     parser.add_argument(
         "--task",
         default=EMBEDDED_TASK,
         choices=envs.list_tasks(),
         help="default: the task the embedded model is built on",
     )
-    parser.add_argument("--data-path", default=None, help="local JSONL for gsm8k/math/anli")
+    parser.add_argument("--data_path", default=None, help="local JSONL for gsm8k/math/anli")
     parser.add_argument(
         "--split",
         default=None,
@@ -80,27 +114,29 @@ def make_parser() -> argparse.ArgumentParser:
         nargs="+",
         default=None,
         help="levels of a generated task (default: the embedded model's training levels that "
-        "hold their share of --num-problems as distinct problems of the split: unknown 2, 3)",
+        "hold their share of --num_problems as distinct problems of the split: unknown 2, 3)",
     )
-    parser.add_argument("--num-problems", type=int, default=200)
+    parser.add_argument("--num_problems", type=int, default=200)
     parser.add_argument("--offset", type=int, default=0, help="first problem index")
     parser.add_argument(
-        "--model",
+        "--model_name_or_path",
         default=None,
         help="hub id or local folder; default: the shipped embedded model",
     )
     parser.add_argument(
-        "--role-model",
+        "--role_models",
         action="append",
         default=[],
-        metavar="ROLE=PATH",
-        help="a different model for one role, e.g. critic=./critic (repeatable)",
+        metavar="ROLE=PATH,...",
+        help="a different model for some roles, e.g. critic=./critic,refiner=./refiner "
+        "(a run with --role_models writes final/<role>/; repeatable)",
     )
     parser.add_argument(
-        "--role-adapters",
+        "--role_adapters_dir",
         default=None,
         metavar="FOLDER",
-        help="one LoRA adapter per role in FOLDER/<role>/ on top of --model (a run's final/)",
+        help="one LoRA adapter per role in FOLDER/<role>/ on top of --model_name_or_path (the "
+        "final/ of a run with --role_adapters true)",
     )
     parser.add_argument(
         "--ensemble",
@@ -108,24 +144,29 @@ def make_parser() -> argparse.ArgumentParser:
         choices=["majority_vote", "hidden_state_mean", "hidden_state_weighted"],
         help="answer with an ensemble of instruction variants (answering roles)",
     )
-    parser.add_argument("--ensemble-size", type=int, default=3, help="K instruction variants")
+    parser.add_argument("--ensemble_size", type=int, default=3, help="K instruction variants")
     parser.add_argument("--samples", type=int, default=1, help="episodes per problem (for pass@k)")
     parser.add_argument("--k", type=int, nargs="+", default=[1], help="pass@k values")
     parser.add_argument("--rounds", type=int, default=None, help="env rounds (reflection, debate)")
-    parser.add_argument("--num-agents", type=int, default=None, help="debate / ensemble agents")
+    parser.add_argument("--num_agents", type=int, default=None, help="debate / ensemble agents")
     parser.add_argument("--temperature", type=float, default=1.0)
     parser.add_argument("--greedy", action="store_true", help="greedy decoding (default: sample)")
     parser.add_argument(
         "--device", default=None, help="where the models run, e.g. cuda (default: cpu)"
     )
-    parser.add_argument("--max-new-tokens", type=int, default=96)
-    parser.add_argument("--num-envs", type=int, default=64, help="env copies batched per turn")
+    parser.add_argument(
+        "--max_completion_length",
+        type=int,
+        default=EvalConfig.max_completion_length,
+        help="tokens per turn (the training scripts' name)",
+    )
+    parser.add_argument("--num_envs", type=int, default=64, help="env copies batched per turn")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
-        "--no-compare", action="store_true", help="skip the same-model-alone baseline"
+        "--no_compare", action="store_true", help="skip the same-model-alone baseline"
     )
     parser.add_argument(
-        "--alone-k",
+        "--alone_k",
         type=_ks,
         default=None,
         metavar="K,K,...",
@@ -133,7 +174,7 @@ def make_parser() -> argparse.ArgumentParser:
         "(default: 1, 3 and the team's generations per episode)",
     )
     parser.add_argument(
-        "--env-option",
+        "--env_option",
         type=_env_option,
         action="append",
         default=None,
@@ -141,29 +182,30 @@ def make_parser() -> argparse.ArgumentParser:
         help="a kwarg of the team env, as the training run passed it (repeatable), e.g. "
         "refiner_mode=resolve, verifier=math",
     )
-    parser.add_argument("--save-episodes", type=Path, default=None, help="write episodes as JSONL")
+    parser.add_argument("--save_episodes", type=Path, default=None, help="write episodes as JSONL")
     parser.add_argument("--json", type=Path, default=None, help="write the metrics as JSON")
     return parser
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = make_parser()
-    args = parser.parse_args(argv)
-    bad = [r for r in args.role_model if "=" not in r]
+    args = parser.parse_args(current_flags(list(sys.argv[1:] if argv is None else argv)))
+    items = [item for text in args.role_models for item in comma_items(text)]
+    bad = [r for r in items if "=" not in r]
     if bad:
-        parser.error(f"--role-model takes ROLE=PATH (e.g. critic=./critic), got {bad}")
-    role_models = dict(r.split("=", 1) for r in args.role_model)
+        parser.error(f"--role_models takes ROLE=PATH,... (e.g. critic=./critic), got {bad}")
+    role_models = dict(r.split("=", 1) for r in items)
     config = EvalConfig(
-        env_id=args.env,
+        env_id=args.env_id,
         task=args.task,
         data_path=args.data_path,
         split=args.split,
         difficulty=args.difficulty,
         num_problems=args.num_problems,
         offset=args.offset,
-        model=args.model,
+        model=args.model_name_or_path,
         role_models=role_models,
-        role_adapters=args.role_adapters,
+        role_adapters_dir=args.role_adapters_dir,
         ensemble=args.ensemble,
         ensemble_size=args.ensemble_size,
         samples=args.samples,
@@ -173,7 +215,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         temperature=args.temperature,
         greedy=args.greedy,
         device=args.device,
-        max_new_tokens=args.max_new_tokens,
+        max_completion_length=args.max_completion_length,
         num_envs=args.num_envs,
         seed=args.seed,
         compare=not args.no_compare,

@@ -25,7 +25,7 @@ SMOKE = {
     "bench.py": (["verifiers", "--generate", "20", "--repeat", "1"], "verdicts differ:       0"),
     "build_embedded.py": (["--help"], "usage"),  # a build trains for minutes
     "evaluate.py": (
-        ["--num-problems", "1", "--samples", "1", "--max-new-tokens", "4", "--rounds", "1"],
+        ["--num_problems", "1", "--samples", "1", "--max_completion_length", "4", "--rounds", "1"],
         "pass1@turnK",
     ),
     "fuzz.py": (["--examples", "1", "--only", "^extract$", "--json", "{tmp}/f.json"], "0 failures"),
@@ -88,22 +88,22 @@ def test_evaluate_end_to_end(tiny_model, tmp_path, monkeypatch):
     out = tmp_path / "m.json"
     results = evaluate.main(
         [
-            "--model",
+            "--model_name_or_path",
             tiny_model,
-            "--num-problems",
+            "--num_problems",
             "3",
             "--samples",
             "2",
             "--k",
             "1",
             "2",
-            "--max-new-tokens",
+            "--max_completion_length",
             "8",
             "--rounds",
             "1",
             "--json",
             str(out),
-            "--save-episodes",
+            "--save_episodes",
             str(tmp_path / "e.jsonl"),
         ]
     )
@@ -130,17 +130,17 @@ def test_evaluate_with_an_ensemble(tiny_model, monkeypatch, ensemble):
     monkeypatch.setattr(policies, "build_ensemble", spy)
     results = evaluate.main(
         [
-            "--model",
+            "--model_name_or_path",
             tiny_model,
-            "--env",
+            "--env_id",
             "math/solve-v0",
-            "--num-problems",
+            "--num_problems",
             "2",
-            "--max-new-tokens",
+            "--max_completion_length",
             "6",
             "--ensemble",
             ensemble,
-            "--ensemble-size",
+            "--ensemble_size",
             "2",
         ]
     )
@@ -162,8 +162,35 @@ def test_evaluate_rejects_malformed_role_model(capsys, monkeypatch):
     import evaluate
 
     with pytest.raises(SystemExit):
-        evaluate.main(["--role-model", "critic"])
+        evaluate.main(["--role_models", "critic"])
     assert "ROLE=PATH" in capsys.readouterr().err
+
+
+def test_evaluate_speaks_the_training_scripts_vocabulary(monkeypatch):
+    """One name per thing in training and evaluation; the old dashed names still parse, with a
+    warning, and --role-adapters (a folder) is --role_adapters_dir, not training's bool."""
+    monkeypatch.syspath_prepend(str(REPO / "scripts"))
+    import evaluate
+
+    from trainers.run.cli import make_parser
+
+    with pytest.warns(FutureWarning, match="--max-new-tokens is deprecated"):
+        old = evaluate.current_flags(
+            ["--max-new-tokens", "8", "--role-adapters=out/final", "--model", "m", "--k", "1"]
+        )
+    assert old == [
+        "--max_completion_length", "8", "--role_adapters_dir=out/final",
+        "--model_name_or_path", "m", "--k", "1",
+    ]  # fmt: skip
+    args = evaluate.make_parser().parse_args([*old, "--role_models", "critic=./c,refiner=./r"])
+    assert (args.max_completion_length, args.role_adapters_dir) == (8, "out/final")
+    training = {a.dest for a in make_parser("grpo", "math/reflection-v0")[0]._actions}
+    shared = {a.dest for a in evaluate.make_parser()._actions} & training
+    assert shared >= {
+        "env_id", "task", "data_path", "split", "model_name_or_path", "role_models",
+        "max_completion_length", "num_envs", "num_agents", "rounds", "seed", "temperature",
+    }  # fmt: skip
+    assert "role_adapters" not in {a.dest for a in evaluate.make_parser()._actions}
 
 
 @pytest.mark.parametrize(
@@ -242,16 +269,16 @@ def test_an_unknown_flag_is_one_line_naming_it():
 
 
 def test_role_models_flag_is_parsed_or_refused_with_the_expected_form():
-    from trainers.run.args import EnvArguments
+    from trainers.run.args import RunArguments
 
-    assert EnvArguments(role_models="").role_model_paths() is False
-    assert EnvArguments(role_models="all").role_model_paths() is True
-    got = EnvArguments(role_models="critic=./c, refiner=./r").role_model_paths()
+    assert RunArguments(role_models="").role_model_paths() is False
+    assert RunArguments(role_models="all").role_model_paths() is True
+    got = RunArguments(role_models="critic=./c, refiner=./r").role_model_paths()
     assert got == {"critic": "./c", "refiner": "./r"}
     with pytest.raises(ValueError, match="must read ROLE=PATH"):
-        EnvArguments(role_models="critic")
+        RunArguments(role_models="critic")
     with pytest.raises(ValueError, match="not both"):
-        EnvArguments(role_models="all", role_adapters=True)
+        RunArguments(role_models="all", role_adapters=True)
 
 
 def test_train_script_reads_a_yaml_config_and_flags_override(tmp_path):

@@ -201,7 +201,7 @@ def dpo_script(run_script, tiny_model, out, *extra):
         "dpo",
         *("--model_name_or_path", tiny_model, "--max_steps", "1"),
         *("--eval_problems", "1", "--eval_samples", "1", "--rollout_problems", "8"),
-        *("--rollout_samples", "4", "--rollout_max_new_tokens", "8", "--rounds", "1"),
+        *("--rollout_samples", "4", "--max_completion_length", "8", "--rounds", "1"),
         *("--iterations", "1"),
         # level-1 arithmetic: the tiny model's replies sometimes land on its small answers,
         # so the rollouts hold good turns to train on
@@ -224,9 +224,9 @@ def played(monkeypatch):
 
 
 def pipeline_args(tiny_model, out, **extra):
-    from trainers.run.args import EnvArguments
+    from trainers.run.args import RunArguments
 
-    env = EnvArguments(
+    env = RunArguments(
         env_id="math/reflection-v0",
         model_name_or_path=tiny_model,
         eval_problems=1,

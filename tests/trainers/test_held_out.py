@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from trainers.run import experiment as run
-from trainers.run.args import EnvArguments
+from trainers.run.args import RunArguments
 
 CONFIG = SimpleNamespace(temperature=1.0, max_completion_length=32, seed=0, device=None)
 
@@ -25,7 +25,7 @@ def _gsm8k_rows(path, questions):
 
 
 def _args(**kwargs):
-    return EnvArguments(env_id="math/solve-v0", **kwargs)
+    return RunArguments(env_id="math/solve-v0", **kwargs)
 
 
 def test_a_run_evaluating_on_its_training_file_refuses_to_start(tmp_path):

@@ -13,7 +13,7 @@ import pytest
 from trainers.algorithms.dpo import CPUDPOConfig
 from trainers.algorithms.sft import CPUSFTConfig
 from trainers.run import rounds
-from trainers.run.args import EnvArguments
+from trainers.run.args import RunArguments
 from trainers.run.experiment import task_problems
 
 
@@ -54,7 +54,7 @@ def scripted(tmp_path, monkeypatch):
         (out / "model" / "tag.txt").write_text(out.name)
         return out / "model", {"steps": 1, "log_history": []}
 
-    env = EnvArguments(
+    env = RunArguments(
         env_id="math/reflection-v0",
         model_name_or_path=str(start),
         eval_problems=20,
@@ -187,7 +187,7 @@ def test_no_evaluation_means_no_validation_check(scripted, tmp_path):
 
 
 def test_an_unknown_select_metric_stops_the_run_before_any_round(tiny_model, tmp_path):
-    env = EnvArguments(
+    env = RunArguments(
         env_id="math/reflection-v0",
         model_name_or_path=tiny_model,
         task="arithmetic",
@@ -200,7 +200,7 @@ def test_an_unknown_select_metric_stops_the_run_before_any_round(tiny_model, tmp
         output_dir=str(tmp_path / "run"),
         select_metric="maj@turnK",
         validation_problems=2,
-        rollout_max_new_tokens=4,
+        max_completion_length=4,
     )
 
     def update(*args):
@@ -251,7 +251,7 @@ def test_offline_scripts_select_on_validation_by_default():
 
 
 def test_a_generated_task_validates_on_its_validation_split_apart_from_the_evaluation():
-    env = EnvArguments(env_id="math/reflection-v0", eval_problems=30, difficulty=[2, 3])
+    env = RunArguments(env_id="math/reflection-v0", eval_problems=30, difficulty=[2, 3])
     config = CPUSFTConfig(output_dir="unused", validation_problems=20)
     check, why = rounds.validation_check(env, config, "model")
     assert why == "" and check is not None
@@ -281,7 +281,7 @@ def test_a_task_without_validation_split_holds_out_training_problems_no_round_pl
         tmp_path / "dev.jsonl",
         [{"question": f"What is {i} + 100?", "answer": f"#### {i + 100}"} for i in range(5)],
     )
-    env = EnvArguments(
+    env = RunArguments(
         env_id="math/reflection-v0",
         task="gsm8k",
         data_path=str(gsm8k_file),

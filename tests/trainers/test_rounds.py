@@ -11,7 +11,7 @@ import pytest
 from trainers.algorithms.dpo import CPUDPOConfig
 from trainers.algorithms.sft import CPUSFTConfig, rollout_episodes
 from trainers.rollout.records import Episode, Turn
-from trainers.run.args import EnvArguments
+from trainers.run.args import RunArguments
 from trainers.run.rounds import Stage, completed_rounds, rollout_figures, round_config
 
 
@@ -21,18 +21,18 @@ def sft_script(run_script, tiny_model, out, *extra):
         "train_reflection.py",
         "sft",
         *("--model_name_or_path", tiny_model, "--max_steps", "1", "--eval_problems", "0"),
-        *("--rollout_problems", "8", "--rollout_samples", "4", "--rollout_max_new_tokens", "8"),
+        *("--rollout_problems", "8", "--rollout_samples", "4", "--max_completion_length", "8"),
         *("--rounds", "1", "--task", "arithmetic", "--difficulty", "1", "--train_problems", "12"),
         *("--output_dir", str(out), *extra),
     )
 
 
 def test_each_round_plays_fresh_problems_wrapping_around_the_training_set(tiny_model, tmp_path):
-    env = EnvArguments(
+    env = RunArguments(
         env_id="math/reflection-v0", task="arithmetic", difficulty=[1], rounds=1, train_problems=5
     )
     config = CPUSFTConfig(
-        output_dir=str(tmp_path), rollout_problems=3, rollout_samples=1, rollout_max_new_tokens=2
+        output_dir=str(tmp_path), rollout_problems=3, rollout_samples=1, max_completion_length=2
     )
     first = rollout_episodes(env, tiny_model, config, offset=0)
     second = rollout_episodes(env, tiny_model, config, offset=3)
@@ -138,7 +138,7 @@ def test_stages_share_the_budget_and_each_plays_at_least_one_round(tmp_path, mon
         shutil.copytree(model, out / "model")
         return out / "model", {"steps": 1, "log_history": []}
 
-    env = EnvArguments(
+    env = RunArguments(
         env_id="math/reflection-v0",
         eval_problems=0,
         model_name_or_path=str(model),
@@ -201,7 +201,7 @@ def test_a_later_round_with_nothing_to_train_keeps_its_model(tiny_model, tmp_pat
         shutil.copytree(model, out / "model")
         return out / "model", {"steps": 1, "log_history": [{"loss": 1.0, "step": 1}]}
 
-    env = EnvArguments(env_id="math/reflection-v0", eval_problems=0, model_name_or_path=tiny_model)
+    env = RunArguments(env_id="math/reflection-v0", eval_problems=0, model_name_or_path=tiny_model)
     config = CPUSFTConfig(output_dir=str(tmp_path / "run"), iterations=3)
     results = rounds.train_rounds(env, config, "sft", [rounds.Stage("sft", update, 3)])
     assert [r.get("skipped") for r in results["rounds"]] == [None, "no good turn", None]

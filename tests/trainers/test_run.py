@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 from transformers import TrainerControl, TrainerState
 
 from trainers.run import experiment as run
-from trainers.run.args import EnvArguments
+from trainers.run.args import RunArguments
 
 
 def test_time_budget_stops_and_saves_once_the_minutes_have_passed(monkeypatch):
@@ -25,11 +27,11 @@ def test_time_budget_stops_and_saves_once_the_minutes_have_passed(monkeypatch):
 
 
 def test_time_budget_comes_from_the_env_arguments_and_is_checked():
-    assert run.callbacks(EnvArguments(max_train_minutes=None)) == []
-    (budget,) = run.callbacks(EnvArguments())  # the scripts' default: 15 minutes
+    assert run.callbacks(RunArguments(max_train_minutes=None)) == []
+    (budget,) = run.callbacks(RunArguments())  # the scripts' default: 15 minutes
     assert isinstance(budget, run.TimeBudget) and budget.seconds == 900
     with pytest.raises(ValueError, match="max_train_minutes"):
-        EnvArguments(max_train_minutes=0)
+        RunArguments(max_train_minutes=0)
     with pytest.raises(ValueError, match="minutes"):
         run.TimeBudget(-1)
 
@@ -173,36 +175,37 @@ def test_evaluation_samples_at_the_eval_temperature_else_the_training_one():
     from types import SimpleNamespace
 
     config = SimpleNamespace(temperature=1.5, max_completion_length=32, seed=0)
-    assert run.eval_config(EnvArguments(), "m", config).temperature == 1.5
-    assert run.eval_config(EnvArguments(eval_temperature=1.0), "m", config).temperature == 1.0
-    assert run.eval_config(EnvArguments(), "m", SimpleNamespace(seed=0)).temperature == 1.0
+    assert run.eval_config(RunArguments(), "m", config).temperature == 1.5
+    assert run.eval_config(RunArguments(eval_temperature=1.0), "m", config).temperature == 1.0
+    assert run.eval_config(RunArguments(), "m", SimpleNamespace(seed=0)).temperature == 1.0
     with pytest.raises(ValueError, match="eval_temperature must be > 0"):
-        EnvArguments(eval_temperature=0)
+        RunArguments(eval_temperature=0)
 
 
 def test_evaluation_gives_every_algorithm_its_own_tokens_per_turn():
-    """DPO/SFT configs name their tokens per turn `rollout_max_new_tokens`; the evaluation must
-    use them (a 64-token cap cut the embedded critic's checks off before their verdict)."""
+    """Every algorithm's config names its tokens per turn `max_completion_length`; the
+    evaluation must use them (a 64-token cap cut the embedded critic's checks off before their
+    verdict)."""
     from types import SimpleNamespace
 
     from trainers.algorithms.dpo import CPUDPOConfig
 
     grpo = SimpleNamespace(max_completion_length=32, seed=0)
-    assert run.eval_config(EnvArguments(), "m", grpo).max_new_tokens == 32
-    dpo = SimpleNamespace(rollout_max_new_tokens=80, seed=0)
-    assert run.eval_config(EnvArguments(), "m", dpo).max_new_tokens == 80
-    assert run.eval_config(EnvArguments(), "m", SimpleNamespace(seed=0)).max_new_tokens == 96
-    assert CPUDPOConfig.__dataclass_fields__["rollout_max_new_tokens"].default >= 96
+    assert run.eval_config(RunArguments(), "m", grpo).max_completion_length == 32
+    dpo = SimpleNamespace(max_completion_length=80, seed=0)
+    assert run.eval_config(RunArguments(), "m", dpo).max_completion_length == 80
+    assert run.eval_config(RunArguments(), "m", SimpleNamespace(seed=0)).max_completion_length == 96
+    assert CPUDPOConfig.__dataclass_fields__["max_completion_length"].default >= 96
 
 
 def test_audit_reaches_the_env_as_a_tuple_of_roles():
     import envs
 
-    kwargs = EnvArguments(audit=" critic, refiner ").env_kwargs()
+    kwargs = RunArguments(audit=" critic, refiner ").env_kwargs()
     assert kwargs["audit"] == ("critic", "refiner")
     assert envs.make("math/reflection-v0", **kwargs).unwrapped.audit == ("critic", "refiner")
-    assert "audit" not in EnvArguments().env_kwargs()
-    assert "audit" not in EnvArguments(audit="", critic_reward="outcome").env_kwargs()
+    assert "audit" not in RunArguments().env_kwargs()
+    assert "audit" not in RunArguments(audit="", critic_reward="outcome").env_kwargs()
 
 
 @pytest.mark.parametrize(
@@ -214,7 +217,7 @@ def test_audit_reaches_the_env_as_a_tuple_of_roles():
 )
 def test_bad_audit_is_refused_before_any_model_loads(kwargs, message):
     with pytest.raises(ValueError, match=message):
-        EnvArguments(**kwargs)
+        RunArguments(**kwargs)
 
 
 def test_evaluation_plays_the_env_the_run_trains():
@@ -224,7 +227,7 @@ def test_evaluation_plays_the_env_the_run_trains():
 
     from trainers.evaluation.evaluate import ALONE_ENV, env_kwargs_for
 
-    env_args = EnvArguments(
+    env_args = RunArguments(
         refiner_mode="resolve",
         revision_reward="improvement",
         critic_reward="counterfactual",
@@ -255,12 +258,79 @@ def test_evaluation_plays_the_env_the_run_trains():
 def test_grpo_batch_default_follows_the_env_the_flags_ask_for(env_id, argv, rows, tmp_path):
     from trainers.run.cli import make_parser
 
-    parser, _ = make_parser("grpo", env_id, None, argv)
+    parser, _ = make_parser("grpo", env_id)
     _, config, _ = parser.parse_args_and_config(argv, return_remaining_strings=True)
     assert config.per_device_train_batch_size == rows
     yaml = tmp_path / "run.yaml"
     yaml.write_text("rounds: 3\n")
     argv = ["--config", str(yaml)]
-    parser, _ = make_parser("grpo", "math/reflection-v0", None, argv)
+    parser, _ = make_parser("grpo", "math/reflection-v0")
     _, config, _ = parser.parse_args_and_config(argv, return_remaining_strings=True)
     assert config.per_device_train_batch_size == 28  # a --config file's rounds count too
+
+
+def test_argument_groups_are_parsed_once_into_one_record(monkeypatch):
+    """One parse of argv fills every group (env, model, evaluation, warm-up) and the config;
+    --help lists them in that order, each in its own section, TRL's config last."""
+    from trl import TrlParser
+
+    from trainers.run.args import GROUPS
+    from trainers.run.cli import make_parser
+
+    calls = []
+    real = TrlParser.parse_known_args
+
+    def counted(self, *args, **kwargs):
+        calls.append(args)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(TrlParser, "parse_known_args", counted)
+    parser, _ = make_parser("grpo", "math/reflection-v0", {"audit": "critic"})
+    argv = ["--rounds", "3", "--lora_r", "4", "--eval_problems", "7", "--warmup_sft_steps", "2"]
+    args, config = parser.parse_args_and_config(argv)
+    assert len(calls) == 1  # the batch default is derived from this parse, not a second one
+    assert isinstance(args, RunArguments)
+    assert (args.rounds, args.lora_r, args.eval_problems, args.warmup_sft_steps) == (3, 4, 7, 2)
+    assert args.audit == "critic" and config.per_device_train_batch_size == 28
+    sections = [group.title for group in parser._action_groups]
+    names = [cls._argument_group_name for cls in GROUPS]
+    assert sections[-5:] == [*names, "GRPO (TRL's GRPOConfig, CPU defaults)"]
+
+
+def test_one_tokens_per_turn_name_reaches_training_and_evaluation():
+    """--max_completion_length caps every turn of the rollouts and of the evaluations, for
+    every algorithm; the old SFT/DPO name still works, with a warning."""
+    from trainers.run.cli import current_flags, make_parser
+
+    for algo in ("grpo", "ppo", "sft", "dpo"):
+        parser, _ = make_parser(algo, "math/reflection-v0")
+        args, config = parser.parse_args_and_config(["--max_completion_length", "40"])
+        assert config.max_completion_length == 40
+        assert run.eval_config(args, "m", config).max_completion_length == 40
+    with pytest.warns(FutureWarning, match="--rollout_max_new_tokens is deprecated"):
+        assert current_flags(["dpo", "--rollout_max_new_tokens=8"]) == [
+            "dpo",
+            "--max_completion_length=8",
+        ]
+
+
+def test_evaluation_env_is_the_training_env_with_split_and_size_overridden():
+    args = RunArguments(
+        env_id="math/reflection-v0",
+        rounds=3,
+        critic_reward="balanced",
+        refiner_mode="resolve",
+        audit="critic",
+        verifier="math",
+        eval_problems=12,
+        eval_split="validation",
+        eval_difficulty=[2],
+    )
+    train = args.env_kwargs(split="train")
+    evaluation = run.eval_config(args, "m", SimpleNamespace(seed=0)).env_kwargs()
+    overridden = {"split", "task_kwargs"}
+    assert {k: v for k, v in train.items() if k not in overridden} == {
+        k: v for k, v in evaluation.items() if k not in overridden
+    }
+    assert (train["split"], evaluation["split"]) == ("train", "validation")
+    assert evaluation["task_kwargs"] == {"difficulty": [2], "size": 12}

@@ -211,10 +211,12 @@ class CPUDPOConfig(RolloutSettings, DPOConfig):
     the rounds' selection on validation problems (`RolloutSettings`: ``select_on_validation``,
     ``validation_problems``, ``validation_samples``, ``select_metric``, ``patience``)."""
 
+    _argument_group_name = "DPO (TRL's DPOConfig, CPU defaults, rollout rounds)"  # --help's section (`trainers.run.parser`)
+
     output_dir: str = field(default="outputs/dpo", metadata={"help": "Where to write."})
     use_cpu: bool = field(default=True, metadata={"help": "Train on the CPU."})
     bf16: bool = field(default=False, metadata={"help": "bf16 mixed precision."})
-    gradient_checkpointing: bool = no_gradient_checkpointing()
+    gradient_checkpointing: bool | None = no_gradient_checkpointing()
     # After the SFT rounds of --sft_first, a DPO round at 5e-5 left the embedded team at 0.757
     # maj1@turnK (its refiner broke 18% of right answers); at 1e-5, 0.860 (docs/results.md).
     learning_rate: float = field(default=1e-5, metadata={"help": "Adam learning rate."})

@@ -69,7 +69,7 @@ import random
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from transformers import AutoModelForCausalLM, AutoTokenizer
 from trl import GRPOConfig, GRPOTrainer
@@ -507,10 +507,14 @@ class CPUGRPOConfig(GRPOConfig):
     gradient_accumulation_steps problems, all generated in one batched rollout.
     """
 
+    _argument_group_name = (
+        "GRPO (TRL's GRPOConfig, CPU defaults)"  # --help's section (`trainers.run.parser`)
+    )
+
     output_dir: str = field(default="outputs/train", metadata={"help": "Where to write."})
     use_cpu: bool = field(default=True, metadata={"help": "Train on the CPU."})
     bf16: bool = field(default=False, metadata={"help": "bf16 mixed precision."})
-    gradient_checkpointing: bool = no_gradient_checkpointing()
+    gradient_checkpointing: bool | None = no_gradient_checkpointing()
     learning_rate: float = field(default=5e-5, metadata={"help": "Adam learning rate."})
     num_generations: int = field(default=4, metadata={"help": "G samples per problem."})
     per_device_train_batch_size: int = field(
@@ -531,9 +535,13 @@ class CPUGRPOConfig(GRPOConfig):
     beta: float = field(default=0.0, metadata={"help": "KL coefficient (0: no ref model)."})
     lr_scheduler_type: str = field(default="constant", metadata={"help": "LR schedule."})
 
+    DERIVED: ClassVar[tuple[str, ...]] = ("per_device_train_batch_size",)
+
     @classmethod
-    def script_defaults(cls, env_id: str, **env_kwargs: Any) -> dict:
-        """A micro-batch holds whole episodes: every turn slot of the env (made with
-        `env_kwargs`, e.g. ``rounds=3``) x the G generations."""
-        slots = turn_slots(envs_pkg.make(env_id, **env_kwargs))
-        return {"per_device_train_batch_size": slots * cls.num_generations}
+    def derived_defaults(cls, parsed: Any) -> dict:
+        """`DERIVED`'s defaults from the parsed flags (`trainers.run.cli.RunParser`): a
+        micro-batch holds whole episodes, every turn slot of the env they ask for (``env_id``,
+        ``rounds``, ``num_agents``) x the G generations (``num_generations``)."""
+        shape = {k: getattr(parsed, k, None) for k in ("rounds", "num_agents")}
+        env = envs_pkg.make(parsed.env_id, **{k: v for k, v in shape.items() if v is not None})
+        return {"per_device_train_batch_size": turn_slots(env) * parsed.num_generations}

@@ -69,6 +69,8 @@ VALUE_HEAD = "value_head.pt"
 class CPUPPOConfig(CPUGRPOConfig):
     """`CPUGRPOConfig` (TRL's `GRPOConfig` with CPU defaults) plus PPO's value and GAE settings."""
 
+    _argument_group_name = "PPO (TRL's GRPOConfig with a value head, CPU defaults)"  # --help's section (`trainers.run.parser`)
+
     output_dir: str = field(default="outputs/ppo", metadata={"help": "Where to write."})
     gamma: float = field(default=1.0, metadata={"help": "Discount across an agent's turns."})
     lam: float = field(default=0.95, metadata={"help": "GAE lambda."})

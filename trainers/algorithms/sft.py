@@ -153,8 +153,12 @@ class RolloutSettings:
     )
     rollout_samples: int = field(default=4, metadata={"help": "Episodes per problem (G)."})
     rollout_temperature: float = field(default=1.0, metadata={"help": "Rollout temperature."})
-    rollout_max_new_tokens: int = field(
-        default=96, metadata={"help": "Tokens per turn (the embedded critic's checks need ~70)."}
+    max_completion_length: int = field(
+        default=96,
+        metadata={
+            "help": "Tokens per turn, of the rollouts and the evaluations (the embedded critic's "
+            "checks need ~70)."
+        },
     )
     sft_balance: bool = field(
         default=True,
@@ -222,10 +226,12 @@ class CPUSFTConfig(RolloutSettings, SFTConfig):
     ``sft_roles``: comma-separated roles whose turns are trained (empty: every role).
     """
 
+    _argument_group_name = "SFT (TRL's SFTConfig, CPU defaults, rollout rounds)"  # --help's section (`trainers.run.parser`)
+
     output_dir: str = field(default="outputs/sft", metadata={"help": "Where to write."})
     use_cpu: bool = field(default=True, metadata={"help": "Train on the CPU."})
     bf16: bool = field(default=False, metadata={"help": "bf16 mixed precision."})
-    gradient_checkpointing: bool = no_gradient_checkpointing()
+    gradient_checkpointing: bool | None = no_gradient_checkpointing()
     assistant_only_loss: bool = field(
         default=True, metadata={"help": "Loss on the assistant reply only."}
     )
@@ -253,7 +259,7 @@ def rollout_episodes(
             f"{config.rollout_samples} must both be >= 1"
         )
     generation = GenerationArguments(
-        max_new_tokens=config.rollout_max_new_tokens,
+        max_new_tokens=config.max_completion_length,
         temperature=config.rollout_temperature,
         seed=config.seed if seed is None else seed,
     )

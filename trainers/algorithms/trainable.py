@@ -36,10 +36,14 @@ def freeze_except(model: Any, pattern: str) -> list[str]:
 
 
 def no_gradient_checkpointing() -> Any:
-    """The ``gradient_checkpointing`` field of the CPU configs: off by default. TRL turns it on;
-    it only recomputes the forward pass for memory a small model never needs (the same
-    gradients; the main job's GRPO steps take 4.5 s with it off, 5.1 s on).
-    ``--gradient_checkpointing true`` turns it back on for a large model."""
+    """The ``gradient_checkpointing`` field of the CPU configs: unset (None), so it does not
+    turn checkpointing on. TRL's configs default it to True; it only recomputes the forward pass
+    for memory a small model never needs (the same gradients; the main job's GRPO steps take
+    4.5 s with it off, 5.1 s on). transformers 5 renamed it ``activation_checkpointing`` and
+    warns (FutureWarning) whenever the old name holds a value, so the CPU configs leave it None;
+    `TrainingArguments` then sets both names to False. ``--activation_checkpointing true``
+    turns it on for a large model (``--gradient_checkpointing true`` too, with that warning)."""
     return field(
-        default=False, metadata={"help": "Recompute activations in backward to save memory."}
+        default=None,
+        metadata={"help": "Deprecated alias of --activation_checkpointing (transformers 5)."},
     )

@@ -58,7 +58,7 @@ class EvalConfig:
     offset: int = 0
     model: str | None = None
     role_models: dict[str, str] = field(default_factory=dict)
-    role_adapters: str | None = None
+    role_adapters_dir: str | None = None  # one LoRA adapter per role: <dir>/<role>/
     ensemble: str | None = None
     ensemble_size: int = 3
     samples: int = 1
@@ -67,7 +67,7 @@ class EvalConfig:
     num_agents: int | None = None
     temperature: float = 1.0
     greedy: bool = False
-    max_new_tokens: int = 96
+    max_completion_length: int = 96  # tokens per turn, the training configs' name
     num_envs: int = 64
     seed: int = 0
     compare: bool = True
@@ -121,7 +121,7 @@ class EvalConfig:
 
     def generation_args(self) -> GenerationArguments:
         return GenerationArguments(
-            max_new_tokens=self.max_new_tokens,
+            max_new_tokens=self.max_completion_length,
             temperature=self.temperature,
             do_sample=not self.greedy,
             seed=self.seed,
@@ -306,7 +306,7 @@ def evaluate(config: EvalConfig, policies: RoleMap | None = None) -> dict[str, A
         ensemble=config.ensemble,
         ensemble_size=config.ensemble_size,
         device=config.device,
-        role_adapters=config.role_adapters,
+        role_adapters=config.role_adapters_dir,
         answer_roles=env_answer_roles(config.env_id),
     )
     if not isinstance(policies, RoleMap):

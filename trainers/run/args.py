@@ -1,5 +1,17 @@
-"""The training scripts' env arguments, parsed with TRL's `TrlParser` next to the algorithm's config
-(`CPUGRPOConfig`, `CPUPPOConfig`, ... in `trainers.algorithms`)."""
+"""The training scripts' arguments in four groups, parsed once by `trainers.run.cli.RunParser`
+(a `TrlParser`) next to the algorithm's config (`CPUGRPOConfig`, ... in `trainers.algorithms`):
+
+- `EnvArguments`: the env, its task and problems, its rewards, and the run's budget;
+- `ModelArguments`: the start model and what of it trains (a small dataclass, not TRL's
+  `ModelConfig`: that one's fields -- dtype, attention, quantisation, ``use_peft`` with its own
+  LoRA defaults -- would be accepted here and silently ignored, as no builder reads them);
+- `EvalArguments`: the before/after evaluation, which plays the training env with its own split
+  and problem count as the only overrides (`trainers.run.experiment.eval_config`);
+- `WarmupArguments`: the SFT warm-up before RL (`trainers.run.warmup`).
+
+`RunArguments` is all four in one record, what the train functions take. Each group checks its
+own fields in ``__post_init__``; ``--help`` prints one section per group.
+"""
 
 from __future__ import annotations
 
@@ -17,7 +29,7 @@ def comma_items(text: str) -> list[str]:
 
 @dataclass
 class EnvArguments:
-    """Which env, task, problems and model a training script uses.
+    """Which env, task and problems a training script plays, its rewards and the run's budget.
 
     Args:
         env_id (`str`, set by the script): the registered env.
@@ -28,20 +40,10 @@ class EnvArguments:
         rounds (`int | None`): reflection/debate rounds; None keeps the env's default.
         num_agents (`int | None`): debate/ensemble agents; None keeps the env's default.
         train_problems (`int`, 2000): training problems (the task's train split).
-        eval_problems (`int`, 200): held-out problems evaluated before and after training.
-        eval_split (`str | None`): the split they come from: generated tasks "test" (report) or
-            "validation" (choose settings on it); other tasks: their own default split.
-        eval_difficulty (`list[int] | None`): levels of a generated task to evaluate; None: the
-            training levels that hold their share of `eval_problems` as distinct texts of the
-            split (`trainers.evaluation.evaluate.EvalConfig.levels`).
-        eval_data_path (`str | None`): a local JSONL file of held-out problems; needed with
-            `data_path`, whose problems the run trains on.
-        allow_overlap (`bool`, False): train even when evaluation problems occur among the
-            training problems (the run refuses to start otherwise: `trainers.run.experiment`).
-        eval_samples (`int`, 2): episodes per held-out problem.
-        eval_temperature (`float | None`): sampling temperature of the before/after evaluations;
-            None: the training temperature (GRPO/PPO's `temperature`, else 1.0).
-        model_name_or_path (`str | None`): hub id or folder; None trains the embedded model.
+        max_train_minutes (`float | None`, 15): wall-clock budget of the training loop (GRPO,
+            PPO: its steps; SFT, DPO: its rounds, rollouts included, `trainers.run.rounds`);
+            the scripts' defaults are time-bounded by it.
+        num_envs (`int`, 64): env copies the rollout engine runs at once.
         role_weights (`str`, ""): reward weight per role, e.g. "solver=1,critic=0.5".
         critic_reward (`str | None`): reflection's critic reward: "verdict", "balanced",
             "outcome" or "counterfactual" (`envs.reflection`); None keeps the env's default
@@ -55,32 +57,11 @@ class EnvArguments:
         verifier_reward (`str | None`): the tool env's verifier: "verdict" or "counterfactual".
         refiner_mode (`str | None`): reflection's refiner after a rejection: "revise" (apply the
             critic's feedback; the env's default) or "resolve" (solve afresh).
-        mask_uniform_groups (`bool`, False): GRPO: drop from the loss the turn groups whose G
-            rewards are all equal (zero advantage: no signal), so they do not dilute the
-            token-normalised loss of the groups that carry one.
         audit (`str`, ""): reflection: comma-separated roles whose turns earn 0 when they state a
             false equation (`envs.reflection`), e.g. "critic,refiner"; empty: none.
-        max_train_minutes (`float | None`, 15): wall-clock budget of the training loop (GRPO,
-            PPO: its steps; SFT, DPO: its rounds, rollouts included, `trainers.run.rounds`);
-            the scripts' defaults are time-bounded by it.
-        num_envs (`int`, 64): env copies the rollout engine runs at once.
-        role_adapters (`bool`, False): GRPO/PPO train one LoRA adapter per role (rank `lora_r`,
-            alpha `lora_alpha`) on the frozen start model instead of the whole shared model.
-        trainable_params (`str`, ""): train only the parameters matching this regex (every
-            algorithm; in dpo, its SFT rounds too).
-        role_models (`str`, ""): GRPO/PPO train a full model per role: "all" gives every role its
-            own copy of the start model; "critic=PATH,..." starts those roles from PATH (the rest
-            from the start model).
-        branch_turns (`bool`, False): GRPO: branched rollouts; every turn's G samples reply to
-            one shared history, so each turn's group baseline compares replies, not histories.
-        warmup_sft_steps (`int | None`): GRPO/PPO: SFT steps on demonstrations of the env's
-            roles before RL (`trainers.run.warmup`); None: 500 when an embedded build starts an
-            env with a role it was never trained on (``train_tool.py`` on the shipped model),
-            else 0.
-        warmup_data (`str`, "embedded"): the warm-up's demonstrations: "embedded" (the embedded
-            recipe's transcripts, ``unknown`` task) or a JSONL of ``{"messages": [...]}`` chats.
-        warmup_learning_rate (`float`, 2e-3): the warm-up's peak learning rate (cosine).
     """
+
+    _argument_group_name = "env and run (the env, its task, rewards and the time budget)"
 
     env_id: str = field(default="math/reflection-v0", metadata={"help": "Registered env id."})
     task: str = field(default=EMBEDDED_TASK, metadata={"help": "Task name."})
@@ -95,44 +76,14 @@ class EnvArguments:
     )
     num_agents: int | None = field(default=None, metadata={"help": "Debate/ensemble agents."})
     train_problems: int = field(default=2000, metadata={"help": "Number of training problems."})
-    eval_problems: int = field(default=200, metadata={"help": "Held-out problems for evaluation."})
-    eval_samples: int = field(default=2, metadata={"help": "Episodes per held-out problem."})
-    eval_split: str | None = field(
-        default=None,
-        metadata={
-            "help": "Split of the before/after evaluation: 'test' (generated tasks' default; "
-            "reports) or 'validation' (choose settings on it); other tasks: their default split."
-        },
+    max_train_minutes: float | None = field(
+        default=15.0,
+        metadata={"help": "Training time budget in minutes (GRPO, PPO: steps; SFT, DPO: rounds)."},
     )
-    eval_difficulty: list[int] | None = field(
-        default=None,
-        metadata={
-            "help": "Levels of a generated task to evaluate (default: the training levels that "
-            "hold their share of --eval_problems as distinct problems of the split)."
-        },
-    )
-    eval_data_path: str | None = field(
-        default=None,
-        metadata={"help": "Local JSONL of held-out problems (with --data_path, which trains)."},
-    )
-    allow_overlap: bool = field(
-        default=False,
-        metadata={
-            "help": "Train even when evaluation problems occur among the training problems "
-            "(refused by default)."
-        },
-    )
-    eval_temperature: float | None = field(
-        default=None,
-        metadata={"help": "Temperature of the before/after evaluations (default: training's)."},
-    )
-    model_name_or_path: str | None = field(
-        default=None, metadata={"help": "Hub id or folder; default: the embedded model."}
-    )
+    num_envs: int = field(default=64, metadata={"help": "Env copies run at once."})
     role_weights: str = field(
         default="", metadata={"help": "Reward weight per role, e.g. 'solver=1,critic=0.5'."}
     )
-    num_envs: int = field(default=64, metadata={"help": "Env copies run at once."})
     verifier: str | None = field(
         default=None, metadata={"help": "Verifier name (default: the task's), e.g. 'math'."}
     )
@@ -141,10 +92,6 @@ class EnvArguments:
     )
     team_reward: bool | None = field(
         default=None, metadata={"help": "Reflection: one shared team reward at the end."}
-    )
-    max_train_minutes: float | None = field(
-        default=15.0,
-        metadata={"help": "Training time budget in minutes (GRPO, PPO: steps; SFT, DPO: rounds)."},
     )
     critic_reward: str | None = field(
         default=None,
@@ -180,13 +127,6 @@ class EnvArguments:
             "feedback (env default) or 'resolve's the problem afresh."
         },
     )
-    mask_uniform_groups: bool = field(
-        default=False,
-        metadata={
-            "help": "GRPO: leave out of the loss the turn groups whose rewards are all equal "
-            "(no signal), so they do not dilute the token-normalised loss."
-        },
-    )
     audit: str = field(
         default="",
         metadata={
@@ -195,101 +135,16 @@ class EnvArguments:
         },
     )
 
-    role_adapters: bool = field(
-        default=False,
-        metadata={"help": "GRPO/PPO: train a LoRA adapter per role on the frozen start model."},
-    )
-    lora_r: int = field(default=8, metadata={"help": "Rank of each role's LoRA adapter."})
-    lora_alpha: int = field(default=16, metadata={"help": "Alpha of each role's LoRA adapter."})
-    trainable_params: str = field(
-        default="",
-        metadata={
-            "help": "Train only the parameters whose names match this regex (e.g. '^model\\.norm\\.' "
-            "for the final RMSNorm); the rest stay frozen. Empty: train all."
-        },
-    )
-    role_models: str = field(
-        default="",
-        metadata={
-            "help": "GRPO/PPO: train a full model per role: 'all' (each role a copy of the start "
-            "model) or 'ROLE=PATH,...' (those roles start from PATH, the rest from the start model)."
-        },
-    )
-
-    branch_turns: bool = field(
-        default=False,
-        metadata={
-            "help": "GRPO: sample every turn G times from one shared history (a branched "
-            "rollout), so a turn's group baseline compares replies, not the histories before them."
-        },
-    )
-
-    warmup_sft_steps: int | None = field(
-        default=None,
-        metadata={
-            "help": "GRPO/PPO: SFT steps on demonstrations of the env's roles before RL; default: "
-            "500 when the embedded model has never played a role of the env, else 0."
-        },
-    )
-    warmup_data: str = field(
-        default="embedded",
-        metadata={
-            "help": "Warm-up demonstrations: 'embedded' (the embedded recipe's transcripts of "
-            'the unknown task) or a JSONL file of {"messages": [...]} chats.'
-        },
-    )
-    warmup_learning_rate: float = field(
-        default=2e-3, metadata={"help": "Peak learning rate of the warm-up SFT (cosine)."}
-    )
-
     def __post_init__(self) -> None:
-        if self.warmup_sft_steps is not None and self.warmup_sft_steps < 0:
-            raise ValueError(f"warmup_sft_steps must be >= 0, got {self.warmup_sft_steps}")
-        if not self.warmup_learning_rate > 0:
-            raise ValueError(f"warmup_learning_rate must be > 0, got {self.warmup_learning_rate}")
-        if self.lora_r < 1 or self.lora_alpha < 1:
-            raise ValueError(
-                f"lora_r and lora_alpha must be >= 1, got {self.lora_r}, {self.lora_alpha}"
-            )
-        if self.train_problems < 1 or self.eval_problems < 0:
-            raise ValueError("train_problems must be >= 1 and eval_problems >= 0")
-        if self.eval_split is not None and self.eval_split == "train":
-            raise ValueError(
-                "eval_split 'train' evaluates on the problems the run trains on; pass 'test' "
-                "(report) or 'validation' (choose settings)"
-            )
-        if self.eval_temperature is not None and not self.eval_temperature > 0:
-            raise ValueError(f"eval_temperature must be > 0, got {self.eval_temperature}")
+        if self.train_problems < 1:
+            raise ValueError(f"train_problems must be >= 1, got {self.train_problems}")
         if self.max_train_minutes is not None and not self.max_train_minutes > 0:
             raise ValueError(f"max_train_minutes must be > 0, got {self.max_train_minutes}")
         self.weights()  # validate early
         self.audit_roles()
-        self.role_model_paths()
-        if self.role_models and self.role_adapters:
-            raise ValueError("pass --role_models or --role_adapters, not both")
-        if self.trainable_params:
-            try:
-                re.compile(self.trainable_params)
-            except re.error as exc:
-                raise ValueError(
-                    f"trainable_params {self.trainable_params!r} is not a regex: {exc}"
-                ) from exc
-
-    def role_model_paths(self) -> bool | dict[str, str]:
-        """`role_models` as the trainers take it: False, True ("all") or {role: path}."""
-        text = self.role_models.strip()
-        if text in ("", "all"):
-            return text == "all"
-        out = {}
-        for part in comma_items(text):
-            role, sep, path = part.partition("=")
-            if not sep or not role.strip() or not path.strip():
-                raise ValueError(
-                    f"role_models entry {part!r} must read ROLE=PATH (e.g. 'critic=./critic'), "
-                    "or pass 'all' for a copy of the start model per role"
-                )
-            out[role.strip()] = path.strip()
-        return out
+        parent = getattr(super(), "__post_init__", None)  # the next group of RunArguments
+        if parent is not None:
+            parent()
 
     def weights(self) -> dict[str, float]:
         """`role_weights` as a dict, or a ValueError saying the expected form."""
@@ -305,18 +160,6 @@ class EnvArguments:
                     f"role_weights entry {part!r} must read ROLE=NUMBER, e.g. 'critic=0.5'"
                 )
         return out
-
-    def builder_kwargs(self) -> dict:
-        """The trainer builders' model arguments (role adapters, role models, trainable)."""
-        return {
-            "role_adapters": self.role_adapters,
-            "lora_r": self.lora_r,
-            "lora_alpha": self.lora_alpha,
-            "role_models": self.role_model_paths(),
-            "trainable": self.trainable_params or None,
-            "branch_turns": self.branch_turns,
-            "mask_uniform_groups": self.mask_uniform_groups,
-        }
 
     def audit_roles(self) -> tuple[str, ...]:
         """`audit` as a tuple of roles, checked against the reflection env's rules before any
@@ -373,3 +216,247 @@ class EnvArguments:
             kwargs["num_agents"] = self.num_agents
         kwargs.update(self.env_options())
         return kwargs
+
+
+@dataclass
+class ModelArguments:
+    """The start model and what of it trains.
+
+    Args:
+        model_name_or_path (`str | None`): hub id or folder; None trains the embedded model.
+        role_adapters (`bool`, False): GRPO/PPO train one LoRA adapter per role (rank `lora_r`,
+            alpha `lora_alpha`) on the frozen start model instead of the whole shared model.
+        trainable_params (`str`, ""): train only the parameters matching this regex (every
+            algorithm; in dpo, its SFT rounds too).
+        role_models (`str`, ""): GRPO/PPO train a full model per role: "all" gives every role its
+            own copy of the start model; "critic=PATH,..." starts those roles from PATH (the rest
+            from the start model).
+        branch_turns (`bool`, False): GRPO: branched rollouts; every turn's G samples reply to
+            one shared history, so each turn's group baseline compares replies, not histories.
+        mask_uniform_groups (`bool`, False): GRPO: drop from the loss the turn groups whose G
+            rewards are all equal (zero advantage: no signal), so they do not dilute the
+            token-normalised loss of the groups that carry one.
+        lora_r (`int`, 8), lora_alpha (`int`, 16): rank and alpha of each role's adapter.
+    """
+
+    _argument_group_name = "model (the start model and what of it trains)"
+
+    model_name_or_path: str | None = field(
+        default=None, metadata={"help": "Hub id or folder; default: the embedded model."}
+    )
+    role_adapters: bool = field(
+        default=False,
+        metadata={"help": "GRPO/PPO: train a LoRA adapter per role on the frozen start model."},
+    )
+    lora_r: int = field(default=8, metadata={"help": "Rank of each role's LoRA adapter."})
+    lora_alpha: int = field(default=16, metadata={"help": "Alpha of each role's LoRA adapter."})
+    trainable_params: str = field(
+        default="",
+        metadata={
+            "help": "Train only the parameters whose names match this regex (e.g. '^model\\.norm\\.' "
+            "for the final RMSNorm); the rest stay frozen. Empty: train all."
+        },
+    )
+    role_models: str = field(
+        default="",
+        metadata={
+            "help": "GRPO/PPO: train a full model per role: 'all' (each role a copy of the start "
+            "model) or 'ROLE=PATH,...' (those roles start from PATH, the rest from the start model)."
+        },
+    )
+    branch_turns: bool = field(
+        default=False,
+        metadata={
+            "help": "GRPO: sample every turn G times from one shared history (a branched "
+            "rollout), so a turn's group baseline compares replies, not the histories before them."
+        },
+    )
+    mask_uniform_groups: bool = field(
+        default=False,
+        metadata={
+            "help": "GRPO: leave out of the loss the turn groups whose rewards are all equal "
+            "(no signal), so they do not dilute the token-normalised loss."
+        },
+    )
+
+    def __post_init__(self) -> None:
+        if self.lora_r < 1 or self.lora_alpha < 1:
+            raise ValueError(
+                f"lora_r and lora_alpha must be >= 1, got {self.lora_r}, {self.lora_alpha}"
+            )
+        self.role_model_paths()
+        if self.role_models and self.role_adapters:
+            raise ValueError("pass --role_models or --role_adapters, not both")
+        if self.trainable_params:
+            try:
+                re.compile(self.trainable_params)
+            except re.error as exc:
+                raise ValueError(
+                    f"trainable_params {self.trainable_params!r} is not a regex: {exc}"
+                ) from exc
+        parent = getattr(super(), "__post_init__", None)  # the next group of RunArguments
+        if parent is not None:
+            parent()
+
+    def role_model_paths(self) -> bool | dict[str, str]:
+        """`role_models` as the trainers take it: False, True ("all") or {role: path}."""
+        text = self.role_models.strip()
+        if text in ("", "all"):
+            return text == "all"
+        out = {}
+        for part in comma_items(text):
+            role, sep, path = part.partition("=")
+            if not sep or not role.strip() or not path.strip():
+                raise ValueError(
+                    f"role_models entry {part!r} must read ROLE=PATH (e.g. 'critic=./critic'), "
+                    "or pass 'all' for a copy of the start model per role"
+                )
+            out[role.strip()] = path.strip()
+        return out
+
+    def builder_kwargs(self) -> dict:
+        """The trainer builders' model arguments (role adapters, role models, trainable)."""
+        return {
+            "role_adapters": self.role_adapters,
+            "lora_r": self.lora_r,
+            "lora_alpha": self.lora_alpha,
+            "role_models": self.role_model_paths(),
+            "trainable": self.trainable_params or None,
+            "branch_turns": self.branch_turns,
+            "mask_uniform_groups": self.mask_uniform_groups,
+        }
+
+
+@dataclass
+class EvalArguments:
+    """The before/after evaluation on held-out problems. It plays the training env
+    (`EnvArguments`: task, levels, rounds, agents, verifier, rewards, protocol) with these
+    overrides only: the split (``eval_split``), the problems (``eval_problems``,
+    ``eval_difficulty``, ``eval_data_path``), the episodes per problem and the temperature
+    (`trainers.run.experiment.eval_config`). Its tokens per turn are training's
+    (``max_completion_length``, every algorithm's config).
+
+    Args:
+        eval_problems (`int`, 200): held-out problems evaluated before and after training.
+        eval_samples (`int`, 2): episodes per held-out problem.
+        eval_split (`str | None`): the split they come from: generated tasks "test" (report) or
+            "validation" (choose settings on it); other tasks: their own default split.
+        eval_difficulty (`list[int] | None`): levels of a generated task to evaluate; None: the
+            training levels that hold their share of `eval_problems` as distinct texts of the
+            split (`trainers.evaluation.evaluate.EvalConfig.levels`).
+        eval_data_path (`str | None`): a local JSONL file of held-out problems; needed with
+            `data_path`, whose problems the run trains on.
+        allow_overlap (`bool`, False): train even when evaluation problems occur among the
+            training problems (the run refuses to start otherwise: `trainers.run.experiment`).
+        eval_temperature (`float | None`): sampling temperature of the before/after evaluations;
+            None: the training temperature (GRPO/PPO's `temperature`, else 1.0).
+    """
+
+    _argument_group_name = "evaluation (before and after training, on held-out problems)"
+
+    eval_problems: int = field(default=200, metadata={"help": "Held-out problems for evaluation."})
+    eval_samples: int = field(default=2, metadata={"help": "Episodes per held-out problem."})
+    eval_split: str | None = field(
+        default=None,
+        metadata={
+            "help": "Split of the before/after evaluation: 'test' (generated tasks' default; "
+            "reports) or 'validation' (choose settings on it); other tasks: their default split."
+        },
+    )
+    eval_difficulty: list[int] | None = field(
+        default=None,
+        metadata={
+            "help": "Levels of a generated task to evaluate (default: the training levels that "
+            "hold their share of --eval_problems as distinct problems of the split)."
+        },
+    )
+    eval_data_path: str | None = field(
+        default=None,
+        metadata={"help": "Local JSONL of held-out problems (with --data_path, which trains)."},
+    )
+    allow_overlap: bool = field(
+        default=False,
+        metadata={
+            "help": "Train even when evaluation problems occur among the training problems "
+            "(refused by default)."
+        },
+    )
+    eval_temperature: float | None = field(
+        default=None,
+        metadata={"help": "Temperature of the before/after evaluations (default: training's)."},
+    )
+
+    def __post_init__(self) -> None:
+        if self.eval_problems < 0:
+            raise ValueError(f"eval_problems must be >= 0, got {self.eval_problems}")
+        if self.eval_split is not None and self.eval_split == "train":
+            raise ValueError(
+                "eval_split 'train' evaluates on the problems the run trains on; pass 'test' "
+                "(report) or 'validation' (choose settings)"
+            )
+        if self.eval_temperature is not None and not self.eval_temperature > 0:
+            raise ValueError(f"eval_temperature must be > 0, got {self.eval_temperature}")
+        parent = getattr(super(), "__post_init__", None)  # the next group of RunArguments
+        if parent is not None:
+            parent()
+
+
+@dataclass
+class WarmupArguments:
+    """GRPO/PPO's SFT warm-up on demonstrations of the env's roles (`trainers.run.warmup`).
+
+    Args:
+        warmup_sft_steps (`int | None`): GRPO/PPO: SFT steps on demonstrations of the env's
+            roles before RL (`trainers.run.warmup`); None: 500 when an embedded build starts an
+            env with a role it was never trained on (``train_tool.py`` on the shipped model),
+            else 0.
+        warmup_data (`str`, "embedded"): the warm-up's demonstrations: "embedded" (the embedded
+            recipe's transcripts, ``unknown`` task) or a JSONL of ``{"messages": [...]}`` chats.
+        warmup_learning_rate (`float`, 2e-3): the warm-up's peak learning rate (cosine).
+    """
+
+    _argument_group_name = "warm-up (GRPO/PPO: SFT on demonstrations before RL)"
+
+    warmup_sft_steps: int | None = field(
+        default=None,
+        metadata={
+            "help": "GRPO/PPO: SFT steps on demonstrations of the env's roles before RL; default: "
+            "500 when the embedded model has never played a role of the env, else 0."
+        },
+    )
+    warmup_data: str = field(
+        default="embedded",
+        metadata={
+            "help": "Warm-up demonstrations: 'embedded' (the embedded recipe's transcripts of "
+            'the unknown task) or a JSONL file of {"messages": [...]} chats.'
+        },
+    )
+    warmup_learning_rate: float = field(
+        default=2e-3, metadata={"help": "Peak learning rate of the warm-up SFT (cosine)."}
+    )
+
+    def __post_init__(self) -> None:
+        if self.warmup_sft_steps is not None and self.warmup_sft_steps < 0:
+            raise ValueError(f"warmup_sft_steps must be >= 0, got {self.warmup_sft_steps}")
+        if not self.warmup_learning_rate > 0:
+            raise ValueError(f"warmup_learning_rate must be > 0, got {self.warmup_learning_rate}")
+        parent = getattr(super(), "__post_init__", None)  # the next group of RunArguments
+        if parent is not None:
+            parent()
+
+
+GROUPS = (EnvArguments, ModelArguments, EvalArguments, WarmupArguments)  # --help's order
+
+
+@dataclass
+class RunArguments(WarmupArguments, EvalArguments, ModelArguments, EnvArguments):
+    """The four groups in one record, what the train functions take (``args.env_kwargs()``,
+    ``args.eval_problems``, ...). Each group's ``__post_init__`` checks its own fields."""
+
+    @classmethod
+    def merge(cls, *groups: object) -> RunArguments:
+        """One `RunArguments` from parsed groups (`GROUPS`' instances, any order)."""
+        values: dict = {}
+        for group in groups:
+            values.update(vars(group))
+        return cls(**values)

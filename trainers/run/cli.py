@@ -2,13 +2,14 @@
 
 Each algorithm is one `ALGOS` entry: the module that holds it (in `trainers.algorithms`), the
 name of its config dataclass there (a TRL config subclass with CPU defaults), the name of its train
-function ``train(env_args: EnvArguments, config) -> dict`` in `trainers.run.train`, and the envs it
+function ``train(args: RunArguments, config) -> dict`` in `trainers.run.train`, and the envs it
 applies to (None: every env). Nothing of TRL is imported until an algorithm is picked.
 """
 
 from __future__ import annotations
 
 import importlib
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -49,58 +50,44 @@ def available(env_id: str) -> list[str]:
     return names
 
 
-def make_parser(
-    algo: str,
-    env_id: str,
-    defaults: dict[str, Any] | None = None,
-    argv: Sequence[str] | None = None,
-) -> tuple[Any, Any]:
-    """A `TrlParser` over (EnvArguments, the algorithm's config) and the train function.
+def make_parser(algo: str, env_id: str, defaults: dict[str, Any] | None = None) -> tuple[Any, Any]:
+    """A `RunParser` over the run's argument groups and the algorithm's config, and the train
+    function.
 
     `defaults` are the script's own defaults for any field (a --config file and flags override).
     Defaults the algorithm derives from the env (GRPO's batch: every turn slot x G) are derived
-    from the env that `argv` asks for (its ``--rounds``, ``--num_agents``, flags or --config),
-    not the env's defaults.
+    after parsing, from the parsed env (its ``--rounds``, ``--num_agents``, flags or --config).
     """
-    from trl import TrlParser
-
-    from trainers.run.args import EnvArguments
-
     names = available(env_id)
     if algo not in names:
         raise SystemExit(f"unknown algorithm {algo!r} for {env_id}; available: {', '.join(names)}")
+    from trainers.run.parser import RunParser
+
     config_cls, train = ALGOS[algo].load()
-    parser = TrlParser((EnvArguments, config_cls))
+    parser = RunParser(config_cls)
     script_defaults: dict[str, Any] = {
         "env_id": env_id,
         "output_dir": f"outputs/{env_id.split('/')[1]}_{algo}",
     }
-    hook = getattr(config_cls, "script_defaults", None)
-    if hook is not None:  # e.g. a batch size derived from the env's turn slots
-        script_defaults.update(hook(env_id, **shape_kwargs(env_id, defaults, argv)))
     script_defaults.update(defaults or {})
     parser.set_defaults(**script_defaults)
     return parser, train
 
 
-def shape_kwargs(
-    env_id: str, defaults: dict[str, Any] | None, argv: Sequence[str] | None
-) -> dict[str, Any]:
-    """The env kwargs that set how many turns an episode has (``rounds``, ``num_agents``) as
-    `argv` (flags or its --config file) or the script's `defaults` give them."""
-    from trl import TrlParser
-
-    from trainers.run.args import EnvArguments
-
-    pre = TrlParser((EnvArguments,))
-    pre.set_defaults(env_id=env_id, **{k: v for k, v in (defaults or {}).items() if k in SHAPE})
-    (env_args, _) = pre.parse_args_and_config(
-        [a for a in (argv or []) if a not in ("-h", "--help")], return_remaining_strings=True
-    )
-    return {k: getattr(env_args, k) for k in SHAPE if getattr(env_args, k) is not None}
+# Old flag -> its one name now (tokens per turn: TRL's per-turn cap, in training and evaluation).
+RENAMED = {"--rollout_max_new_tokens": "--max_completion_length"}
 
 
-SHAPE = ("rounds", "num_agents")
+def current_flags(argv: Sequence[str]) -> list[str]:
+    """`argv` with each deprecated flag (`RENAMED`) renamed, with a FutureWarning."""
+    out = []
+    for arg in argv:
+        flag, sep, value = arg.partition("=")
+        if flag in RENAMED:
+            warnings.warn(f"{flag} is deprecated; use {RENAMED[flag]}", FutureWarning, stacklevel=2)
+            arg = RENAMED[flag] + sep + value
+        out.append(arg)
+    return out
 
 
 def run_script(
@@ -111,12 +98,12 @@ def run_script(
 ) -> dict[str, Any]:
     """``[algo] [flags]``: the algorithm defaults to grpo; flags override a --config file, which
     overrides the script's `defaults`."""
-    argv = list(argv)
+    argv = current_flags(argv)
     algo = argv.pop(0) if argv and not argv[0].startswith("-") else "grpo"
     if argv[:1] in (["-h"], ["--help"]) and doc:
         print(doc)
         print(f"algorithms for {env_id}: {', '.join(available(env_id))}\n")
-    parser, train = make_parser(algo, env_id, defaults, argv)
+    parser, train = make_parser(algo, env_id, defaults)
     env_args, config, unknown = parser.parse_args_and_config(argv, return_remaining_strings=True)
     if unknown:
         raise SystemExit(  # one line, not argparse's page-long usage of every GRPOConfig field

@@ -26,7 +26,7 @@ from trainers.evaluation.evaluate import (
     markdown_report,
 )
 from trainers.evaluation.metrics import INTERVAL_KEYS, figure_of, paired_interval
-from trainers.run.args import EnvArguments
+from trainers.run.args import RunArguments
 from trainers.run.checkpoint import (
     atomic_path,
     resume_checkpoint_requested,
@@ -36,16 +36,16 @@ from trainers.run.checkpoint import (
 logger = logging.getLogger(__name__)
 
 
-def eval_config(env_args: EnvArguments, model: str, config: Any) -> EvalConfig:
+def eval_config(env_args: RunArguments, model: str, config: Any) -> EvalConfig:
     """Held-out evaluation matching the training env (its verifier, rewards, audit and protocol:
-    `EnvArguments.env_options`): generated tasks' ``--eval_split``
+    `RunArguments.env_options`): generated tasks' ``--eval_split``
     (default test), of the training levels that hold enough distinct problems of it
     (``--eval_difficulty`` to choose); ``--eval_data_path`` for a local file.
 
     `config` is any algorithm's config; its `temperature` and its tokens per turn
-    (`max_completion_length`: GRPO, PPO; `rollout_max_new_tokens`: SFT, DPO) set the sampling,
-    else 1.0 and 96 tokens; ``--eval_temperature`` sets the evaluation's own. It runs where training runs (the config's device: a GPU unless
-    ``use_cpu``).
+    (`max_completion_length`, every algorithm's name) set the sampling, else 1.0 and
+    `EvalConfig`'s 96 tokens; ``--eval_temperature`` sets the evaluation's own. It runs where
+    training runs (the config's device: a GPU unless ``use_cpu``).
     """
     device = getattr(config, "device", None)
     levels = env_args.eval_difficulty
@@ -64,9 +64,8 @@ def eval_config(env_args: EnvArguments, model: str, config: Any) -> EvalConfig:
         rounds=env_args.rounds,
         num_agents=env_args.num_agents,
         temperature=env_args.eval_temperature or getattr(config, "temperature", None) or 1.0,
-        max_new_tokens=getattr(config, "max_completion_length", None)
-        or getattr(config, "rollout_max_new_tokens", None)
-        or 96,
+        max_completion_length=getattr(config, "max_completion_length", None)
+        or EvalConfig.max_completion_length,
         num_envs=env_args.num_envs,
         seed=config.seed,
         device=None if device is None else str(device),
@@ -91,7 +90,7 @@ def task_problems(kwargs: dict[str, Any], count: int, offset: int = 0) -> list[d
     return [source[i] for i in range(offset, min(offset + count, len(source)))]
 
 
-def check_held_out(env_args: EnvArguments, evaluation: EvalConfig) -> dict[str, Any]:
+def check_held_out(env_args: RunArguments, evaluation: EvalConfig) -> dict[str, Any]:
     """Refuse (`OverlapError`) a run whose evaluation problems share a text with its training
     problems (`envs.overlap`: whitespace and case ignored), unless ``--allow_overlap``; return
     the counts compared. Generated tasks are held out by construction (`envs.splits`); a user's
@@ -120,7 +119,7 @@ def is_main(config: Any) -> bool:
     return config.process_index == 0
 
 
-def start_run(env_args: EnvArguments, config: Any, algo: str) -> tuple[Path, dict[str, Any]]:
+def start_run(env_args: RunArguments, config: Any, algo: str) -> tuple[Path, dict[str, Any]]:
     """Create ``output_dir``, resolve the start model, evaluate it (``results["before"]``).
 
     Under ``accelerate launch`` only the main process evaluates and writes; every process trains.
@@ -158,7 +157,7 @@ def kept_before(path: Path, before: EvalConfig, config: Any) -> dict[str, Any] |
 
 
 def finish_run(
-    env_args: EnvArguments,
+    env_args: RunArguments,
     config: Any,
     results: dict[str, Any],
     final: Path,
@@ -176,7 +175,7 @@ def finish_run(
         after = eval_config(env_args, str(final), config)
         base = results.get("rl_start_model", results["start_model"])  # RL's start (warmed up?)
         if getattr(env_args, "role_adapters", False):  # final/ holds one adapter per role
-            after.model, after.role_adapters = base, str(final)
+            after.model, after.role_adapters_dir = base, str(final)
         elif getattr(env_args, "role_models", ""):  # final/ holds one model per role
             roles = sorted(p.parent.name for p in final.glob("*/config.json"))
             after.model = base
@@ -227,13 +226,19 @@ class TimeBudget(TrainerCallback):
 MIN_MINUTES = 1.0  # what a budget leaves to training after `spent_seconds` of warm-up, at least
 
 
-def callbacks(env_args: EnvArguments, spent_seconds: float = 0.0) -> list[TrainerCallback]:
-    """The run's callbacks from the env arguments: the time budget, less `spent_seconds` already
-    spent on the run's training (a warm-up), but at least `MIN_MINUTES`."""
+def budget_minutes(env_args: RunArguments, spent_seconds: float = 0.0) -> float | None:
+    """What the time budget leaves to training: ``--max_train_minutes`` less `spent_seconds`
+    already spent on the run's training (a warm-up), but at least `MIN_MINUTES`; None: none."""
     minutes = getattr(env_args, "max_train_minutes", None)
     if not minutes:
-        return []
-    return [TimeBudget(max(minutes - spent_seconds / 60, MIN_MINUTES))]
+        return None
+    return max(minutes - spent_seconds / 60, MIN_MINUTES)
+
+
+def callbacks(env_args: RunArguments, spent_seconds: float = 0.0) -> list[TrainerCallback]:
+    """The run's callbacks from the env arguments: the time budget (`budget_minutes`)."""
+    minutes = budget_minutes(env_args, spent_seconds)
+    return [] if minutes is None else [TimeBudget(minutes)]
 
 
 KEYS = INTERVAL_KEYS  # the summary reports the figures that carry intervals

@@ -85,7 +85,7 @@ from envs.tasks import PROCEDURAL_TASKS
 from trainers.algorithms.sft import good_turn, rollout_episodes
 from trainers.evaluation.evaluate import EvalConfig, evaluate, held_levels
 from trainers.rollout.records import Episode
-from trainers.run.args import EnvArguments
+from trainers.run.args import RunArguments
 from trainers.run.checkpoint import resume_checkpoint_requested, write_json_atomic
 from trainers.run.experiment import eval_config, finish_run, start_run, task_problems
 
@@ -206,7 +206,7 @@ class Validation:
 
 
 def validation_check(
-    env_args: EnvArguments, config: Any, start_model: str
+    env_args: RunArguments, config: Any, start_model: str
 ) -> tuple[Validation | None, str]:
     """The run's `Validation` (module docstring, "Where the validation problems come from"), or
     None and why selection is off."""
@@ -229,7 +229,7 @@ def validation_check(
         "save_episodes": None,
         "progress": False,
         "role_models": {},
-        "role_adapters": None,
+        "role_adapters_dir": None,
     }
     if env_args.task in PROCEDURAL_TASKS:
         # after the evaluation's own problems when it evaluates on the validation split too
@@ -345,7 +345,7 @@ def start_selection(
 
 
 def train_rounds(
-    env_args: EnvArguments, config: Any, algo: str, stages: Sequence[Stage]
+    env_args: RunArguments, config: Any, algo: str, stages: Sequence[Stage]
 ) -> dict[str, Any]:
     """Evaluate the start, run each stage's rounds of rollout -> update in turn, each scored on
     the validation problems, keep the best model (module docstring) and evaluate it; return
@@ -487,7 +487,7 @@ def select(
 
 
 def play_round(
-    env_args: EnvArguments, config: Any, stage: Stage, model: str, index: int, rounds_dir: Path
+    env_args: RunArguments, config: Any, stage: Stage, model: str, index: int, rounds_dir: Path
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Round `index` (0-based over the run): `model` plays fresh problems, `stage.update`
     trains on them. Returns the round's record and its history rows (the rollouts' figures,

@@ -1,6 +1,6 @@
 """One train function per algorithm, what `trainers.run.cli` runs for ``scripts/train_<env>.py``:
 evaluate the start model, train it (`trainers.algorithms`), save it, evaluate the result and write
-the run's files (`trainers.run.experiment`). Each takes the script's `EnvArguments` and the
+the run's files (`trainers.run.experiment`). Each takes the script's `RunArguments` and the
 algorithm's config and returns the run's figures."""
 
 from __future__ import annotations
@@ -22,9 +22,17 @@ from trainers.algorithms.sft import (
 )
 from trainers.evaluation.evaluate import evaluate, markdown_report
 from trainers.rollout.records import Episode
-from trainers.run.args import EnvArguments
+from trainers.run.args import RunArguments
 from trainers.run.checkpoint import resume_checkpoint
-from trainers.run.experiment import callbacks, eval_config, finish_run, is_main, start_run
+from trainers.run.console import Console, install
+from trainers.run.experiment import (
+    budget_minutes,
+    callbacks,
+    eval_config,
+    finish_run,
+    is_main,
+    start_run,
+)
 from trainers.run.rounds import NoTrainingDataError, Stage, Update, train_rounds
 from trainers.run.warmup import default_steps, warm_start
 
@@ -33,7 +41,7 @@ CASES = {True: "on_right", False: "on_wrong", None: "first"}
 
 
 def train_online(
-    env_args: EnvArguments,
+    env_args: RunArguments,
     config: Any,
     algo: str,
     build: Callable[..., Any],
@@ -57,6 +65,8 @@ def train_online(
         callbacks=callbacks(env_args, spent),
         **env_args.builder_kwargs(),
     )
+    # a bar over the time budget and a compact line, not transformers' bar and metric dicts
+    install(trainer, Console(budget_minutes(env_args, spent), log_path=out / "log.jsonl"))
     began = time.perf_counter()
     trainer.train(resume_from_checkpoint=resume_checkpoint(config, extra_files=extra_files))
     results["train_seconds"] = time.perf_counter() - began
@@ -66,7 +76,7 @@ def train_online(
     return finish_run(env_args, config, results, final, trainer.state.log_history)
 
 
-def warm_up(env_args: EnvArguments, config: Any, results: dict[str, Any], out: Path) -> str:
+def warm_up(env_args: RunArguments, config: Any, results: dict[str, Any], out: Path) -> str:
     """The model RL starts from: the start model, or its warm-up SFT (`trainers.run.warmup`),
     evaluated on the held-out problems (``results["warmup"]``)."""
     start = results["start_model"]
@@ -91,12 +101,12 @@ def warm_up(env_args: EnvArguments, config: Any, results: dict[str, Any], out: P
     return path
 
 
-def train_grpo(env_args: EnvArguments, config: CPUGRPOConfig) -> dict[str, Any]:
+def train_grpo(env_args: RunArguments, config: CPUGRPOConfig) -> dict[str, Any]:
     """Evaluate the start, train with multi-agent GRPO, evaluate the result; return the figures."""
     return train_online(env_args, config, "grpo", build_grpo_trainer)
 
 
-def train_ppo(env_args: EnvArguments, config: CPUPPOConfig) -> dict[str, Any]:
+def train_ppo(env_args: RunArguments, config: CPUPPOConfig) -> dict[str, Any]:
     """Evaluate the start, train with multi-agent PPO, evaluate the result; return the figures."""
     return train_online(env_args, config, "ppo", build_ppo_trainer, extra_files=(VALUE_HEAD,))
 
@@ -145,7 +155,7 @@ def sft_update(config: CPUSFTConfig, trainable: str | None) -> Update:
     return update
 
 
-def train_sft(env_args: EnvArguments, config: CPUSFTConfig) -> dict[str, Any]:
+def train_sft(env_args: RunArguments, config: CPUSFTConfig) -> dict[str, Any]:
     """Evaluate the start; rounds of rollout -> SFT on the good turns (expert iteration,
     `trainers.run.rounds`); evaluate the result."""
     update = sft_update(config, env_args.trainable_params or None)
@@ -198,7 +208,7 @@ def dpo_update(config: CPUDPOConfig, trainable: str | None) -> Update:
     return update
 
 
-def train_dpo(env_args: EnvArguments, config: CPUDPOConfig) -> dict[str, Any]:
+def train_dpo(env_args: RunArguments, config: CPUDPOConfig) -> dict[str, Any]:
     """Evaluate the start; with ``--sft_first``, rounds of rollout -> SFT on the good turns for
     ``sft_budget`` of the time budget; then rounds of rollout -> DPO on the pairs (``iterations``
     of them, 1 by default); evaluate the result (`trainers.run.rounds`)."""

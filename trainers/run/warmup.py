@@ -47,7 +47,7 @@ from typing import Any
 import envs
 from envs.roles import env_roles as roles_of_env
 from trainers.embedded import EMBEDDED_TASK, EmbeddedRecipe
-from trainers.run.args import EnvArguments
+from trainers.run.args import RunArguments
 
 logger = logging.getLogger(__name__)
 
@@ -80,7 +80,7 @@ def embedded_manifest(model_path: str | Path) -> dict[str, Any] | None:
     return manifest if isinstance(manifest, dict) and "recipe" in manifest else None
 
 
-def default_steps(env_args: EnvArguments, model_path: str) -> int:
+def default_steps(env_args: RunArguments, model_path: str) -> int:
     """`AUTO_STEPS` when an embedded build starts an env with a role it was never trained on
     (``unknown`` task); else 0."""
     manifest = embedded_manifest(model_path)
@@ -98,7 +98,7 @@ def folded_scale(model_path: str | Path) -> float:
 
 
 def embedded_demonstrations(
-    env_args: EnvArguments, model_path: str, rows: int, seed: int
+    env_args: RunArguments, model_path: str, rows: int, seed: int
 ) -> list[dict[str, Any]]:
     """`rows` chat rows: the env's roles from the embedded recipe's transcripts of training
     problems, with `REPLAY_SHARE` of the recipe's other rows and drills, shuffled."""
@@ -197,7 +197,7 @@ def file_demonstrations(path: str) -> list[dict[str, Any]]:
     return rows
 
 
-def warmup_config(env_args: EnvArguments, config: Any, out: Path, steps: int) -> Any:
+def warmup_config(env_args: RunArguments, config: Any, out: Path, steps: int) -> Any:
     """The warm-up's `CPUSFTConfig` (loss on the assistant replies only): cosine schedule,
     rows up to 1024 tokens (a second-round executor row of the embedded tool transcripts reaches
     ~600, past the 512 the build trained on)."""
@@ -221,7 +221,7 @@ def warmup_config(env_args: EnvArguments, config: Any, out: Path, steps: int) ->
 
 
 def warm_start(
-    env_args: EnvArguments, config: Any, model_path: str, out: Path, steps: int
+    env_args: RunArguments, config: Any, model_path: str, out: Path, steps: int
 ) -> tuple[str, dict[str, Any]]:
     """SFT `model_path` for `steps` steps on the demonstrations; save to `out`; return (the
     saved model's path, figures). A finished warm-up already in `out` is reused (its figures
