@@ -328,7 +328,13 @@ def test_improvement_refiner_second_round_is_measured_against_the_first_revision
     env = make(rounds=2, revision_reward="improvement", per_step_rewards=True)
     env.reset(options={"problem": PROBLEM})
     refiner_pay = []
-    for text in ("\\boxed{4}", "Verdict: incorrect", "\\boxed{5}", "Verdict: incorrect", "\\boxed{9}"):
+    for text in (
+        "\\boxed{4}",
+        "Verdict: incorrect",
+        "\\boxed{5}",
+        "Verdict: incorrect",
+        "\\boxed{9}",
+    ):
         acting = env.agent_selection
         env.step(text)
         if acting == "refiner_0":
