@@ -243,7 +243,7 @@ def test_train_script_end_to_end(run_script, tiny_model, tmp_path, script, extra
         from trainers.roles.adapters import saved_roles
 
         assert saved_roles(out / "final") == ["critic", "refiner", "solver"]
-        assert metrics["after"]["config"]["role_adapters"] == str(out / "final")
+        assert metrics["after"]["config"]["role_adapters_dir"] == str(out / "final")
         assert metrics["after"]["config"]["model"] == tiny_model
     else:
         assert (out / "final" / "config.json").is_file()
