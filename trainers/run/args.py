@@ -1,4 +1,4 @@
-"""The training scripts' arguments in four groups, parsed once by `trainers.run.cli.RunParser`
+"""The training scripts' arguments in four groups, parsed once by `trainers.run.parser.RunParser`
 (a `TrlParser`) next to the algorithm's config (`CPUGRPOConfig`, ... in `trainers.algorithms`):
 
 - `EnvArguments`: the env, its task and problems, its rewards, and the run's budget;
