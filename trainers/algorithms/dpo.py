@@ -239,8 +239,8 @@ class CPUDPOConfig(RolloutSettings, DPOConfig):
     critic_outcome: bool = field(
         default=True, metadata={"help": "Critic pairs also need the refinement outcome."}
     )
-    # On by default: one DPO round alone left the embedded team level (0.745 -> 0.730); SFT
-    # rounds first, then the DPO round, lifted it to 0.860 (docs/results.md).
+    # On by default: on the embedded team one DPO round alone taught little, SFT rounds first
+    # then the DPO round did (docs/results.md, "SFT -> DPO rounds, chosen on validation").
     sft_first: bool = field(
         default=True,
         metadata={"help": "SFT rounds first, then DPO (false: DPO rounds only)."},
@@ -261,7 +261,8 @@ class CPUDPOConfig(RolloutSettings, DPOConfig):
         metadata={"help": "Share of --max_train_minutes the SFT rounds may use (--sft_first)."},
     )
     sft_steps: int = field(default=60, metadata={"help": "Steps per SFT round (--sft_first)."})
-    # As `CPUSFTConfig.learning_rate`: at 2e-4 SFT -> DPO cost the shipped team 0.342.
+    # As `CPUSFTConfig.learning_rate`: 2e-4 broke an earlier embedded team's SFT -> DPO
+    # (`git show 93f0224:docs/results.md`).
     sft_learning_rate: float = field(default=5e-5, metadata={"help": "SFT LR when --sft_first."})
 
 

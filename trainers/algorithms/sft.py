@@ -116,9 +116,8 @@ def balance_rows(rows: Sequence[dict[str, Any]], seed: int = 0) -> list[dict[str
 
     Why: as the team improves, most answers under review are right, so a critic's good turns
     would be mostly ``correct`` verdicts and a refiner's mostly kept answers, and the rarer
-    skills (rejecting, repairing) would get ever fewer rows. Measured on the shipped team (one
-    15-minute run each, docs/results.md): maj1@turnK 0.825 balanced against 0.802 not, a gap
-    inside the runs' intervals; the refiner's fix rate fell alike in both (0.70 -> 0.50)."""
+    skills (rejecting, repairing) would get ever fewer rows. On the embedded team the two did
+    not differ beyond the runs' intervals (an earlier build: `git show 93f0224:docs/results.md`)."""
     cases: dict[tuple[str, bool], list[int]] = {}
     for i, row in enumerate(rows):
         if row["under_review"] is not None:
@@ -235,8 +234,8 @@ class CPUSFTConfig(RolloutSettings, SFTConfig):
     assistant_only_loss: bool = field(
         default=True, metadata={"help": "Loss on the assistant reply only."}
     )
-    # 2e-4 cost the shipped team 0.228 maj1@turnK (its own right turns, one pass); 5e-5 keeps it
-    # level (docs/results.md, "The reflection pipelines with the audit").
+    # 2e-4 broke an earlier embedded team on its own right turns, 5e-5 kept it level (`git show
+    # 93f0224:docs/results.md`, "The reflection pipelines with the audit").
     learning_rate: float = field(default=5e-5, metadata={"help": "Adam learning rate."})
     per_device_train_batch_size: int = field(default=16, metadata={"help": "Rows per batch."})
     max_steps: int = field(default=60, metadata={"help": "Optimizer steps."})

@@ -1,8 +1,7 @@
 """Rounds of rollout -> offline training: how ``sft`` and ``dpo`` train online.
 
 One pass of SFT (or DPO) over the start model's own rollouts has little to teach: the embedded
-team's rows are replies the model already gives (token accuracy 0.98 before the first step) and
-one pass moved its headline by -0.010 (docs/results.md). Iterating is what makes SFT learn: each
+team's rows are replies the model already gives, and one pass hardly moves it. Iterating is what makes SFT learn: each
 round plays ``rollout_problems`` *fresh* training problems x ``rollout_samples`` with the latest
 model, trains on what that play gave, and hands the result to the next round: expert iteration
 (rejection-sampling fine-tuning, as in STaR and ReST-EM, continued from the latest model rather
@@ -21,9 +20,9 @@ SFT stage, all of it for the last stage), so a run ends inside the budget; a sta
 always runs. ``--iterations`` caps a stage's count.
 
 **Selection on validation.** How many rounds the clock allows depends on the machine, and more
-rounds are not always better: on a 2-core machine the default ``dpo`` fit 7 SFT rounds and its
-DPO round and left the embedded team worse than it started (maj1@turnK 0.745 -> 0.713), where
-at one torch thread 5 SFT rounds fit and it gained 0.115 (issue 31). So
+rounds are not always better: the same default ``dpo`` fit 7 SFT rounds on one machine and left the
+embedded team worse than it started, where on a slower one 5 rounds fit and it gained (docs/results.md,
+"SFT -> DPO rounds, chosen on validation"). So
 (``--select_on_validation``, on by default) the start model and each round's model are scored on ``--validation_problems`` (100) x
 ``--validation_samples`` (1) episodes of validation problems by ``--select_metric``
 (``maj1@turnK``; any numeric key of `trainers.evaluation.evaluate.evaluate`'s metrics, higher is

@@ -51,7 +51,7 @@ from trainers.run.args import RunArguments
 
 logger = logging.getLogger(__name__)
 
-AUTO_STEPS = 500  # the shipped model's tool team: 0.02 -> 0.36-0.78 over 4 runs (docs/results.md)
+AUTO_STEPS = 500  # enough for the embedded tool team to act as one (git show 93f0224:docs/results.md)
 REPLAY_SHARE = 1 / 3  # of the embedded demonstrations: rows of roles other than the env's
 BATCH = 16
 PROBLEM_CHUNK = 400
