@@ -215,9 +215,20 @@ def validation_check(
         return None, "--eval_problems 0 runs no evaluation, the validation check included"
     if getattr(config, "world_size", 1) > 1:
         return None, "the validation check runs in one process (not under accelerate launch)"
-    import envs
-
     evaluation = eval_config(env_args, start_model, config)
+    check, where = _check_config(env_args, config, evaluation)
+    if check is None:
+        return None, where
+    refusal = _not_held_out(env_args, evaluation, check)
+    if refusal:
+        return None, refusal
+    return Validation(check, config.select_metric, config.patience, where), ""
+
+
+def _check_config(
+    env_args: RunArguments, config: Any, evaluation: EvalConfig
+) -> tuple[EvalConfig | None, str]:
+    """The validation check's evaluation and where its problems come from, or None and why not."""
     size = config.validation_problems
     common = {
         "num_problems": size,
@@ -246,19 +257,27 @@ def validation_check(
             offset=offset,
             **common,
         )
-        where = f"validation-split problems (levels {', '.join(map(str, levels))})"
-    else:  # the training problems after those the rounds play
-        check = dataclasses.replace(
-            evaluation,
-            data_path=env_args.data_path,
-            split="train",
-            offset=env_args.train_problems,
-            **common,
-        )
-        where = f"training problems after the first {env_args.train_problems} (never rolled out)"
+        return check, f"validation-split problems (levels {', '.join(map(str, levels))})"
+    # the training problems after those the rounds play
+    check = dataclasses.replace(
+        evaluation,
+        data_path=env_args.data_path,
+        split="train",
+        offset=env_args.train_problems,
+        **common,
+    )
+    return check, f"training problems after the first {env_args.train_problems} (never rolled out)"
+
+
+def _not_held_out(env_args: RunArguments, evaluation: EvalConfig, check: EvalConfig) -> str:
+    """Why the check's problems are not held out (too few, or shared with the evaluation's or
+    the rounds' problems), or "" when they are."""
+    import envs
+
+    size = check.num_problems
     held = task_problems(check.env_kwargs(), size, check.offset)
     if len(held) < size:
-        return None, (
+        return (
             f"the training split holds {check.offset + len(held)} problems, fewer than "
             f"--train_problems {env_args.train_problems} + --validation_problems {size}; lower "
             "either to select rounds on validation problems the rounds never play"
@@ -275,11 +294,11 @@ def validation_check(
     for name, problems in others.items():
         shared = envs.overlap(held, problems)
         if shared:
-            return None, (
+            return (
                 f"{len(shared)} of the {size} validation problems occur among the {name} "
                 f"problems, e.g. {shared[0][:80]!r}"
             )
-    return Validation(check, config.select_metric, config.patience, where), ""
+    return ""
 
 
 def stale_rounds(records: Sequence[dict[str, Any]], stage: str) -> int:
@@ -312,14 +331,33 @@ def resumed_best(
     return best
 
 
+def resumed_rounds(
+    config: Any, rounds_dir: Path, start_model: str
+) -> tuple[dict[str, Any] | None, list[dict[str, Any]], list[dict[str, Any]], str]:
+    """(state, records, history, model): a resumed run's newest complete round
+    (`completed_rounds`), or a fresh start from `start_model`."""
+    state = completed_rounds(rounds_dir) if resume_checkpoint_requested(config) else None
+    if state is None:
+        if resume_checkpoint_requested(config):
+            logger.warning("no complete round in %s: starting afresh", rounds_dir)
+        return None, [], [], start_model
+    records = state["records"]
+    logger.info("resuming after round %d (%s)", len(records), records[-1]["model"])
+    return state, records, state["history"], records[-1]["model"]
+
+
 def start_selection(
-    validation: Validation,
+    validation: Validation | None,
     state: dict[str, Any] | None,
     records: Sequence[dict[str, Any]],
     model: str,
+    why_not: str = "",
 ) -> dict[str, Any]:
-    """The selection's state: a resumed run's (`resumed_best`), else afresh with `model` (the
-    start model, or a resumed run's newest) scored as the best so far."""
+    """The selection's state: off (``why_not`` says why) without a validation check, else a
+    resumed run's (`resumed_best`), else afresh with `model` (the start model, or a resumed
+    run's newest) scored as the best so far."""
+    if validation is None:
+        return {"enabled": False, "reason": why_not}
     best = resumed_best(state, validation)
     if best is not None and state is not None:
         selection = dict(state["selection"])
@@ -351,26 +389,17 @@ def train_rounds(
     the figures."""
     out, results = start_run(env_args, config, algo)
     rounds_dir = out / "rounds"
-    model, records, history = results["start_model"], [], []
-    state = completed_rounds(rounds_dir) if resume_checkpoint_requested(config) else None
-    if state is not None:
-        records, history = state["records"], state["history"]
-        model = records[-1]["model"]
-        logger.info("resuming after round %d (%s)", len(records), model)
-    elif resume_checkpoint_requested(config):
-        logger.warning("no complete round in %s: starting afresh", rounds_dir)
+    state, records, history, model = resumed_rounds(config, rounds_dir, results["start_model"])
     budget = 60.0 * env_args.max_train_minutes if env_args.max_train_minutes else None
     began = time.perf_counter()
     validation, why_not = validation_check(env_args, config, results["start_model"])
     if validation is None:
         logger.warning(
-            "rounds are not selected on validation problems (%s): final/ is the "
-            "newest round's model",
+            "rounds are not selected on validation problems (%s): final/ is the newest "
+            "round's model",
             why_not,
         )
-        selection: dict[str, Any] = {"enabled": False, "reason": why_not}
-    else:
-        selection = start_selection(validation, state, records, model)
+    selection = start_selection(validation, state, records, model, why_not)
     names = [stage.name for stage in stages]
     for position, stage in enumerate(stages):
         done = [r for r in records if r.get("stage") == stage.name]
@@ -397,26 +426,13 @@ def train_rounds(
             index = len(records) + 1
             if validation is not None:
                 stale = select(validation, selection, record, index, stale)
-            history.append({"step": step, "round": index, "stage": stage.name, **rows[0]})
-            history.extend(
-                {**r, "step": step + r.get("step", 0), "round": index, "stage": stage.name}
-                for r in rows[1:]
-            )
+            history.extend(round_history(rows, step, index, stage.name))
             records.append(record)
             done.append(record)
             stops = validation is not None and validation.stops(stale)
             if stops:
                 selection["stopped_early"].append(stage.name)
-            saved = {"records": records, "history": history}
-            if validation is not None:
-                saved["selection"] = selection
-            write_json_atomic(rounds_dir / f"round-{index}" / ROUND_FILE, saved)
-            keep = {f"round-{index}"}
-            if validation is not None:
-                keep.add(f"round-{selection['best']['round']}")
-            for folder in rounds_dir.glob("round-*"):
-                if folder.name not in keep and folder.is_dir():
-                    shutil.rmtree(folder)
+            save_round(rounds_dir, index, records, history, selection if validation else None)
             model = record["model"]
             last = time.perf_counter() - round_began
             logger.info("%s round %d done in %.0f s", stage.name, index, last)
@@ -426,13 +442,58 @@ def train_rounds(
                     f"(--patience {validation.patience}): the stage stops"
                 )
                 break
-    kept = selection["best"]["model"] if validation is not None else model
+    final = keep_final(out, model, validation, selection)
+    results["rounds"] = records
+    results["selected_round"] = selection["best"]["round"] if validation else len(records)
+    results["selection"] = {k: v for k, v in selection.items() if k != "check"}
+    results["train_seconds"] = time.perf_counter() - began
+    results["train_steps"] = sum(r["steps"] for r in records)
+    results["rollout_episodes"] = sum(r["episodes"] for r in records)
+    return finish_run(env_args, config, results, final, history)
+
+
+def round_history(
+    rows: Sequence[dict[str, Any]], step: int, index: int, stage: str
+) -> list[dict[str, Any]]:
+    """Round `index`'s training log rows for the run's history, at the run's step count: the
+    round's rollout figures at `step`, then its trainer's rows after it."""
+    first = {"step": step, "round": index, "stage": stage, **rows[0]}
+    rest = [
+        {**r, "step": step + r.get("step", 0), "round": index, "stage": stage} for r in rows[1:]
+    ]
+    return [first, *rest]
+
+
+def save_round(
+    rounds_dir: Path,
+    index: int,
+    records: list[dict[str, Any]],
+    history: list[dict[str, Any]],
+    selection: dict[str, Any] | None,
+) -> None:
+    """Write round `index`'s resume file (`ROUND_FILE`) and remove the round folders no longer
+    needed: every one but the newest and, when rounds are selected, the best."""
+    saved: dict[str, Any] = {"records": records, "history": history}
+    if selection is not None:
+        saved["selection"] = selection
+    write_json_atomic(rounds_dir / f"round-{index}" / ROUND_FILE, saved)
+    keep = {f"round-{index}"}
+    if selection is not None:
+        keep.add(f"round-{selection['best']['round']}")
+    for folder in rounds_dir.glob("round-*"):
+        if folder.name not in keep and folder.is_dir():
+            shutil.rmtree(folder)
+
+
+def keep_final(
+    out: Path, newest: str, validation: Validation | None, selection: dict[str, Any]
+) -> Path:
+    """Copy the kept model to ``out/final``: the best on validation, else the newest round's."""
+    kept = selection["best"]["model"] if validation is not None else newest
     final = out / "final"
     if final.exists():
         shutil.rmtree(final)
     shutil.copytree(kept, final)
-    results["rounds"] = records
-    results["selected_round"] = selection["best"]["round"] if validation else len(records)
     if validation is not None:
         best = selection["best"]
         who = f"round {best['round']}'s model" if best["round"] else "the start model"
@@ -440,11 +501,7 @@ def train_rounds(
             f"final/ is {who}: validation {validation.metric} {best['score']:.3f} (start "
             f"{selection['start']:.3f})"
         )
-    results["selection"] = {k: v for k, v in selection.items() if k != "check"}
-    results["train_seconds"] = time.perf_counter() - began
-    results["train_steps"] = sum(r["steps"] for r in records)
-    results["rollout_episodes"] = sum(r["episodes"] for r in records)
-    return finish_run(env_args, config, results, final, history)
+    return final
 
 
 def select(
