@@ -326,43 +326,59 @@ def summary_table(rows: dict[str, dict[str, Any]]) -> str:
     model alone, team - alone (paired by problem) before and after, and after - before (paired
     by problem); then each figure before and after with its 95% interval when there is one, and
     the figures per level."""
+    lines: list[str] = []
+    compare = rows.get("compare")
+    if compare:
+        lines += [*_compare_lines(compare), ""]
+    paired = rows.get("paired")
+    if paired:
+        lines += ["| after - before (paired by problem, 95% CI) | change |", "|---|---|"]
+        lines += [f"| {label(name)} | {_diff(d)} |" for name, d in paired.items()]
+        lines.append("")
+    lines += _figure_lines(rows, bool(compare))
+    levels = rows.get("levels", {})
+    if "before" in levels and "after" in levels and compare:
+        lines += ["", *_level_lines(levels, compare["matched_k"])]
+    return "\n".join(lines)
+
+
+def _diff(d: dict[str, Any] | None) -> str:
+    """A paired difference with its 95% interval, or "" where there is none."""
+    if not d:
+        return ""
+    lo, hi = d["ci95"]
+    return f"{d['diff']:+.3f} [{lo:+.3f}, {hi:+.3f}]"
+
+
+def _compare_lines(compare: dict[str, Any]) -> list[str]:
+    """Team - same model alone, before and after, the compute-matched rows first."""
+    matched = compare["matched_k"]
+    found = list(dict.fromkeys([*compare.get("before", {}), *compare.get("after", {})]))
+    names = sorted(found, key=lambda n: (not n.endswith(f"@{matched}"), found.index(n)))
+    lines = [
+        "| team - same model alone (paired by problem, 95% CI) | before | after |",
+        "|---|---|---|",
+    ]
+    for name in names:
+        star = " (compute-matched)" if name.endswith(f"@{matched}") else ""
+        b = _diff(compare.get("before", {}).get(name))
+        a = _diff(compare.get("after", {}).get(name))
+        lines.append(f"| {label(name)}{star} | {b} | {a} |")
+    return lines
+
+
+def _figure_lines(rows: dict[str, dict[str, Any]], compared: bool) -> list[str]:
+    """Each figure before and after, with its 95% interval when there is one."""
 
     def cell(when: str, key: str) -> str:
         value = rows[when][key]
         ci = rows.get("ci95", {}).get(when, {}).get(key)
         return f"{value:.3f} [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else f"{value:.3f}"
 
-    def diff(d: dict[str, Any] | None) -> str:
-        if not d:
-            return ""
-        lo, hi = d["ci95"]
-        return f"{d['diff']:+.3f} [{lo:+.3f}, {hi:+.3f}]"
-
-    lines: list[str] = []
-    compare = rows.get("compare")
-    if compare:
-        matched = compare["matched_k"]
-        found = list(dict.fromkeys([*compare.get("before", {}), *compare.get("after", {})]))
-        names = sorted(found, key=lambda n: (not n.endswith(f"@{matched}"), found.index(n)))
-        lines += [
-            "| team - same model alone (paired by problem, 95% CI) | before | after |",
-            "|---|---|---|",
-        ]
-        for name in names:
-            star = " (compute-matched)" if name.endswith(f"@{matched}") else ""
-            b = diff(compare.get("before", {}).get(name))
-            a = diff(compare.get("after", {}).get(name))
-            lines.append(f"| {label(name)}{star} | {b} | {a} |")
-        lines.append("")
-    paired = rows.get("paired")
-    if paired:
-        lines += ["| after - before (paired by problem, 95% CI) | change |", "|---|---|"]
-        lines += [f"| {label(name)} | {diff(d)} |" for name, d in paired.items()]
-        lines.append("")
     keys = [k for k in rows["before"] if k in rows["after"]]
-    if compare:  # the comparison's figures stand for these
+    if compared:  # the comparison's figures stand for these
         keys = [k for k in keys if k not in SUPERSEDED]
-    lines += [
+    lines = [
         "| metric (95% CI, bootstrap over problems) | before | after | change |",
         "|---|---|---|---|",
     ]
@@ -374,25 +390,27 @@ def summary_table(rows: dict[str, dict[str, Any]]) -> str:
         lines.append(
             f"| {_name(key)} | {cell('before', key)} | {cell('after', key)} | {a - b:+.3f} |"
         )
-    if not compare and SINGLE in rows["after"] and "maj1@turnK" in rows["after"]:
+    if not compared and SINGLE in rows["after"] and "maj1@turnK" in rows["after"]:
         gap = rows["after"]["maj1@turnK"] - rows["after"][SINGLE]
         lines.append(f"| team maj1@turnK - same model alone, after | | | {gap:+.3f} |")
-    levels = rows.get("levels", {})
-    if "before" in levels and "after" in levels and compare:
-        shown = ["team/vote", "team/final", f"alone/maj@{compare['matched_k']}"]
-        common = [lv for lv in levels["after"] if lv in levels["before"]]
-        lines += [
-            "",
-            "| level (problems) |" + "".join(f" {label(n)}: before -> after |" for n in shown),
-            "|---|" + "---|" * len(shown),
-        ]
-        for lv in common:
-            b, a = levels["before"][lv], levels["after"][lv]
-            row = f"| level {lv} ({a.get('problems', '?')}) |"
-            for n in shown:
-                row += f" {b[n]:.3f} -> {a[n]:.3f} |" if n in a and n in b else " |"
-            lines.append(row)
-    return "\n".join(lines)
+    return lines
+
+
+def _level_lines(levels: dict[str, Any], matched: int) -> list[str]:
+    """Team vote, final answer and alone maj@k per level, before -> after."""
+    shown = ["team/vote", "team/final", f"alone/maj@{matched}"]
+    common = [lv for lv in levels["after"] if lv in levels["before"]]
+    lines = [
+        "| level (problems) |" + "".join(f" {label(n)}: before -> after |" for n in shown),
+        "|---|" + "---|" * len(shown),
+    ]
+    for lv in common:
+        b, a = levels["before"][lv], levels["after"][lv]
+        row = f"| level {lv} ({a.get('problems', '?')}) |"
+        for n in shown:
+            row += f" {b[n]:.3f} -> {a[n]:.3f} |" if n in a and n in b else " |"
+        lines.append(row)
+    return lines
 
 
 def smooth(values: list[float], window: int) -> list[float]:
