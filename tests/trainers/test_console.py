@@ -79,22 +79,38 @@ def test_console_without_a_time_budget_counts_steps_left(tmp_path, monkeypatch):
     assert "(0:06 elapsed, 1:39:54 left)" in console.lines[0]  # 999 steps of 6 s
 
 
-def test_time_bar_runs_in_minutes_of_the_budget(monkeypatch):
+def time_bar(monkeypatch, minutes, max_steps):
     now = [0.0]
     monkeypatch.setattr(con.time, "perf_counter", lambda: now[0])
-    console = con.Console(minutes=2, file=io.StringIO())
+    console = con.Console(minutes=minutes, file=io.StringIO())
     args = SimpleNamespace(disable_tqdm=False)
-    state, control = TrainerState(max_steps=1000), TrainerControl()
+    state, control = TrainerState(max_steps=max_steps), TrainerControl()
     state.is_world_process_zero = True
     console.on_train_begin(args, state, control)
-    assert console.bar.total == 2.0 and console.bar.unit == "min"
-    now[0], state.global_step = 90.0, 17
-    console.on_step_end(args, state, control)
-    assert console.bar.n == 1.5
-    now[0] = 500.0  # past the budget: the bar stops full
-    console.on_step_end(args, state, control)
-    assert console.bar.n == 2.0
-    console.on_train_end(args, state, control)
+    assert console.bar.total == 100 and console.bar.unit == "%"
+
+    def step(seconds, global_step):
+        now[0], state.global_step = seconds, global_step
+        console.on_step_end(args, state, control)
+        return console.bar.n, console.bar.postfix
+
+    return step, lambda: console.on_train_end(args, state, control)
+
+
+def test_time_bar_runs_over_the_time_budget_when_time_ends_the_run(monkeypatch):
+    step, end = time_bar(monkeypatch, minutes=2, max_steps=1000)
+    assert step(90.0, 17) == (75.0, "1.5/2.0 min, step 17/1000")
+    assert step(500.0, 80)[0] == 100  # past the budget: the bar stops full
+    end()
+
+
+def test_time_bar_runs_over_the_steps_when_steps_end_the_run(monkeypatch):
+    """`--max_steps 177 --max_train_minutes 1000`: the steps end the run, so the bar follows
+    them, not the 1,000 minutes (it read 0% at the end before)."""
+    step, end = time_bar(monkeypatch, minutes=1000, max_steps=177)
+    assert step(60.0, 9) == (5.1, "1.0/1000.0 min, step 9/177")
+    assert step(1000.0, 177)[0] == 100
+    end()
 
 
 def test_install_replaces_transformers_bar_and_printer():

@@ -74,8 +74,10 @@ def compact_line(
 class Console(TrainerCallback):
     """A tqdm bar over the run's budget and a compact line every `every` logged steps.
 
-    With a time budget (`minutes`, ``--max_train_minutes``) the bar runs in minutes of it, the
-    step count beside it; without one, over ``max_steps``. Each line averages the logs since the
+    With a time budget (`minutes`, ``--max_train_minutes``) the bar shows the share of the run's
+    budget spent: the larger of the time's share and the steps' (``max_steps``), since the run
+    ends at whichever bound comes first, with the minutes and the step count beside it; without
+    one, it counts steps over ``max_steps``. Each line averages the logs since the
     previous line (`compact_line`). Only the main process prints and writes `log_path`.
     """
 
@@ -112,17 +114,19 @@ class Console(TrainerCallback):
             "disable": bool(args.disable_tqdm),
         }
         if self.seconds is not None:
-            self.bar = tqdm(
-                total=round(self.seconds / 60, 2),
-                unit="min",
-                bar_format="{l_bar}{bar}| {n:.1f}/{total:.1f} min{postfix}",
-                **options,
-            )
+            self.bar = tqdm(total=100, unit="%", bar_format="{l_bar}{bar}| {postfix}", **options)
         else:
             self.bar = tqdm(total=state.max_steps, unit="step", **options)
 
     def elapsed(self) -> float:
         return time.perf_counter() - self.began
+
+    def spent(self, state) -> float:
+        """The share of the run's budget spent, 0 to 1: of its time or of its steps, whichever
+        ends the run first."""
+        by_time = self.elapsed() / self.seconds if self.seconds else 0.0
+        by_steps = state.global_step / state.max_steps if state.max_steps > 0 else 0.0
+        return min(max(by_time, by_steps), 1.0)
 
     def left(self, state) -> float | None:
         """Seconds left: what the time budget leaves, or the steps left at the mean step time,
@@ -138,8 +142,9 @@ class Console(TrainerCallback):
         if self.bar is None:
             return
         if self.seconds is not None:
-            self.bar.n = min(round(self.elapsed() / 60, 2), self.bar.total)
-            self.bar.set_postfix_str(f"step {state.global_step}/{state.max_steps}")
+            self.bar.n = round(100 * self.spent(state), 1)
+            minutes = f"{self.elapsed() / 60:.1f}/{self.seconds / 60:.1f} min"
+            self.bar.set_postfix_str(f"{minutes}, step {state.global_step}/{state.max_steps}")
         else:
             self.bar.update(state.global_step - self.bar.n)
 
