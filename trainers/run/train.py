@@ -129,6 +129,7 @@ def run_sft_stage(
             "samples (--rollout_samples) or use a stronger start model"
         )
     trainer = build_sft_trainer(model_path, rows, config, trainable)
+    install(trainer, Console())  # a bar over the round's steps; its logs stay in log_history
     began = time.perf_counter()
     trainer.train(resume_from_checkpoint=resume_checkpoint(config))
     trainer.save_model(str(out))
@@ -193,6 +194,7 @@ def dpo_update(config: CPUDPOConfig, trainable: str | None) -> Update:
                 "(--rollout_samples), raise --rollout_temperature, or pass --critic_outcome false"
             )
         trainer = build_dpo_trainer(model, rows, round_config, trainable)
+        install(trainer, Console())  # a bar over the round's steps; its logs stay in log_history
         began = time.perf_counter()
         trainer.train()
         trainer.save_model(str(out / "model"))

@@ -48,10 +48,13 @@ import envs
 from envs.roles import env_roles as roles_of_env
 from trainers.embedded import EMBEDDED_TASK, EmbeddedRecipe
 from trainers.run.args import RunArguments
+from trainers.run.console import Console, install
 
 logger = logging.getLogger(__name__)
 
-AUTO_STEPS = 500  # enough for the embedded tool team to act as one (git show 93f0224:docs/results.md)
+AUTO_STEPS = (
+    500  # enough for the embedded tool team to act as one (git show 93f0224:docs/results.md)
+)
 REPLAY_SHARE = 1 / 3  # of the embedded demonstrations: rows of roles other than the env's
 BATCH = 16
 PROBLEM_CHUNK = 400
@@ -243,6 +246,7 @@ def warm_start(
         rows = file_demonstrations(env_args.warmup_data)
     made = time.perf_counter() - began
     trainer = build_sft_trainer(model_path, rows, warmup_config(env_args, config, out, steps))
+    install(trainer, Console())  # a bar over the warm-up's steps; its logs stay in log_history
     scale = folded_scale(model_path)
     norm = trainer.model.get_decoder().norm.weight  # before train() builds the optimizer
     with torch.no_grad():
