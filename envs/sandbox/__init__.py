@@ -42,7 +42,8 @@ warns) has only the hook column: defence in depth, not a security boundary.
 |                         | /dev/shm; ``--clearenv``               |                              |
 | writing host files      | everything but the tmpfs work dir and  | hook: writes only in the     |
 |                         | /dev/shm is read-only or absent; /proc | temp dir; the temp dir       |
-|                         | read-only (see below)                  | removed without following    |
+|                         | read-only (see below); /dev holds no   | removed without following    |
+|                         | host device node, stdin is a pipe      |                              |
 |                         |                                        | symlinks or opening FIFOs    |
 | the kernel, namespaces  | seccomp: mount, umount2, pivot_root,   | none                         |
 |                         | chroot, setns, unshare, clone with     |                              |
@@ -53,7 +54,8 @@ warns) has only the hook column: defence in depth, not a security boundary.
 |                         | clocks, ... (`envs.sandbox.seccomp`);  |                              |
 |                         | other ABIs (i386, x32) denied;         |                              |
 |                         | ``--cap-drop ALL``; uid/gid 65534 in a |                              |
-|                         | new user namespace                     |                              |
+|                         | new user namespace, host uid 65534     |                              |
+|                         | too when the caller is root (``user``) |                              |
 | the parent (run_code)   | a setup channel the program never      | same                         |
 |                         | holds tells a sandbox failure apart;   |                              |
 |                         | whatever the program writes to the     |                              |

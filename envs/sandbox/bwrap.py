@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import shutil
 import subprocess
@@ -12,6 +13,13 @@ from envs.sandbox.config import SandboxConfig
 WORKDIR = "/sandbox"  # the program's private tmpfs inside the sandbox (nothing on the host)
 SANDBOX_ID = "65534"  # uid and gid inside the sandbox's user namespace
 SHM_BYTES = 1 << 20
+UNPRIVILEGED_UID = 65534  # the host uid bwrap runs as by default when the caller is root
+DEV_LINKS = (
+    ("fd", "/proc/self/fd"),
+    ("stdin", "/proc/self/fd/0"),
+    ("stdout", "/proc/self/fd/1"),
+    ("stderr", "/proc/self/fd/2"),
+)
 # System library directories the interpreter's compiled modules link against. Where the host
 # has /lib as a symlink to usr/lib (merged /usr), the sandbox gets the same symlink.
 SYSTEM_LIBS = ("/usr/lib", "/usr/lib64", "/usr/lib32", "/lib", "/lib64", "/lib32")
@@ -35,6 +43,81 @@ def bwrap_path() -> str:
             f"the sandbox needs bubblewrap (`bwrap`), not found on PATH: {INSTALL_HINT}"
         )
     return path
+
+
+@functools.lru_cache(maxsize=16)
+def runnable_by(python: str, uid: int) -> bool:
+    """Whether host user `uid` can start `python` (every directory on its path searchable, the
+    binary and its standard library readable)."""
+    try:
+        done = subprocess.run(
+            [python, "-S", "-I", "-c", "import encodings, os"],
+            user=uid,
+            group=uid,
+            extra_groups=[],
+            cwd="/",
+            capture_output=True,
+            timeout=30,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return done.returncode == 0
+
+
+@functools.lru_cache(maxsize=8)
+def python_version(python: str) -> str:
+    """``"3.11"``: the major.minor version of `python`.
+
+    Raises:
+        RuntimeError: if it cannot be run.
+    """
+    probe = "import sys; print('%d.%d' % sys.version_info[:2])"
+    try:
+        done = subprocess.run(
+            [python, "-S", "-I", "-c", probe], capture_output=True, timeout=30, check=True
+        )
+    except (OSError, subprocess.SubprocessError) as err:
+        raise RuntimeError(f"cannot run the sandbox interpreter {python!r}: {err}") from err
+    return done.stdout.decode().strip()
+
+
+def sandbox_python(config: SandboxConfig, uid: int | None) -> str:
+    """The interpreter the sandbox runs as `uid`: ``config.python`` where that uid can start it,
+    else the same major.minor version from a system directory (`SYSTEM_BIN`) that it can (a
+    root caller's Python often lives under ``/root``, which uid 65534 cannot enter; the program
+    runs with ``-S``, so only the standard library matters).
+
+    Raises:
+        RuntimeError: if neither can be run by `uid`, naming the ways out.
+    """
+    if uid is None or uid == os.geteuid() or runnable_by(config.python, uid):
+        return config.python
+    return system_python(config.python, uid)
+
+
+@functools.lru_cache(maxsize=8)
+def system_python(python: str, uid: int) -> str:
+    """`sandbox_python`'s fallback for `python`, which `uid` cannot run (logged once)."""
+    version = python_version(python)
+    for folder in SYSTEM_BIN:
+        candidate = os.path.join(folder, f"python{version}")
+        if os.access(candidate, os.X_OK) and runnable_by(candidate, uid):
+            logger.info(
+                "sandbox: uid %d cannot run %s; running programs with %s (Python %s)",
+                uid,
+                python,
+                candidate,
+                version,
+            )
+            return candidate
+    raise RuntimeError(
+        f"the sandbox runs programs as uid {uid} (the caller is root) and that uid cannot run "
+        f"the interpreter {python!r}, nor a python{version} in {', '.join(SYSTEM_BIN)}: "
+        f"install Python {version} where uid {uid} can read it (e.g. the system package), pass "
+        "SandboxConfig(python=...) an interpreter it can run, or SandboxConfig(user=0) to run "
+        "as root (the sandbox's uid then maps to host root)"
+    )
 
 
 @functools.lru_cache(maxsize=8)
@@ -66,6 +149,36 @@ def interpreter_layout(python: str) -> tuple[str, str, tuple[str, ...]]:
 
 def _within(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def dev_argv() -> list[str]:
+    """The sandbox's ``/dev``: a private tmpfs with the standard fd links and a small
+    ``/dev/shm``, read-only itself once built, and no device node at all.
+
+    Not bwrap's ``--dev``: its ``null``, ``zero``, ``urandom``... are bind mounts of the host's
+    nodes, and a program that opens one can change the host node (``os.utime`` on an open
+    ``/dev/zero`` set its times; where the caller is root the sandbox's uid owns it). bwrap
+    cannot bind a device read-only (its read-only remount adds ``nodev``), so none is bound:
+    Python needs none (``os.urandom`` is the ``getrandom`` syscall), and a program that opens
+    ``/dev/null`` gets ``FileNotFoundError``. Its stdin is a pipe at EOF, not the host's
+    ``/dev/null``.
+    """
+    argv = ["--tmpfs", "/dev"]
+    for name, target in DEV_LINKS:
+        argv += ["--symlink", target, f"/dev/{name}"]
+    return [*argv, "--size", str(SHM_BYTES), "--tmpfs", "/dev/shm", "--remount-ro", "/dev"]
+
+
+SYSTEM_BIN = ("/usr/bin", "/usr/local/bin", "/bin")  # where a readable interpreter is looked for
+logger = logging.getLogger(__name__)
+
+
+def sandbox_uid(config: SandboxConfig) -> int | None:
+    """The host uid bwrap (and so the program) runs as: ``config.user``, else
+    `UNPRIVILEGED_UID` when the caller is root, else None (the caller's own)."""
+    if config.user is not None:
+        return config.user
+    return UNPRIVILEGED_UID if os.geteuid() == 0 else None
 
 
 def bwrap_argv(
@@ -114,8 +227,7 @@ def bwrap_argv(
         argv += ["--ro-bind", extra, extra]
     # /proc read-only: the sandbox's uid maps to the caller's, and where that is root the
     # kernel's global sysctls under /proc/sys would otherwise be writable by it.
-    argv += ["--proc", "/proc", "--remount-ro", "/proc", "--dev", "/dev"]
-    argv += ["--size", str(SHM_BYTES), "--tmpfs", "/dev/shm"]
+    argv += ["--proc", "/proc", "--remount-ro", "/proc", *dev_argv()]
     argv += ["--size", str(config.max_disk_bytes + program_bytes), "--tmpfs", WORKDIR]
     argv += ["--file", str(program_fd), f"{WORKDIR}/program.py", "--chdir", WORKDIR]
     argv.append("--clearenv")

@@ -134,8 +134,11 @@ def _install_hook(tmp, status_fd, extra):
     # Import every compiled-in module now, then forbid re-importing them and remove the one
     # function that re-creates them outside the import system (which would bring back the
     # functions deleted below).
-    for name in sys.builtin_module_names:
-        __import__(name)
+    import warnings
+    with warnings.catch_warnings():  # e.g. Debian's compiled-in spwd warns it is deprecated
+        warnings.simplefilter("ignore")
+        for name in sys.builtin_module_names:
+            __import__(name)
     del _imp.create_builtin
     import os, pathlib, _signal, time
     # Functions with no audit event that reach outside the temp dir or the process: files

@@ -39,9 +39,13 @@ class SandboxConfig:
         extra_read_paths (`tuple[str, ...]`, ()): more directories the program may read and
             import from (appended to `sys.path`), e.g. pure-Python packages. (sympy cannot be
             one: it imports ctypes, which stays denied.)
-        user (`int | None`, None): run as this uid (and its gid, no supplementary groups), e.g.
-            65534 when the parent is root; the interpreter must be readable by it. Under bwrap
-            it is the uid bwrap runs as on the host (inside, the program is uid 65534 anyway).
+        user (`int | None`, None): run as this uid (and its gid, no supplementary groups). Under
+            bwrap it is the uid bwrap runs as on the host (inside, the program is uid 65534
+            anyway); None means the caller's uid, except when the caller is root: then 65534,
+            so the program is no host root even without capabilities (``user=0`` opts out).
+            The interpreter must be one that uid can run: where ``python`` is not (a Python
+            under ``/root``), the same version from /usr/bin or /usr/local/bin is used
+            (`envs.sandbox.bwrap.sandbox_python`). In hook mode None is the caller's uid.
         network_namespace (`bool | None`, None): hook mode only: run inside `unshare -n` (an
             empty network namespace); None uses it where it works, True requires it. Under
             bwrap the network is always a fresh namespace.

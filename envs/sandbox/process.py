@@ -5,6 +5,7 @@ its temp dir."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import json
 import logging
@@ -21,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from envs.sandbox.bwrap import INSTALL_HINT, WORKDIR, bwrap_argv
+from envs.sandbox.bwrap import INSTALL_HINT, WORKDIR, bwrap_argv, sandbox_python, sandbox_uid
 from envs.sandbox.config import ExecResult, SandboxConfig
 from envs.sandbox.seccomp import build_filter
 
@@ -282,7 +283,11 @@ class SandboxRun:
                 program = self.code.encode("utf-8", "surrogatepass")
                 program_fd = self._keep(_memfd("program.py", program))
                 seccomp_fd = self._keep(_memfd("seccomp", build_filter()))
-                child_fds = (status_w, setup_w, info_w, program_fd, seccomp_fd)
+                uid = sandbox_uid(config)  # bwrap itself runs as that uid on the host
+                ids = {} if uid is None else {"user": uid, "group": uid, "extra_groups": []}
+                python = sandbox_python(config, uid)
+                if python != config.python:
+                    config = dataclasses.replace(config, python=python)
                 command = bwrap_argv(
                     config,
                     env,
@@ -291,8 +296,8 @@ class SandboxRun:
                     seccomp_fd=seccomp_fd,
                     info_fd=info_w,
                 )
+                child_fds = (status_w, setup_w, info_w, program_fd, seccomp_fd)
                 work, cwd = WORKDIR, "/"
-                ids = _user_ids(config)  # bwrap itself runs as that uid on the host
             else:
                 tmp = tempfile.mkdtemp(prefix="mathteams-sandbox-", dir=config.tmp_root)
                 self._write_program(tmp)
@@ -301,11 +306,14 @@ class SandboxRun:
                 child_fds = (status_w, setup_w)
                 work, cwd = tmp, tmp
             command += _bootstrap_args(config, work, status_w, setup_w)
+            # stdin: a pipe at EOF, not the host's /dev/null (an fd the program could change)
+            stdin_r, stdin_w = self._pipe()
+            self._close(stdin_w)
             proc = subprocess.Popen(
                 command,
                 cwd=cwd,
                 env=env,
-                stdin=subprocess.DEVNULL,
+                stdin=stdin_r,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 pass_fds=child_fds,
@@ -313,7 +321,7 @@ class SandboxRun:
                 start_new_session=True,
                 **ids,
             )
-            for fd in child_fds:  # the child has them now; EOF on ours when it is done
+            for fd in (*child_fds, stdin_r):  # the child has them now; EOF on ours when it is done
                 self._close(fd)
             try:
                 self._collect(proc, channels, began)

@@ -220,6 +220,89 @@ for path, value in (({str(path)!r}, "{int(before) + 1}"), ("/proc/sys/kernel/hos
     assert socket.gethostname() != "pwned"
 
 
+DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
+
+
+def _device_stats() -> dict[str, tuple[int, int, int]]:
+    return {
+        path: (st.st_mtime_ns, st.st_atime_ns, st.st_mode)
+        for path in DEVICES
+        if os.path.exists(path)
+        for st in [os.stat(path)]
+    }
+
+
+@needs_bwrap
+@pytest.mark.parametrize("user", [None, "caller"], ids=["default-uid", "caller-uid"])
+def test_no_host_device_node_can_be_changed(user):
+    """bwrap's --dev bound the host's device nodes: a program that opened /dev/zero and called
+    os.utime on it set the host node's times (its owner when the caller is root). Now the
+    sandbox's /dev holds no device node at all and stdin is a pipe, not the host's /dev/null:
+    nothing reachable is a host node, whichever uid the program runs as."""
+    before = _device_stats()
+    code = f"""
+import os, stat
+for name in sorted(os.listdir("/dev")):
+    mode = os.lstat("/dev/" + name).st_mode
+    print("entry", name, stat.S_ISLNK(mode) or stat.S_ISDIR(mode))
+print("stdin", stat.S_ISFIFO(os.fstat(0).st_mode))
+for path in {DEVICES!r}:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError as err:
+        print("no", path, type(err).__name__)
+        continue
+    for attempt in (lambda: os.utime(fd, (0, 0)), lambda: os.utime(fd), lambda: os.fchmod(fd, 0o777)):
+        try:
+            attempt()
+            print("CHANGED", path)
+        except OSError:
+            pass
+for fd in (0, 1, 2):
+    try:
+        os.utime(fd, (0, 0))
+    except OSError:
+        pass
+"""
+    uid = os.geteuid() if user == "caller" else None
+    result = run(code, audit_hook=False, user=uid)
+    assert result.ok, result.observation()
+    entries = [line.split() for line in result.stdout.splitlines() if line.startswith("entry")]
+    assert sorted(name for _, name, _ in entries) == ["fd", "shm", "stderr", "stdin", "stdout"]
+    assert all(plain == "True" for _, _, plain in entries)  # links and /dev/shm only
+    assert "stdin True" in result.stdout and "CHANGED" not in result.stdout
+    assert result.stdout.count("FileNotFoundError") == len(DEVICES)
+    assert _device_stats() == before
+
+
+@needs_bwrap
+@pytest.mark.skipif(os.geteuid() != 0, reason="the uid drop applies when the caller is root")
+def test_a_root_caller_runs_programs_as_an_unprivileged_host_uid():
+    """Where the caller is root, the sandbox's uid 65534 mapped to host root (no capabilities,
+    but the owner of root's files wherever a bind let it reach them). By default bwrap now runs
+    as host uid 65534, so the program is nobody on the host too; ``user=0`` opts out."""
+    code = "print(open('/proc/self/uid_map').read().split())"
+    assert run(code, audit_hook=False).stdout.strip() == "['65534', '65534', '1']"
+    assert run(code, audit_hook=False, user=0).stdout.strip() == "['65534', '0', '1']"
+    # the program still runs Python, one that uid 65534 can read, and the audit hook still holds
+    assert run("print(sum(range(10)))").answer() == "45"
+
+
+def test_an_interpreter_the_sandbox_uid_cannot_run_is_a_clear_error(monkeypatch):
+    monkeypatch.setattr(bwrap, "runnable_by", lambda python, uid: False)
+    monkeypatch.setattr(bwrap, "SYSTEM_BIN", ())
+    monkeypatch.setattr(bwrap.os, "geteuid", lambda: 0)
+    bwrap.system_python.cache_clear()
+    try:
+        with pytest.raises(RuntimeError) as caught:
+            bwrap.sandbox_python(SandboxConfig(**FAST), bwrap.UNPRIVILEGED_UID)
+    finally:
+        bwrap.system_python.cache_clear()
+    message = str(caught.value)
+    assert "uid 65534" in message and "cannot run the interpreter" in message
+    assert "SandboxConfig(user=0)" in message and "SandboxConfig(python=...)" in message
+
+
 # ------------------------------------------------------------------ network
 
 
@@ -633,8 +716,8 @@ def test_a_bwrap_that_cannot_make_namespaces_is_a_clear_error(monkeypatch, tmp_p
     )
     fake.chmod(stat.S_IRWXU)
     monkeypatch.setattr(bwrap, "bwrap_path", lambda: str(fake))
-    with pytest.raises(RuntimeError) as caught:
-        run_code("print(1)", SandboxConfig(**FAST))
+    with pytest.raises(RuntimeError) as caught:  # as the caller: the fake is private to it
+        run_code("print(1)", SandboxConfig(**FAST, user=os.geteuid()))
     message = str(caught.value)
     assert "non-privileged user namespaces" in message and "bubblewrap" in message
 
