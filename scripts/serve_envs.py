@@ -49,6 +49,12 @@ def make_parser() -> argparse.ArgumentParser:
         default=defaults.idle_timeout_s,
         help="seconds without a request before a session is closed",
     )
+    parser.add_argument(
+        "--step-timeout",
+        type=float,
+        default=defaults.step_timeout_s,
+        help="seconds a reset or step may take before it is answered 504 and its session closed",
+    )
     parser.add_argument("--max-body-bytes", type=int, default=defaults.max_body_bytes)
     parser.add_argument("--workers", type=int, default=defaults.workers, help="env threads")
     parser.add_argument("--max-agents", type=int, default=defaults.max_agents)
@@ -73,6 +79,7 @@ def main(argv: list[str] | None = None) -> None:
             env_kwargs={env_id: kwargs for env_id, kwargs in entries if kwargs},
             max_sessions=args.max_sessions,
             idle_timeout_s=args.idle_timeout,
+            step_timeout_s=args.step_timeout,
             max_body_bytes=args.max_body_bytes,
             workers=args.workers,
             max_agents=args.max_agents,

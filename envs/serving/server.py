@@ -76,14 +76,17 @@ number over ``kwarg_limits`` or an env with more than ``max_agents`` agents 422;
 session 404 (one reaped for idleness says so); a step naming an agent whose turn it is not, a step
 before the first reset or after the episode ended 409; a malformed body or an action the env
 refuses (a non-string) 422; a body over ``max_body_bytes`` 413; more than ``max_sessions``
-sessions 429 (with ``Retry-After``). Anything else an env raises is a 500 with the error, and the
-server goes on.
+sessions 429 (with ``Retry-After``); a reset, step, state or render that runs past
+``step_timeout_s`` (60 s) 504 ``STEP_TIMEOUT``, its session then closed. Anything else an env
+raises is a 500 with the error, and the server goes on.
 
 Concurrency: every session has its own env; requests to one session wait for each other (an
 asyncio lock), and env work (making, reset, step, observe, copy, close) runs on a thread pool of
 ``workers`` threads, never on the event loop, so a slow step (``math/tool-v0`` runs a program in a
-sandbox) holds up only its own session. Steps are not timed out here: every env bounds its own
-work (verifier timeouts, the sandbox's wall clock). A background task closes HTTP sessions idle
+sandbox) holds up only its own session. A session's call that runs past ``step_timeout_s`` is
+answered 504 and the session closed (its env's state is unknown once a step is cut off); the
+worker finishes the call, which every env bounds itself (verifier timeouts, the sandbox's wall
+clock), then closes the env. The stateless OpenEnv routes are bounded by the env alone. A background task closes HTTP sessions idle
 for more than ``idle_timeout_s``; a WebSocket session closes when its connection sends nothing for
 that long (close code 4408, the reason saying so).
 

@@ -13,7 +13,6 @@ transport (strict: unknown fields are refused, naming them).
 
 import asyncio
 import copy
-import functools
 import json
 import logging
 import re
@@ -78,6 +77,11 @@ class EnvServerConfig:
         kwarg_limits: the largest integer a client may give each named keyword argument.
         max_int_kwarg: the largest magnitude of any other integer in a client's kwargs.
         max_agents: the most agents a session's env may have.
+        step_timeout_s: seconds a session's reset, step, state or render may take (waiting for
+            a worker included) before the request is answered 504 ``STEP_TIMEOUT`` and the
+            session closed (its env's state is unknown once a step is cut off); the worker
+            finishes the env call, bounded by the env's own limits (verifier timeouts, the
+            sandbox's wall clock), and then closes the env.
     """
 
     envs: tuple[str, ...] | None = None
@@ -90,6 +94,7 @@ class EnvServerConfig:
     kwarg_limits: Mapping[str, int] = field(default_factory=lambda: dict(DEFAULT_KWARG_LIMITS))
     max_int_kwarg: int = 10**9
     max_agents: int = 64
+    step_timeout_s: float = 60.0
 
     def __post_init__(self) -> None:
         for key in (
@@ -99,6 +104,7 @@ class EnvServerConfig:
             "workers",
             "max_int_kwarg",
             "max_agents",
+            "step_timeout_s",
         ):
             value = getattr(self, key)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
@@ -216,16 +222,7 @@ class SessionStore:
 
     async def _run(self, fn: Callable[..., Any], *args: Any) -> Any:
         """`fn(*args)` on the thread pool; what an env raises beyond `ApiError` becomes a 500."""
-        loop = asyncio.get_running_loop()
-        try:
-            return await loop.run_in_executor(self.executor, functools.partial(fn, *args))
-        except ApiError:
-            raise
-        except Exception as exc:
-            logger.exception("env work %s failed", getattr(fn, "__name__", fn))
-            raise ApiError(
-                500, "server", "EXECUTION_ERROR", f"{type(exc).__name__}: {exc}"
-            ) from exc
+        return await self._await(fn, asyncio.wrap_future(self.executor.submit(fn, *args)))
 
     # ------------------------------------------------------------------ making sessions
 
@@ -529,14 +526,53 @@ class SessionStore:
         return self.snapshot(session)
 
     async def locked(self, session: Session, fn: Callable[..., Any], *args: Any) -> Any:
-        """`fn(session, *args)` on the thread pool, holding the session's lock, the session open."""
+        """`fn(session, *args)` on the thread pool, holding the session's lock, the session open,
+        within ``step_timeout_s`` (`EnvServerConfig`): past it, 504 and the session closed."""
         async with session.lock:
             self._check_open(session)
             session.touch()
+            work = self.executor.submit(fn, session, *args)
+            limit = self.config.step_timeout_s
             try:
-                return await self._run(fn, session, *args)
+                return await self._await(fn, asyncio.wait_for(asyncio.wrap_future(work), limit))
+            except asyncio.TimeoutError:
+                await self._cut_off(session, work, limit)
+                raise ApiError(
+                    504,
+                    "server",
+                    "STEP_TIMEOUT",
+                    f"the env took more than step_timeout_s={limit:g} s; session {session.id} is "
+                    "closed (its env's state is unknown): create a new one",
+                ) from None
             finally:
                 session.touch()
+
+    async def _await(self, fn: Callable[..., Any], waiting: Any) -> Any:
+        """`waiting`'s result; what the env raised beyond `ApiError` becomes a 500."""
+        try:
+            return await waiting
+        except (ApiError, asyncio.TimeoutError):
+            raise
+        except Exception as exc:
+            logger.exception("env work %s failed", getattr(fn, "__name__", fn))
+            raise ApiError(
+                500, "server", "EXECUTION_ERROR", f"{type(exc).__name__}: {exc}"
+            ) from exc
+
+    async def _cut_off(self, session: Session, work: Any, limit: float) -> None:
+        """Close `session` whose env call `work` ran past `limit`: no request reaches it again,
+        and its env is closed on the worker once the call returns (never while it runs)."""
+        why = f"closed: a call ran past step_timeout_s={limit:g} s"
+        logger.warning("session %s (%s) %s", session.id, session.env_id, why)
+        self._forget(session, why)
+
+        def close_env(_: Any) -> None:
+            try:
+                session.env.close()
+            except Exception:  # the request was answered; a failing close is only logged
+                logger.exception("closing cut-off session %s failed", session.id)
+
+        work.add_done_callback(close_env)
 
     async def reset(
         self, session: Session, seed: int | None, options: dict | None, episode_id: str | None
@@ -571,13 +607,17 @@ class SessionStore:
         """Close `session` (its env's ``close()`` on a worker thread); idempotent."""
         if session.closed is not None:
             return
+        self._forget(session, why)
+        await self._run(session.env.close)
+
+    def _forget(self, session: Session, why: str) -> None:
+        """Mark `session` closed for `why`: gone from the open sessions, remembered as expired."""
         session.closed = why
         if self.sessions.get(session.id) is session:
             del self.sessions[session.id]
         self.expired[session.id] = why
         while len(self.expired) > MAX_EXPIRED_REMEMBERED:
             self.expired.popitem(last=False)
-        await self._run(session.env.close)
 
     async def reap(self) -> int:
         """Close the HTTP sessions idle longer than ``idle_timeout_s``; returns how many."""

@@ -295,6 +295,59 @@ def test_blocking_env_work_holds_up_only_its_own_session():
         envs.deregister("test/gated-v0")
 
 
+class ClosingGatedEnv(GatedEnv):
+    """A gated env that records its close."""
+
+    closed = threading.Event()
+
+    def close(self):
+        ClosingGatedEnv.closed.set()
+        super().close()
+
+
+def test_a_step_past_step_timeout_is_answered_504_and_its_session_closed():
+    """An env step that runs past ``step_timeout_s`` gets 504 STEP_TIMEOUT; its session is
+    closed (its env's state is unknown), later calls on it get 404 naming why, other sessions
+    go on, and the env is closed once the stuck call returns, never while it runs."""
+    GatedEnv.entered.clear()
+    GatedEnv.gate.clear()
+    ClosingGatedEnv.closed.clear()
+    envs.register("test/slow-v0", lambda **kw: ClosingGatedEnv(**kw), max_turns=1)
+    config = EnvServerConfig(envs=("test/slow-v0",), step_timeout_s=0.5)
+    try:
+        with _serving(create_app(config)) as running, httpx.Client(timeout=CALL_S) as client:
+            made = [
+                client.post(running.url + "/sessions", json={"env_id": "test/slow-v0"}).json()
+                for _ in range(2)
+            ]
+            stuck, other = (m["session_id"] for m in made)
+            for sid in (stuck, other):
+                client.post(f"{running.url}/sessions/{sid}/reset", json={"seed": 0})
+            began = time.monotonic()
+            answer = client.post(f"{running.url}/sessions/{stuck}/step", json={"action": "1"})
+            assert answer.status_code == 504 and time.monotonic() - began < CALL_S / 2
+            body = answer.json()
+            assert body["code"] == "STEP_TIMEOUT" and "step_timeout_s=0.5" in body["error"], body
+            later = client.get(f"{running.url}/sessions/{stuck}/state")
+            assert later.status_code == 404 and "step_timeout_s" in later.text
+            assert not ClosingGatedEnv.closed.is_set()  # the call still runs: not closed under it
+            GatedEnv.gate.set()
+            assert ClosingGatedEnv.closed.wait(timeout=CALL_S)  # closed once the call returned
+            stepped = client.post(
+                f"{running.url}/sessions/{other}/step", json={"action": "\\boxed{1}"}
+            )
+            assert stepped.status_code == 200, stepped.text
+            assert stepped.json()["terminations"] == {"solver_0": True}
+    finally:
+        GatedEnv.gate.set()
+        envs.deregister("test/slow-v0")
+
+
+def test_step_timeout_must_be_positive():
+    with pytest.raises(ValueError, match="step_timeout_s must be a positive number"):
+        EnvServerConfig(step_timeout_s=0)
+
+
 # ---------------------------------------------------------------------- idle timeout
 
 
