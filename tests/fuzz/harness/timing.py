@@ -102,6 +102,7 @@ class Collector:
     """
 
     stats: dict[str, Stats] = field(default_factory=dict)
+    durations: dict[str, list[float]] = field(default_factory=dict)  # every call's, per target
     enforce_bounds: bool = True
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     slowest_now: float = 0.0  # slowest call of the current example (Hypothesis `target`s it)
@@ -126,6 +127,7 @@ class Collector:
         the first call over its `bound`)."""
         with self.lock:
             stats = self._get(target)
+            self.durations.setdefault(target, []).append(seconds)
             self.slowest_now = max(self.slowest_now, seconds)
             if seconds > stats.max_s:
                 stats.max_s, stats.slowest = seconds, what
@@ -157,29 +159,49 @@ class Collector:
 
     def table(self) -> str:
         """A markdown table of every target (see `table`)."""
-        return table({name: vars(stats) for name, stats in self.stats.items()})
+        return table(self.as_json())
 
     def as_json(self) -> dict[str, dict[str, Any]]:
-        return {name: vars(stats).copy() for name, stats in sorted(self.stats.items())}
+        """Every target's `Stats` fields, with the median and 99th percentile of its calls'
+        durations (``p50_s``, ``p99_s``)."""
+        with self.lock:
+            return {
+                name: {
+                    **vars(stats),
+                    "p50_s": percentile(self.durations.get(name, []), 0.50),
+                    "p99_s": percentile(self.durations.get(name, []), 0.99),
+                }
+                for name, stats in sorted(self.stats.items())
+            }
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The nearest-rank `q` quantile of `values` (0 for none)."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return ordered[max(math.ceil(q * len(ordered)) - 1, 0)]
 
 
 def table(stats: dict[str, dict[str, Any]]) -> str:
     """A markdown table: target, inputs, failures, symbolic timeouts, calls over their bound,
-    max s per call (with and without a timeout), the worst duration/bound and the slowest input.
+    the median, 99th percentile and max s per call (the max with and without a timeout), the
+    worst duration/bound and the slowest input.
 
     Args:
         stats: target name -> the fields of its `Stats` (as `Collector.as_json` gives them).
     """
     columns = (
-        "target|inputs|failures|symbolic timeouts|over bound|max s/call|"
+        "target|inputs|failures|symbolic timeouts|over bound|p50 s/call|p99 s/call|max s/call|"
         "max s/call (no timeout)|worst s/bound|slowest input"
     )
-    rows = [f"| {columns.replace('|', ' | ')} |", "|---|" + "---:|" * 7 + "---|"]
+    rows = [f"| {columns.replace('|', ' | ')} |", "|---|" + "---:|" * 9 + "---|"]
     for name in sorted(stats):
         s = stats[name]
         rows.append(
             f"| {name} | {s['inputs']} | {s['failures']} | {s['timeouts']} | "
-            f"{s['over_bound']} | {s['max_s']:.3f} | {s['max_s_no_timeout']:.3f} | "
+            f"{s['over_bound']} | {s.get('p50_s', 0.0):.3f} | {s.get('p99_s', 0.0):.3f} | "
+            f"{s['max_s']:.3f} | {s['max_s_no_timeout']:.3f} | "
             f"{s['worst_ratio']:.2f} | {s['slowest'][:70].replace('|', '/')} |"
         )
     return "\n".join(rows)
