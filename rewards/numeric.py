@@ -12,7 +12,8 @@ for numbers (checked case by case against math-verify 0.9, see tests/rewards/tes
 - two integers compare exactly, and a percent sign is ignored between integers (``20%`` == ``20``);
 - a whole number against a decimal compares exactly (``18`` == ``18.0``, ``18`` != ``18.0000001``);
 - otherwise, when either side is written with a decimal point, both are rounded to 6 decimal
-  places (half to even) first, so ``0.333333`` == ``1/3`` but ``0.3333`` != ``1/3``;
+  places (half to even; ``float_rounding``, as math-verify's) first, so ``0.333333`` == ``1/3``
+  but ``0.3333`` != ``1/3``;
 - otherwise (fractions) the exact values compare, a percent meaning 1/100.
 
 Where math-verify's answer depends on float representation details (a percent next to a decimal,
@@ -250,14 +251,15 @@ def parse_decimal_comma(text: str) -> Num | None:
     return parse_number(_DECIMAL_COMMA.sub(r"\g<i>.\g<f>", cleaned))
 
 
-def _round6(num: Num, value: Fraction) -> Fraction | None:
-    """Round to 6 places, half to even, like sympy's ``round(6)``; None if a float may flip it."""
+def _rounded(num: Num, value: Fraction, places: int) -> Fraction | None:
+    """Round to `places` places, half to even, like sympy's ``round(places)``; None if a float
+    may flip it."""
     if num.is_float and num.digits > 15:
         return None
-    scaled = value * 10**6
+    scaled = value * 10**places
     if scaled - (scaled.numerator // scaled.denominator) == Fraction(1, 2):
         return None  # exact tie: the binary float may sit on either side of it
-    return round(value, 6)
+    return round(value, places)
 
 
 def _whole(num: Num) -> bool:
@@ -265,12 +267,14 @@ def _whole(num: Num) -> bool:
     return not num.is_float and num.value.denominator == 1
 
 
-def numbers_match(reference: Num, predicted: Num) -> bool | None:
+def numbers_match(reference: Num, predicted: Num, float_rounding: int = 6) -> bool | None:
     """Whether two numbers are equal under math-verify's rules (see the module docstring).
 
     Args:
         reference: the gold number.
         predicted: the model's number.
+        float_rounding: the decimal places two numbers written with a decimal point are
+            compared at (math-verify's ``float_rounding``, 6 by default).
 
     Returns:
         True or False, or None when only math-verify itself can say (the caller should defer).
@@ -287,8 +291,8 @@ def numbers_match(reference: Num, predicted: Num) -> bool | None:
             if max(reference.digits, predicted.digits) > 15:
                 return None
             return reference.value == predicted.value
-        left = _round6(reference, reference.value)
-        right = _round6(predicted, predicted.value)
+        left = _rounded(reference, reference.value, float_rounding)
+        right = _rounded(predicted, predicted.value, float_rounding)
         if left is None or right is None:
             return None
         return left == right

@@ -49,6 +49,9 @@ def is_math_verify_available() -> bool:
     return importlib.util.find_spec("math_verify") is not None
 
 
+FLOAT_ROUNDING = 6  # math-verify's default: numbers compared at 6 decimal places
+
+
 def require_math_verify() -> None:
     """Raise an `ImportError` naming the package to install when math-verify is missing."""
     if not is_math_verify_available():
@@ -70,8 +73,11 @@ def _parse_reference(reference: str, seconds: int) -> list:
     return parse(_wrap(reference), parsing_timeout=seconds, raise_on_error=True)
 
 
-def compare_in_process(reference: str, answer: str, timeout: float) -> tuple[bool | None, str]:
+def compare_in_process(
+    reference: str, answer: str, timeout: float, float_rounding: int = FLOAT_ROUNDING
+) -> tuple[bool | None, str]:
     """Run math-verify here; only call this from the main thread (it uses ``signal.alarm``).
+    `float_rounding` is math-verify's: the decimal places numbers are compared at.
 
     Returns:
         ``(True | False, reason)``, or ``(None, reason)`` when it timed out.
@@ -102,7 +108,14 @@ def compare_in_process(reference: str, answer: str, timeout: float) -> tuple[boo
             if time.monotonic() > deadline:
                 return None, f"timeout: math-verify took over {3 * seconds} s"
             try:
-                if verify(gold_item, pred_item, timeout_seconds=seconds, raise_on_error=True):
+                same = verify(
+                    gold_item,
+                    pred_item,
+                    float_rounding=float_rounding,
+                    timeout_seconds=seconds,
+                    raise_on_error=True,
+                )
+                if same:
                     return True, "equivalent (math-verify)"
             except TimeoutException:
                 timed_out = True
@@ -137,7 +150,9 @@ def _serve() -> None:
     for line in sys.stdin:
         request = json.loads(line)
         try:
-            ok, reason = compare_in_process(request["ref"], request["ans"], request["timeout"])
+            ok, reason = compare_in_process(
+                request["ref"], request["ans"], request["timeout"], request["rounding"]
+            )
         except MemoryError:
             ok, reason = None, "error: math-verify ran out of memory"
         channel.write(json.dumps({"ok": ok, "reason": reason}) + "\n")
@@ -184,8 +199,10 @@ class _Worker:
             raise EOFError("math-verify helper exited")
         return json.loads(line)
 
-    def ask(self, reference: str, answer: str, timeout: float) -> tuple[bool | None, str]:
-        request = {"ref": reference, "ans": answer, "timeout": timeout}
+    def ask(
+        self, reference: str, answer: str, timeout: float, rounding: int
+    ) -> tuple[bool | None, str]:
+        request = {"ref": reference, "ans": answer, "timeout": timeout, "rounding": rounding}
         self.proc.stdin.write(json.dumps(request) + "\n")  # type: ignore[union-attr]
         self.proc.stdin.flush()  # type: ignore[union-attr]
         # The helper's own alarms stop it after about 3 x timeout; the margin covers start-up
@@ -209,16 +226,20 @@ class _WorkerPool:
     def __init__(self) -> None:
         self.forget()
 
-    def compare(self, reference: str, answer: str, timeout: float) -> tuple[bool | None, str]:
+    def compare(
+        self, reference: str, answer: str, timeout: float, rounding: int
+    ) -> tuple[bool | None, str]:
         # A caller waits at most for a few helpers' worth of bounded calls, then gives up.
         if not self._slots.acquire(timeout=_START_TIMEOUT_S + 12 * max(1, math.ceil(timeout))):
             return None, "timeout: every math-verify helper stayed busy"
         try:
-            return self._compare(reference, answer, timeout)
+            return self._compare(reference, answer, timeout, rounding)
         finally:
             self._slots.release()
 
-    def _compare(self, reference: str, answer: str, timeout: float) -> tuple[bool | None, str]:
+    def _compare(
+        self, reference: str, answer: str, timeout: float, rounding: int
+    ) -> tuple[bool | None, str]:
         with self._lock:
             worker = self._idle.pop() if self._idle else None
         try:
@@ -226,7 +247,7 @@ class _WorkerPool:
         except OSError as exc:
             return None, f"error: could not start a math-verify helper ({exc})"
         try:
-            result = worker.ask(reference, answer, timeout)
+            result = worker.ask(reference, answer, timeout, rounding)
         except TimeoutError:
             worker.kill()
             return None, f"timeout: math-verify helper took over {3 * max(1, math.ceil(timeout))} s"
@@ -268,7 +289,11 @@ def _can_use_signals() -> bool:
 
 
 def symbolic_equal(
-    reference: str, answer: str, timeout: float = 5.0, isolate: bool = True
+    reference: str,
+    answer: str,
+    timeout: float = 5.0,
+    isolate: bool = True,
+    float_rounding: int = FLOAT_ROUNDING,
 ) -> tuple[bool | None, str]:
     """Whether math-verify finds `answer` equivalent to `reference`, within a bounded time.
 
@@ -281,6 +306,8 @@ def symbolic_equal(
             deadline that survives C-level work and signals swallowed by a garbage-collector
             callback or a broad ``except`` in sympy. ``False`` uses the caller's main thread
             when it can (threads always use a helper).
+        float_rounding: decimal places numbers are compared at (math-verify's
+            ``float_rounding``), matrices' and intervals' entries included.
 
     Returns:
         ``(True | False, reason)``; ``(None, reason)`` on a timeout or a helper failure.
@@ -290,5 +317,5 @@ def symbolic_equal(
     """
     require_math_verify()
     if not isolate and _can_use_signals():
-        return compare_in_process(reference, answer, timeout)
-    return _POOL.compare(reference, answer, timeout)
+        return compare_in_process(reference, answer, timeout, float_rounding)
+    return _POOL.compare(reference, answer, timeout, float_rounding)

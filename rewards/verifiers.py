@@ -176,6 +176,10 @@ class MathVerifier:
             cannot be interrupted, so one answer such as ``(1+x)^{100000}`` can take minutes.
         max_answer_chars: longer extracted answers score 0 without a symbolic check (1000).
         max_nesting: answers with deeper brace nesting score 0 without a check (32).
+        float_rounding: the decimal places numbers written with a decimal point are compared at,
+            in a plain number and inside a matrix, interval, set or tuple alike (6, as
+            math-verify's ``float_rounding``): with 2, ``(0.5, 1.33]`` matches
+            ``(\\frac{1}{2}, \\frac{4}{3}]`` and ``0.33`` matches ``\\frac{1}{3}``.
 
     Raises:
         ImportError: math-verify is not installed (the message says how to install it).
@@ -196,14 +200,22 @@ class MathVerifier:
         isolate: bool = True,
         max_answer_chars: int = 1000,
         max_nesting: int = 32,
+        float_rounding: int = 6,
     ) -> None:
         if not timeout > 0:
             raise ValueError(f"math verifier: timeout must be > 0 seconds, got {timeout!r}")
+        if isinstance(float_rounding, bool) or not isinstance(float_rounding, int):
+            raise TypeError(f"math verifier: float_rounding must be an int, got {float_rounding!r}")
+        if not 0 <= float_rounding <= 15:
+            raise ValueError(
+                f"math verifier: float_rounding must be 0 to 15 decimal places, got {float_rounding}"
+            )
         require_math_verify()
         self.timeout = float(timeout)
         self.isolate = bool(isolate)
         self.max_answer_chars = int(max_answer_chars)
         self.max_nesting = int(max_nesting)
+        self.float_rounding = float_rounding
 
     def verify(self, response: str, reference: str) -> Verdict:
         """Score one response against one reference (see the class docstring)."""
@@ -227,7 +239,7 @@ class MathVerifier:
         elif gold is None and pred is not None and pred.is_float:
             gold = _reference_decimal_comma(bare)
         if gold is not None and pred is not None:
-            same = numbers_match(gold, pred)
+            same = numbers_match(gold, pred, self.float_rounding)
             if same is not None:
                 if same:
                     return Verdict(1.0, answer, "correct: numbers match")
@@ -250,7 +262,9 @@ class MathVerifier:
 
     def _symbolic(self, first: str, second: str) -> tuple[bool | None, str]:
         """math-verify on the two texts, synonyms normalised, within this verifier's bounds."""
-        return symbolic_equal(_synonyms(first), _synonyms(second), self.timeout, self.isolate)
+        return symbolic_equal(
+            _synonyms(first), _synonyms(second), self.timeout, self.isolate, self.float_rounding
+        )
 
     def _same(self, first: str, second: str, asked: list[str]) -> bool:
         """Whether two final-answer markers state one value (``\\boxed{\\sqrt{2}/2}`` and

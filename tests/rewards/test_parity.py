@@ -165,3 +165,54 @@ def test_many_disagreeing_markers_are_refused_without_symbolic_checks(
     assert verdict.score == 0.0
     assert verdict.reason.startswith("hedged")
     assert calls == []
+
+
+# Answers in decimals against a reference in fractions, at a stated precision: math-verify's
+# ``float_rounding``, which the `math` verifier takes too (matrix and interval entries included).
+# (response, reference, places, score)
+ROUNDING_CASES = [
+    (
+        "$\\begin{pmatrix} 0.33 & 0.67 \\end{pmatrix}$",
+        "\\begin{pmatrix} 1/3 & 2/3 \\end{pmatrix}",
+        2,
+        1.0,
+    ),
+    (
+        "\\boxed{\\begin{pmatrix} 0.333 \\\\ 0.667 \\end{pmatrix}}",
+        "\\begin{pmatrix} \\frac{1}{3} \\\\ \\frac{2}{3} \\end{pmatrix}",
+        3,
+        1.0,
+    ),
+    (
+        "\\boxed{\\begin{pmatrix} 0.33 & 0.66 \\end{pmatrix}}",
+        "\\begin{pmatrix} 1/3 & 2/3 \\end{pmatrix}",
+        2,
+        0.0,
+    ),
+    ("\\boxed{(0.5, 1.33]}", "\\left(\\frac{1}{2}, \\frac{4}{3}\\right]", 2, 1.0),
+    ("\\boxed{(0.5, 1.33)}", "\\left(\\frac{1}{2}, \\frac{4}{3}\\right]", 2, 0.0),  # open end
+    ("\\boxed{(0.5, 1.34]}", "\\left(\\frac{1}{2}, \\frac{4}{3}\\right]", 2, 0.0),
+    ("so it is $0.33$", "\\frac{1}{3}", 2, 1.0),  # a plain number: the fast path rounds alike
+    ("so it is $0.34$", "\\frac{1}{3}", 2, 0.0),
+]
+
+
+@pytest.mark.parametrize(("response", "reference", "places", "score"), ROUNDING_CASES)
+def test_float_rounding_matches_math_verify_at_the_cases_precision(
+    response: str, reference: str, places: int, score: float
+) -> None:
+    from math_verify import parse, verify
+
+    plain = verify(parse(f"${reference}$"), parse(response), float_rounding=places)
+    assert float(plain) == score  # the case says what math-verify says
+    assert MathVerifier(float_rounding=places).verify(response, reference).score == score
+    if score:  # at the default 6 places the same decimals are too coarse
+        assert MathVerifier().verify(response, reference).score == 0.0
+
+
+@pytest.mark.parametrize(
+    ("places", "error"), [(-1, ValueError), (16, ValueError), (2.0, TypeError), (True, TypeError)]
+)
+def test_float_rounding_is_checked(places, error) -> None:
+    with pytest.raises(error, match="float_rounding"):
+        MathVerifier(float_rounding=places)
