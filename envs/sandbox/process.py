@@ -280,23 +280,8 @@ class SandboxRun:
                 env = _child_env(config, WORKDIR, token)
                 info_r, info_w = self._pipe()
                 channels[info_r] = "info"
-                program = self.code.encode("utf-8", "surrogatepass")
-                program_fd = self._keep(_memfd("program.py", program))
-                seccomp_fd = self._keep(_memfd("seccomp", build_filter()))
-                uid = sandbox_uid(config)  # bwrap itself runs as that uid on the host
-                ids = {} if uid is None else {"user": uid, "group": uid, "extra_groups": []}
-                python = sandbox_python(config, uid)
-                if python != config.python:
-                    config = dataclasses.replace(config, python=python)
-                command = bwrap_argv(
-                    config,
-                    env,
-                    program_fd=program_fd,
-                    program_bytes=len(program),
-                    seccomp_fd=seccomp_fd,
-                    info_fd=info_w,
-                )
-                child_fds = (status_w, setup_w, info_w, program_fd, seccomp_fd)
+                config, command, ids, fds = self._bwrap_command(config, env, info_w)
+                child_fds = (status_w, setup_w, info_w, *fds)
                 work, cwd = WORKDIR, "/"
             else:
                 tmp = tempfile.mkdtemp(prefix="mathteams-sandbox-", dir=config.tmp_root)
@@ -337,6 +322,29 @@ class SandboxRun:
             if tmp is not None:
                 _remove_tree(tmp)
         return self._result(code, time.monotonic() - began, proc)
+
+    def _bwrap_command(
+        self, config: SandboxConfig, env: dict[str, str], info_fd: int
+    ) -> tuple[SandboxConfig, list[str], dict, tuple[int, ...]]:
+        """(the run's config, the bwrap command, the Popen user arguments, the fds it reads):
+        bwrap runs as `sandbox_uid` on the host, with an interpreter that uid can run."""
+        program = self.code.encode("utf-8", "surrogatepass")
+        program_fd = self._keep(_memfd("program.py", program))
+        seccomp_fd = self._keep(_memfd("seccomp", build_filter()))
+        uid = sandbox_uid(config)  # bwrap itself runs as that uid on the host
+        ids = {} if uid is None else {"user": uid, "group": uid, "extra_groups": []}
+        python = sandbox_python(config, uid)
+        if python != config.python:
+            config = dataclasses.replace(config, python=python)
+        command = bwrap_argv(
+            config,
+            env,
+            program_fd=program_fd,
+            program_bytes=len(program),
+            seccomp_fd=seccomp_fd,
+            info_fd=info_fd,
+        )
+        return config, command, ids, (program_fd, seccomp_fd)
 
     def _pipe(self) -> tuple[int, int]:
         read, write = os.pipe()
