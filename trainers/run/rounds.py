@@ -357,6 +357,11 @@ def start_selection(
     resumed run's (`resumed_best`), else afresh with `model` (the start model, or a resumed
     run's newest) scored as the best so far."""
     if validation is None:
+        logger.warning(
+            "rounds are not selected on validation problems (%s): final/ is the newest "
+            "round's model",
+            why_not,
+        )
         return {"enabled": False, "reason": why_not}
     best = resumed_best(state, validation)
     if best is not None and state is not None:
@@ -393,12 +398,6 @@ def train_rounds(
     budget = 60.0 * env_args.max_train_minutes if env_args.max_train_minutes else None
     began = time.perf_counter()
     validation, why_not = validation_check(env_args, config, results["start_model"])
-    if validation is None:
-        logger.warning(
-            "rounds are not selected on validation problems (%s): final/ is the newest "
-            "round's model",
-            why_not,
-        )
     selection = start_selection(validation, state, records, model, why_not)
     names = [stage.name for stage in stages]
     for position, stage in enumerate(stages):
