@@ -65,23 +65,6 @@ def runnable_by(python: str, uid: int) -> bool:
     return done.returncode == 0
 
 
-@functools.lru_cache(maxsize=8)
-def python_version(python: str) -> str:
-    """``"3.11"``: the major.minor version of `python`.
-
-    Raises:
-        RuntimeError: if it cannot be run.
-    """
-    probe = "import sys; print('%d.%d' % sys.version_info[:2])"
-    try:
-        done = subprocess.run(
-            [python, "-S", "-I", "-c", probe], capture_output=True, timeout=30, check=True
-        )
-    except (OSError, subprocess.SubprocessError) as err:
-        raise RuntimeError(f"cannot run the sandbox interpreter {python!r}: {err}") from err
-    return done.stdout.decode().strip()
-
-
 def sandbox_python(config: SandboxConfig, uid: int | None) -> str:
     """The interpreter the sandbox runs as `uid`: ``config.python`` where that uid can start it,
     else the same major.minor version from a system directory (`SYSTEM_BIN`) that it can (a
@@ -99,7 +82,7 @@ def sandbox_python(config: SandboxConfig, uid: int | None) -> str:
 @functools.lru_cache(maxsize=8)
 def system_python(python: str, uid: int) -> str:
     """`sandbox_python`'s fallback for `python`, which `uid` cannot run (logged once)."""
-    version = python_version(python)
+    version = interpreter_layout(python)[3]
     for folder in SYSTEM_BIN:
         candidate = os.path.join(folder, f"python{version}")
         if os.access(candidate, os.X_OK) and runnable_by(candidate, uid):
@@ -121,9 +104,10 @@ def system_python(python: str, uid: int) -> str:
 
 
 @functools.lru_cache(maxsize=8)
-def interpreter_layout(python: str) -> tuple[str, str, tuple[str, ...]]:
+def interpreter_layout(python: str) -> tuple[str, str, tuple[str, ...], str]:
     """Where the interpreter lives: its real executable, its installation prefix (stdlib and
-    libpython) and the site-packages directories under it that the sandbox hides.
+    libpython), the site-packages directories under it that the sandbox hides, and its
+    major.minor version (``"3.11"``).
 
     A virtual environment's ``python`` resolves to its base interpreter: the child runs with
     ``-S``, so the environment's packages would not be used anyway.
@@ -132,7 +116,10 @@ def interpreter_layout(python: str) -> tuple[str, str, tuple[str, ...]]:
         RuntimeError: if the interpreter cannot be run.
     """
     real = os.path.realpath(python)
-    probe = "import sys, site\nprint(sys.base_prefix)\nprint(*site.getsitepackages(), sep='\\n')"
+    probe = (
+        "import sys, site\nprint('%d.%d' % sys.version_info[:2])\nprint(sys.base_prefix)\n"
+        "print(*site.getsitepackages(), sep='\\n')"
+    )
     try:
         done = subprocess.run(
             [real, "-S", "-I", "-c", probe], capture_output=True, timeout=30, check=False
@@ -142,9 +129,9 @@ def interpreter_layout(python: str) -> tuple[str, str, tuple[str, ...]]:
     if done.returncode != 0:
         stderr = done.stderr.decode("utf-8", "replace")[-500:]
         raise RuntimeError(f"the sandbox interpreter {python!r} failed to start: {stderr}")
-    prefix, *sites = done.stdout.decode("utf-8", "surrogateescape").splitlines()
+    version, prefix, *sites = done.stdout.decode("utf-8", "surrogateescape").splitlines()
     hidden = tuple(s for s in sites if os.path.isdir(s) and _within(s, prefix))
-    return real, prefix, hidden
+    return real, prefix, hidden, version
 
 
 def _within(path: str, root: str) -> bool:
@@ -204,7 +191,7 @@ def bwrap_argv(
     Raises:
         RuntimeError: if bwrap or the interpreter is missing.
     """
-    real, prefix, hidden = interpreter_layout(config.python)
+    real, prefix, hidden, _ = interpreter_layout(config.python)
     argv = [
         bwrap_path(),
         *("--unshare-user", "--unshare-pid", "--unshare-net", "--unshare-ipc"),
