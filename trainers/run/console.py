@@ -20,7 +20,7 @@ from typing import Any
 
 from tqdm.auto import tqdm
 from transformers import PrinterCallback, ProgressCallback, TrainerCallback
-from transformers.utils import logging as hf_logging
+from transformers import logging as hf_logging
 
 AGENT = "agents/"  # the per-role metrics the rollout logs: agents/<name>/{reward,accuracy}
 FIGURES = ("reward", "accuracy")
