@@ -114,7 +114,7 @@ class Console(TrainerCallback):
             "disable": bool(args.disable_tqdm),
         }
         if self.seconds is not None:
-            self.bar = tqdm(total=100, unit="%", bar_format="{l_bar}{bar}| {postfix}", **options)
+            self.bar = tqdm(total=100, unit="%", bar_format="{l_bar}{bar}|{postfix}", **options)
         else:
             self.bar = tqdm(total=state.max_steps, unit="step", **options)
 
@@ -144,6 +144,7 @@ class Console(TrainerCallback):
         if self.seconds is not None:
             self.bar.n = round(100 * self.spent(state), 1)
             minutes = f"{self.elapsed() / 60:.1f}/{self.seconds / 60:.1f} min"
+            # tqdm writes a postfix after ", ": the bar reads "40%|####      |, 6.0/15.0 min, ..."
             self.bar.set_postfix_str(f"{minutes}, step {state.global_step}/{state.max_steps}")
         else:
             self.bar.update(state.global_step - self.bar.n)
