@@ -46,7 +46,14 @@ def make_parser() -> argparse.ArgumentParser:
     data.add_argument("--eval-problems", type=int, default=600, help="held out (test split)")
     data.add_argument("--samples", type=int, default=4, help="rollout answers per problem")
     data.add_argument("--num-envs", type=int, default=64, help="rollout env copies")
-    data.add_argument("--max-new-tokens", type=int, default=96)
+    data.add_argument(
+        "--max_completion_length",
+        "--max-new-tokens",
+        dest="max_new_tokens",
+        type=int,
+        default=96,
+        help="tokens per turn of the rollouts (the training scripts' name; the old one works)",
+    )
     data.add_argument("--balance", default="auto", choices=["auto", "level", "accuracy", "none"])
     data.add_argument("--bins", type=int, default=5, help="difficulty bins (accuracy)")
     model = parser.add_argument_group("model")
