@@ -322,36 +322,9 @@ def evaluate(config: EvalConfig, policies: RoleMap | None = None) -> dict[str, A
     team = team_problem_scores(episodes)
     per_problem = {pid: {k: row[k] for k in TEAM_FIGURES} for pid, row in team.items()}
     if config.compare and config.env_id != ALONE_ENV:
-        engine, about = alone_engine(config, policies)
-        generations = about["generations"]
-        ks = alone_ks(config, generations)
-        samples = max(ks) * config.samples  # as many generations per problem as the team's
-        results["single_agent"], alone_episodes = run_env(
-            config, ALONE_ENV, policies, group_size=samples, engine=engine
+        results["single_agent"], results["compare"] = _alone_side(
+            config, policies, episodes, metrics, team, per_problem
         )
-        alone = alone_problem_scores(alone_episodes, ks, seed=config.seed)
-        for pid, row in alone.items():
-            per_problem.setdefault(pid, {}).update(
-                {k: v for k, v in row.items() if k.startswith("alone/")}
-            )
-        matched = generations if generations in ks else max(ks)
-        per_sample = sum(r["tokens"] for r in alone.values()) / len(alone)
-        compare = {
-            "ks": ks,
-            "matched_k": matched,
-            "team_generations": generations,
-            "team_generations_mean": sum(len(e.turns) for e in episodes) / len(episodes),
-            "alone_samples": samples,
-            "alone_prompt": about["prompt"],
-            "tokens_per_episode": {
-                "team": metrics["tokens_per_episode"],
-                **{f"alone@{k}": k * per_sample for k in ks},
-            },
-        }
-        compare.update(
-            compare_team_alone(team, alone, ks, matched, resamples=1000, seed=config.seed)
-        )
-        results["compare"] = compare
     for pid, row in per_problem.items():
         level = level_of(pid)
         if level is not None:
@@ -360,6 +333,45 @@ def evaluate(config: EvalConfig, policies: RoleMap | None = None) -> dict[str, A
     if config.task in PROCEDURAL_TASKS:
         results["split_sizes"] = level_split_sizes(config.task, list(config.difficulty or []))
     return results
+
+
+def _alone_side(
+    config: EvalConfig,
+    policies: RoleMap,
+    episodes: list,
+    metrics: dict[str, Any],
+    team: dict[str, dict[str, Any]],
+    per_problem: dict[str, dict[str, Any]],
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The same model alone, compute-matched with the team's `episodes`: its `compute_metrics`
+    and the comparison (`evaluate`'s ``single_agent`` and ``compare``); each problem's alone
+    figures are added to `per_problem`."""
+    engine, about = alone_engine(config, policies)
+    generations = about["generations"]
+    ks = alone_ks(config, generations)
+    samples = max(ks) * config.samples  # as many generations per problem as the team's
+    single, alone_episodes = run_env(config, ALONE_ENV, policies, group_size=samples, engine=engine)
+    alone = alone_problem_scores(alone_episodes, ks, seed=config.seed)
+    for pid, row in alone.items():
+        per_problem.setdefault(pid, {}).update(
+            {k: v for k, v in row.items() if k.startswith("alone/")}
+        )
+    matched = generations if generations in ks else max(ks)
+    per_sample = sum(r["tokens"] for r in alone.values()) / len(alone)
+    compare = {
+        "ks": ks,
+        "matched_k": matched,
+        "team_generations": generations,
+        "team_generations_mean": sum(len(e.turns) for e in episodes) / len(episodes),
+        "alone_samples": samples,
+        "alone_prompt": about["prompt"],
+        "tokens_per_episode": {
+            "team": metrics["tokens_per_episode"],
+            **{f"alone@{k}": k * per_sample for k in ks},
+        },
+    }
+    compare.update(compare_team_alone(team, alone, ks, matched, resamples=1000, seed=config.seed))
+    return single, compare
 
 
 def level_split_sizes(task: str, levels: list[int], draws: int = 150_000) -> dict[str, Any]:
