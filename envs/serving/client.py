@@ -387,6 +387,18 @@ class _RemoteEnv:
     _connection: Connection
     _state: dict[str, Any]
 
+    def __init__(
+        self,
+        url: str,
+        env_id: str,
+        *,
+        transport: str = "http",
+        timeout_s: float = 30.0,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__()  # PettingZoo's AECEnv / ParallelEnv, after this class in the MRO
+        self._connect(url, env_id, transport, timeout_s, kwargs)
+
     def _connect(
         self, url: str, env_id: str, transport: str, timeout_s: float, kwargs: dict[str, Any]
     ) -> None:
@@ -560,18 +572,6 @@ class RemoteAECEnv(_RemoteEnv, AECEnv):
 
     api = "aec"
 
-    def __init__(
-        self,
-        url: str,
-        env_id: str,
-        *,
-        transport: str = "http",
-        timeout_s: float = 30.0,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__()
-        self._connect(url, env_id, transport, timeout_s, kwargs)
-
     def _read(self, state: Mapping[str, Any]) -> dict[str, Any]:
         return {
             "agents": [str(a) for a in state["agents"]],
@@ -613,17 +613,6 @@ class RemoteParallelEnv(_RemoteEnv, ParallelEnv):
     """A Parallel env served by an env server (arguments as for `RemoteAECEnv`)."""
 
     api = "parallel"
-
-    def __init__(
-        self,
-        url: str,
-        env_id: str,
-        *,
-        transport: str = "http",
-        timeout_s: float = 30.0,
-        **kwargs: Any,
-    ) -> None:
-        self._connect(url, env_id, transport, timeout_s, kwargs)
 
     def _read(self, state: Mapping[str, Any]) -> dict[str, Any]:
         last = (
