@@ -532,18 +532,22 @@ class SessionStore:
             self._check_open(session)
             session.touch()
             work = self.executor.submit(fn, session, *args)
+            waiting = asyncio.wrap_future(work)
             limit = self.config.step_timeout_s
             try:
-                return await self._await(fn, asyncio.wait_for(asyncio.wrap_future(work), limit))
-            except asyncio.TimeoutError:
-                await self._cut_off(session, work, limit)
-                raise ApiError(
-                    504,
-                    "server",
-                    "STEP_TIMEOUT",
-                    f"the env took more than step_timeout_s={limit:g} s; session {session.id} is "
-                    "closed (its env's state is unknown): create a new one",
-                ) from None
+                # asyncio.wait, not wait_for: a TimeoutError the env itself raises stays a 500
+                done, _ = await asyncio.wait({waiting}, timeout=limit)
+                if not done:
+                    waiting.cancel()  # the worker's call runs on; only our wait ends
+                    await self._cut_off(session, work, limit)
+                    raise ApiError(
+                        504,
+                        "server",
+                        "STEP_TIMEOUT",
+                        f"the env took more than step_timeout_s={limit:g} s; session "
+                        f"{session.id} is closed (its env's state is unknown): create a new one",
+                    )
+                return await self._await(fn, waiting)
             finally:
                 session.touch()
 
@@ -551,7 +555,7 @@ class SessionStore:
         """`waiting`'s result; what the env raised beyond `ApiError` becomes a 500."""
         try:
             return await waiting
-        except (ApiError, asyncio.TimeoutError):
+        except ApiError:
             raise
         except Exception as exc:
             logger.exception("env work %s failed", getattr(fn, "__name__", fn))

@@ -343,6 +343,30 @@ def test_a_step_past_step_timeout_is_answered_504_and_its_session_closed():
         envs.deregister("test/slow-v0")
 
 
+class RaisingTimeoutEnv(SolveEnv):
+    """A solve env whose step raises TimeoutError itself (a verifier's deadline leaking out)."""
+
+    def step(self, action):
+        raise TimeoutError("the env's own deadline")
+
+
+def test_a_timeout_error_raised_by_the_env_is_a_500_not_a_step_timeout():
+    envs.register("test/raising-v0", lambda **kw: RaisingTimeoutEnv(**kw), max_turns=1)
+    config = EnvServerConfig(envs=("test/raising-v0",), step_timeout_s=30)
+    try:
+        with _serving(create_app(config)) as running, httpx.Client(timeout=CALL_S) as client:
+            made = client.post(running.url + "/sessions", json={"env_id": "test/raising-v0"})
+            sid = made.json()["session_id"]
+            client.post(f"{running.url}/sessions/{sid}/reset", json={"seed": 0})
+            answer = client.post(f"{running.url}/sessions/{sid}/step", json={"action": "1"})
+            assert answer.status_code == 500, answer.text
+            assert answer.json()["code"] == "EXECUTION_ERROR" and "TimeoutError" in answer.text
+            still = client.get(f"{running.url}/sessions/{sid}/state")
+            assert still.status_code == 200  # not cut off: the session stays
+    finally:
+        envs.deregister("test/raising-v0")
+
+
 def test_step_timeout_must_be_positive():
     with pytest.raises(ValueError, match="step_timeout_s must be a positive number"):
         EnvServerConfig(step_timeout_s=0)
