@@ -218,7 +218,7 @@ class HFPolicy:
         if adapter_names is not None and is_peft_model(self.model):
             active = _active_adapter(self.model)
             extra["adapter_names"] = [name or active for name in adapter_names]
-        seed = self._rng.randrange(2**63) if self._rng is not None else None
+        seed = self.next_seed()
         with eval_mode(self.model), seeded(seed, device):
             out = self.model.generate(
                 input_ids=input_ids,
@@ -231,6 +231,11 @@ class HFPolicy:
         completions = out.sequences[:, input_ids.shape[1] :].cpu()
         logprobs = recorder.finish(out.sequences[:, -1])
         return self.build_generations(prompt_ids, completions, logprobs)
+
+    def next_seed(self) -> int | None:
+        """The seed of the next generation call, drawn from `GenerationArguments.seed`'s stream;
+        `None` when no seed was set."""
+        return self._rng.randrange(2**63) if self._rng is not None else None
 
     def _generation_config(self) -> GenerationConfig:
         # Every processor-relevant field is set explicitly: generate() fills fields left at None

@@ -311,11 +311,31 @@ def spoken_numbers(text: str) -> list[str] | None:
     return [match["number"].strip() for match in _SPOKEN_NUMBER.finditer(text)]
 
 
+# After a phrase's leading math expression, prose: a word that is not a list joiner ("and"
+# may open the prose, "and there are 12 left"; "or" offers an alternative and never does).
+_PROSE_AFTER = re.compile(r"\s*,?\s*(?:and\s+)?(?!(?:or|and)\b)[A-Za-z]{2,}", re.IGNORECASE)
+
+
+def _leading_math(segment: str) -> str | None:
+    """The math expression a phrase's segment opens with, when prose follows it: in "the final
+    answer is $\\frac{2}{3}$ of the class, or 8 people" the answer is 2/3 (math-verify reads
+    the expression after the phrase too); the rest of the sentence explains it. An expression
+    followed by a joiner and another value ("$4$ or $5$", "$4$, 5") is not one."""
+    spans = _math_spans(segment)
+    if not spans or spans[0][0] != 0 or not spans[0][2]:
+        return None
+    _, end, content = spans[0]
+    if len(content) > _MAX_MATH_CHARS or not _PROSE_AFTER.match(segment, end):
+        return None
+    return _strip_wrappers(content) or None
+
+
 def _phrase_answer(segment: str) -> str:
     """The answer inside a phrase written as a sentence: "The largest $n$ is 34" gives 34.
 
     A segment that is prose (see `spoken_numbers`) is reduced to its final math expression,
-    or to the one number it states; anything else is the answer as written.
+    or to the one number it states; anything else is the answer as written. (A segment that
+    opens with a math expression followed by prose is that expression: `_leading_math`.)
     """
     if parse_number(segment) is not None:
         return segment  # "5 apples": a number and its unit
@@ -350,6 +370,9 @@ def analyze(response: str) -> Extraction:
             return Extraction(bodies[-1], kind, bodies[-1], markers)
     phrase = _phrase_segment(text)
     if phrase:
+        lead = _leading_math(phrase.strip())
+        if lead is not None:
+            return Extraction(lead, "phrase", lead)
         segment = _strip_wrappers(phrase)
         return Extraction(_phrase_answer(segment) or None, "phrase", segment)
     final = _final_math(text)

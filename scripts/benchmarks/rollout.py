@@ -19,14 +19,38 @@ def add_parser(subparsers: Any) -> None:
         "rollout",
         help="batched rollout engine vs the naive loop (one generate per agent per problem)",
         description=(
-            "Plays the same problems with the same model and token budget twice: through the "
-            "rollout engine (every live copy's turn batched into one generate call) and through "
-            "the naive loop of the original scripts (one generate call per agent per problem). "
-            "Reports generated tokens per second of each and their ratio."
+            "Plays the same problems with the same model and token budget three times: through "
+            "the rollout engine with continuous batching (its default: a copy's next turn joins "
+            "the running batch as soon as its reply ends), through the engine in lockstep (every "
+            "live copy's turn in one generate call, which runs to its longest reply), and "
+            "through the naive loop of the original scripts (one generate call per agent per "
+            "problem). Reports generated tokens per second of each, their ratios to the naive "
+            "loop, and each engine mode's padding: the share of decode seats that produced no "
+            "token and of prompt cells that were padding."
         ),
     )
     parser.add_argument("--env", default="math/reflection-v0")
     parser.add_argument("--problems", type=int, default=32, help="problems (= env copies)")
+    parser.add_argument(
+        "--no-naive", action="store_true", help="skip the naive loop (slow at many problems)"
+    )
+    parser.add_argument(
+        "--slow-step-s",
+        type=float,
+        default=0.0,
+        help="make every --slow-every-th problem's env steps take this many seconds more (a "
+        "stand-in for a verifier running to its deadline on hostile text; a sleep, which "
+        "releases the GIL as waiting on the verifier's helper process does) and compare the "
+        "continuous engine stepping copies in threads (its default) with stepping them inline; "
+        "no naive loop",
+    )
+    parser.add_argument("--slow-every", type=int, default=16)
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=3,
+        help="runs of each engine mode; the one of median tokens per second is reported",
+    )
     parser.add_argument("--rounds", type=int, default=1, help="reflection/debate rounds")
     parser.add_argument("--max-new-tokens", type=int, default=48)
     parser.add_argument("--model", default=None, help="model folder; default: the embedded model")
@@ -92,7 +116,7 @@ def _naive(env_id: str, env_kwargs: dict[str, Any], policy: Any, problem_ids: li
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    """Generated tokens per second: rollout engine vs naive loop."""
+    """Generated tokens per second: the engine (continuous, lockstep) vs the naive loop."""
     import torch
 
     from trainers.rollout.engine import RolloutEngine
@@ -101,9 +125,25 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     env_kwargs: dict[str, Any] = {"rounds": args.rounds} if "solve" not in args.env else {}
     if "ensemble" in args.env:
         env_kwargs = {}
-    engine = RolloutEngine(args.env, policy, env_kwargs, num_envs=args.problems)
-    problems = engine.problem_ids(args.problems)
-    engine.run(problems[:2])  # warm-up
+    source: Any = args.env
+    if args.slow_step_s:
+        source = _slow_env_factory(args, env_kwargs)
+        env_kwargs = {}
+    modes = {"continuous": {}, "continuous-inline": {"step_workers": 0}, "lockstep": {}}
+    if not args.slow_step_s:
+        del modes["continuous-inline"]
+    engines = {
+        mode: RolloutEngine(
+            source,
+            policy,
+            env_kwargs,
+            num_envs=args.problems,
+            continuous=mode != "lockstep",
+            **extra,
+        )
+        for mode, extra in modes.items()
+    }
+    problems = engines["continuous"].problem_ids(args.problems)
 
     def timed(fn: Callable[[], int]) -> tuple[int, float]:
         if args.device.startswith("cuda"):
@@ -114,31 +154,98 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             torch.cuda.synchronize()
         return tokens, time.perf_counter() - start
 
-    def batched() -> int:
-        episodes = engine.run(problems)
-        return sum(len(t.completion_ids) for e in episodes for t in e.turns)
-
-    b_tokens, b_s = timed(batched)
-    n_tokens, n_s = timed(lambda: _naive(args.env, env_kwargs, policy, problems))
-    figures = {
+    figures: dict[str, Any] = {
         "env": args.env,
         "problems": args.problems,
         "device": args.device,
         "model": "qwen2.5-0.5b-config (random)" if args.qwen else "embedded",
         "params": sum(p.numel() for p in policy.model.parameters()),
-        "batched": {"tokens": b_tokens, "seconds": b_s, "tokens_per_s": b_tokens / b_s},
-        "naive": {"tokens": n_tokens, "seconds": n_s, "tokens_per_s": n_tokens / n_s},
     }
-    figures["ratio"] = figures["batched"]["tokens_per_s"] / figures["naive"]["tokens_per_s"]
+    for mode, engine in engines.items():
+        engine.run(problems[:2])  # warm-up
+
+        def batched(engine: Any = engine) -> int:
+            episodes = engine.run(problems)
+            return sum(len(t.completion_ids) for e in episodes for t in e.turns)
+
+        runs = sorted(
+            (timed(batched) for _ in range(max(1, args.repeats))), key=lambda r: r[0] / r[1]
+        )
+        tokens, seconds = runs[len(runs) // 2]  # the run of median tokens per second
+        figures[mode] = {"tokens": tokens, "seconds": seconds, "tokens_per_s": tokens / seconds}
+        figures[mode]["runs_tokens_per_s"] = [t / s for t, s in runs]
+        figures[mode]["batching"] = _padding(engine.last_batching)
+    if not args.no_naive and not args.slow_step_s:
+        tokens, seconds = timed(lambda: _naive(args.env, env_kwargs, policy, problems))
+        figures["naive"] = {"tokens": tokens, "seconds": seconds, "tokens_per_s": tokens / seconds}
+        for mode in engines:
+            figures[mode]["ratio"] = (
+                figures[mode]["tokens_per_s"] / figures["naive"]["tokens_per_s"]
+            )
+        figures["ratio"] = figures["continuous"]["ratio"]
     print(
         f"{args.env} x {args.problems} problems on {args.device}, model {figures['model']} "
         f"({figures['params'] / 1e6:.1f}M params)"
     )
-    for name in ("batched", "naive"):
+    for name in ("continuous", "continuous-inline", "lockstep", "naive"):
+        if name not in figures:
+            continue
         row = figures[name]
-        print(
-            f"{name:8} {row['tokens']:7d} tokens in {row['seconds']:7.2f} s = "
+        line = (
+            f"{name:17} {row['tokens']:7d} tokens in {row['seconds']:7.2f} s = "
             f"{row['tokens_per_s']:9.1f} tokens/s"
         )
-    print(f"ratio (batched / naive tokens per second): {figures['ratio']:.1f}x")
+        if "ratio" in row:
+            line += f"  {row['ratio']:5.1f}x naive"
+        if "batching" in row:
+            pad = row["batching"]
+            line += (
+                f"  | {pad['forwards']} forwards, decode seats idle {pad['decode_waste']:.0%}, "
+                f"prompt padding {pad['prefill_waste']:.0%}"
+            )
+        print(line)
     return figures
+
+
+def _slow_env_factory(args: argparse.Namespace, env_kwargs: dict[str, Any]) -> Any:
+    """A factory of `args.env` envs whose steps on every `--slow-every`-th problem sleep
+    `--slow-step-s` seconds first."""
+    from pettingzoo import ParallelEnv
+    from pettingzoo.utils.wrappers import BaseParallelWrapper, BaseWrapper
+
+    import envs
+
+    probe = envs.make(args.env, **env_kwargs)
+    slow = {probe.unwrapped.task.source[i]["id"] for i in range(0, args.problems, args.slow_every)}
+
+    def pause(env: Any) -> None:
+        if env.unwrapped.problem["id"] in slow:
+            time.sleep(args.slow_step_s)
+
+    class SlowAEC(BaseWrapper):
+        def step(self, action: Any) -> None:
+            if action is not None:
+                pause(self)
+            super().step(action)
+
+    class SlowParallel(BaseParallelWrapper):
+        def step(self, actions: Any) -> Any:
+            pause(self)
+            return super().step(actions)
+
+    def make() -> Any:
+        env = envs.make(args.env, **env_kwargs)
+        return SlowParallel(env) if isinstance(env.unwrapped, ParallelEnv) else SlowAEC(env)
+
+    return make
+
+
+def _padding(counts: dict[str, int]) -> dict[str, Any]:
+    """The engine's batching counts with the padding shares: decode seats that produced no token
+    (a finished row waiting for its call's longest) and padded prompt cells."""
+    slots, padded = counts.get("decode_slots", 0), counts.get("prefill_padded", 0)
+    return {
+        **counts,
+        "decode_waste": 1 - counts.get("generated", 0) / slots if slots else 0.0,
+        "prefill_waste": 1 - counts.get("prefill_tokens", 0) / padded if padded else 0.0,
+    }

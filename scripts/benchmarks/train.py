@@ -283,7 +283,7 @@ def _report(figures: dict[str, Any], runs: dict[str, list[dict[str, Any]]], cuda
         print(
             f"{name:12} {row['seconds_per_step']:7.2f} s/step {row['tokens_per_step']:9.0f} "
             f"tokens/step {row['ms_per_1k_tokens']:8.1f} ms per 1k tokens "
-            f"(model.generate {row['generate_ms_per_1k_tokens']:.1f}, "
+            f"(generation {row['generate_ms_per_1k_tokens']:.1f}, "
             f"the rest {row['other_ms_per_1k_tokens']:.1f}){peak}"
         )
     print(
@@ -295,26 +295,35 @@ def _report(figures: dict[str, Any], runs: dict[str, list[dict[str, Any]]], cuda
 
 @contextmanager
 def _timed_generate() -> Iterator[list[float]]:
-    """Times every `model.generate` call made inside the block (both trainers generate with it)."""
+    """Times every `model.generate` call made inside the block (plain TRL generates with it, the
+    multi-agent trainer in lockstep mode too) and every `ContinuousBatcher.step` (its default)."""
     from transformers import GenerationMixin
 
-    original = GenerationMixin.generate
+    from agents.batching import ContinuousBatcher
+
     seconds: list[float] = []
+    patched = [(GenerationMixin, "generate"), (ContinuousBatcher, "step")]
+    originals = [getattr(owner, name) for owner, name in patched]
 
-    def timed(self: Any, *args: Any, **kwargs: Any) -> Any:
-        cuda_sync()
-        began = time.perf_counter()
-        try:
-            return original(self, *args, **kwargs)
-        finally:
+    def timing(original: Any) -> Any:
+        def timed(self: Any, *args: Any, **kwargs: Any) -> Any:
             cuda_sync()
-            seconds.append(time.perf_counter() - began)
+            began = time.perf_counter()
+            try:
+                return original(self, *args, **kwargs)
+            finally:
+                cuda_sync()
+                seconds.append(time.perf_counter() - began)
 
-    GenerationMixin.generate = timed
+        return timed
+
+    for (owner, name), original in zip(patched, originals, strict=True):
+        setattr(owner, name, timing(original))
     try:
         yield seconds
     finally:
-        GenerationMixin.generate = original
+        for (owner, name), original in zip(patched, originals, strict=True):
+            setattr(owner, name, original)
 
 
 def _timed_train(trainer: Any) -> dict[str, Any]:

@@ -83,6 +83,14 @@ CASES = [
     ("mixed_empty", "\\boxed{\\varnothing}", "\\emptyset", 1.0),  # \varnothing vs \emptyset
     ("mixed_empty", "\\boxed{\\emptyset}", "\\varnothing", 1.0),  # and the other way
     ("mixed_empty", "\\boxed{\\{0\\}}", "\\emptyset", 0.0),  # a set with one element
+    # A phrase's leading expression, explained by the rest of its sentence (math-verify reads it).
+    ("prose_final", "The final answer is $\\frac{2}{3}$ of the class, or 8 people.", "2/3", 1.0),
+    ("prose_final", "The final answer is $\\frac{1}{4}$ and there are 12 left.", "1/4", 1.0),
+    ("prose_final", "The final answer is $\\frac{1}{4}$ and 12", "1/4", 0.0),  # a list: hedge
+    ("prose_final", "The answer is \\(\\frac{5}{6}\\) of the cake, 10 slices.", "5/6", 1.0),
+    ("prose_final", "The final answer is $\\frac{2}{3}$ of the class, or 8 people.", "8", 0.0),
+    ("prose_final", "The final answer is $\\frac{1}{4}$ or $12$ marbles.", "12", 0.0),  # hedge
+    ("prose_final", "The final answer is $4$, or 5 of them.", "5", 0.0),  # an alternative
     # Hacking stays unrewarded.
     (
         "hedge",

@@ -91,12 +91,16 @@ def ppo_config(tmp_path, **kwargs):
 
 
 class ShapedRollout(TurnRollout):
-    """Varied rewards on any model: the turn reward plus the share of distinct tokens."""
+    """Varied rewards on any model: the turn reward plus the share of distinct tokens and a
+    tenth of the first token's id mod 10 (replies that all run to the token budget with distinct
+    tokens would otherwise tie)."""
 
     def __call__(self, prompts, trainer):
         rows = super().__call__(prompts, trainer)
         shaped = [
-            None if r is None else r + len(set(ids)) / (1 + len(ids))
+            None
+            if r is None
+            else r + len(set(ids)) / (1 + len(ids)) + (ids[:1] or [0])[0] % 10 / 10
             for r, ids in zip(rows["turn_reward"], rows["completion_ids"], strict=True)
         ]
         rows["turn_reward"] = shaped

@@ -301,3 +301,115 @@ def test_branched_episodes_round_trip_through_jsonl(tmp_path):
     path = save_episodes(tmp_path / "e.jsonl", episodes)
     assert load_episodes(path) == episodes
     assert Episode.from_dict({**episodes[0].to_dict()} | {"branched": False}).branched is False
+
+
+def hf_policy(tiny_model, **generation):
+    from agents import GenerationArguments, HFPolicy
+
+    args = {"max_new_tokens": 24, "do_sample": False, **generation}
+    return HFPolicy.from_pretrained(tiny_model, GenerationArguments(**args))
+
+
+def turns_of(episodes):
+    return [
+        [(t.agent, t.prompt_ids, t.completion_ids, t.reward, t.finish_reason) for t in e.turns]
+        for e in episodes
+    ]
+
+
+@pytest.mark.parametrize("env_id", ["math/reflection-v0", "math/debate-v0"])
+def test_continuous_batching_plays_the_episodes_lockstep_plays(tiny_model, env_id):
+    # Greedy decoding: each reply depends on its prompt only, so the two modes must agree turn
+    # for turn, whatever the order in which copies' turns ran (AEC and Parallel envs).
+    policy = hf_policy(tiny_model)
+    kwargs = {"rounds": 1}
+    continuous = RolloutEngine(env_id, policy, kwargs, num_envs=3, continuous=True)
+    lockstep = RolloutEngine(env_id, policy, kwargs, num_envs=3, continuous=False)
+    problems = continuous.problem_ids(5)  # more problems than copies: copies start new ones
+    a = continuous.run(problems, group_size=2, seed=4)
+    b = lockstep.run(problems, group_size=2, seed=4)
+    assert [(e.problem_id, e.group, e.sample) for e in a] == [
+        (e.problem_id, e.group, e.sample) for e in b
+    ]
+    assert turns_of(a) == turns_of(b)
+    for x, y in zip(a, b, strict=True):
+        assert [t.logprobs for t in x.turns] == [
+            pytest.approx(t.logprobs, abs=1e-4) for t in y.turns
+        ]
+    counts = continuous.last_batching
+    assert counts["generated"] == sum(len(t.completion_ids) for e in a for t in e.turns)
+    assert counts["decode_slots"] == counts["generated"]  # no seat idles in continuous mode
+    waste = lockstep.last_batching
+    assert waste["decode_slots"] >= waste["generated"] and waste["calls"] >= 3
+
+
+def test_lockstep_refills_a_finished_copy_with_the_next_problem():
+    # One-turn episodes: 5 problems on 2 copies run 2 + 2 + 1, each call as wide as it can be.
+    policy = CountingPolicy(["\\boxed{1}"])
+    engine = RolloutEngine("math/solve-v0", policy, num_envs=2)
+    episodes = engine.run(engine.problem_ids(5))
+    assert policy.batches == [2, 2, 1]
+    assert [e.group for e in episodes] == [0, 1, 2, 3, 4]
+    # reflection: a copy whose episode ends mid-way is refilled while the others go on
+    policy = CountingPolicy(["\\boxed{1}", "Verdict: correct"])
+    engine = RolloutEngine("math/reflection-v0", policy, {"rounds": 1}, num_envs=2)
+    episodes = engine.run(engine.problem_ids(3))
+    assert len(episodes) == 3 and all(len(e.turns) >= 2 for e in episodes)
+    assert sum(policy.batches) == sum(len(e.turns) for e in episodes)
+
+
+def test_continuous_needs_one_hf_model_for_every_role(tiny_model):
+    with pytest.raises(ValueError, match="continuous=True needs"):
+        RolloutEngine("math/solve-v0", ScriptedPolicy(["x"]), continuous=True).run(["0"])
+    mixed = RoleMap({"solver": hf_policy(tiny_model), "*": ScriptedPolicy(["Verdict: correct"])})
+    engine = RolloutEngine("math/reflection-v0", mixed, {"rounds": 1}, num_envs=2)
+    episodes = engine.run(engine.problem_ids(2))  # None: falls back to lockstep calls
+    assert engine.last_batching["calls"] == 1  # the solver's one HF call; scripted ones count 0
+    assert all(e.turns[0].completion_ids for e in episodes)
+
+
+def test_a_slow_step_holds_up_its_own_copy_only(tiny_model):
+    # One copy's env step blocks until every other episode has ended. Stepped by worker threads,
+    # the others play on meanwhile and release it; stepped inline, nothing else could run.
+    import threading
+
+    from pettingzoo.utils.wrappers import BaseWrapper
+
+    import envs
+
+    released, others_done = [], threading.Event()
+    episodes_done: list[str] = []
+
+    class SlowFirstProblem(BaseWrapper):
+        def step(self, action):
+            if self.unwrapped.problem["id"] == problems[0] and action is not None:
+                released.append(others_done.wait(timeout=20))
+            super().step(action)
+
+    def make():
+        return SlowFirstProblem(envs.make("math/solve-v0"))
+
+    def finished(episode):
+        episodes_done.append(episode.problem_id)
+        if len(episodes_done) == len(problems) - 1 and problems[0] not in episodes_done:
+            others_done.set()
+
+    engine = RolloutEngine(make, hf_policy(tiny_model), num_envs=4, step_workers=2)
+    problems = engine.problem_ids(6)
+    episodes = engine.run(problems, callback=finished)
+    assert released == [True]
+    assert episodes_done[-1] == problems[0]  # the slow copy ended last, the others went on
+    assert [e.problem_id for e in episodes] == problems
+
+
+def test_stepping_in_threads_samples_what_stepping_inline_samples(tiny_model):
+    policy = hf_policy(tiny_model, do_sample=True, seed=3)
+    runs = []
+    for workers in (0, 3):
+        engine = RolloutEngine(
+            "math/reflection-v0", policy, {"rounds": 1}, num_envs=3, step_workers=workers
+        )
+        runs.append(engine.run(engine.problem_ids(4), group_size=2, seed=1))
+        policy = hf_policy(tiny_model, do_sample=True, seed=3)  # the same seed stream again
+    assert turns_of(runs[0]) == turns_of(runs[1])
+    assert len({tuple(t.completion_ids) for e in runs[0] for t in e.turns}) > 4

@@ -16,12 +16,13 @@ from trainers.run.rounds import Stage, completed_rounds, rollout_figures, round_
 
 
 def sft_script(run_script, tiny_model, out, *extra):
-    """``train_reflection.py sft`` on the tiny model: 8 problems x 4 samples a round, 1 step."""
+    """``train_reflection.py sft`` on the tiny model: 12 problems x 8 samples a round, 1 step
+    (the tiny model solves a few in a hundred: enough episodes that a round holds a good turn)."""
     return run_script(
         "train_reflection.py",
         "sft",
         *("--model_name_or_path", tiny_model, "--max_steps", "1", "--eval_problems", "0"),
-        *("--rollout_problems", "8", "--rollout_samples", "4", "--max_completion_length", "8"),
+        *("--rollout_problems", "12", "--rollout_samples", "8", "--max_completion_length", "8"),
         *("--rounds", "1", "--task", "arithmetic", "--difficulty", "1", "--train_problems", "12"),
         *("--output_dir", str(out), *extra),
     )
@@ -84,7 +85,7 @@ def test_sft_runs_rounds_keeps_the_newest_and_resumes_after_it(run_script, tiny_
     assert [r["round"] for r in rounds] == [1, 2] and rounds[0]["steps"] == 1
     # round 2 trains too unless the tiny model's play gave it nothing (then it says so)
     assert metrics["train_steps"] == 1 + (0 if "skipped" in rounds[1] else 1)
-    assert metrics["rollout_episodes"] == 2 * 8 * 4 and rounds[0]["rows"] >= 1
+    assert metrics["rollout_episodes"] == 2 * 12 * 8 and rounds[0]["rows"] >= 1
     # a round's time holds its rollouts' and its trainer's (each rounded to 0.1 s)
     assert rounds[0]["seconds"] >= rounds[0]["rollout_seconds"] + rounds[0]["train_seconds"] - 0.1
     # each round logs its rollouts' figures at the step it started from, then its SFT steps

@@ -1,10 +1,22 @@
 """The rollout engine: many environment copies, every turn batched across them.
 
-At each step the engine collects the prompt of every live copy (AEC envs: the agent whose turn
-it is; Parallel envs: every live agent), hands them to the role map in one call, which runs one
-`generate` per underlying model, and steps each copy with its reply. Copies that end early drop
-out; the rest go on. Each reply is recorded as a `Turn` (`trainers.rollout.records`) with its exact
-prompt and completion token ids and log-probabilities, so trainers never re-tokenize.
+`num_envs` copies play at once; a copy whose episode ends starts the next queued problem, so the
+batch stays full until the queue runs dry. Two ways to batch the turns:
+
+- Continuous (the default when every role is played by HF policies of one model that
+  `agents.batching.supports_model` accepts): the copies' prompts go to a `ContinuousBatcher`,
+  which decodes token by token and admits and releases rows at any step. A reply that ends steps
+  its copy at once, and the copy's next turn joins the running batch: no copy waits for another's
+  longer reply, and no seat computes for a row that has finished.
+- Lockstep (any other role map, or ``continuous=False``): at each step the engine collects the
+  prompt of every live copy (AEC envs: the agent whose turn it is; Parallel envs: every live
+  agent) and hands them to the role map in one call, which runs one `generate` per underlying
+  model and so runs to its longest reply.
+
+Either way each reply steps its copy and is recorded as a `Turn` (`trainers.rollout.records`)
+with its exact prompt and completion token ids and log-probabilities, so trainers never
+re-tokenize. `last_batching` holds the last run's counts: forwards, decode seats and the tokens
+generated in them, prompt tokens and padded prompt cells (`scripts/bench.py rollout`).
 
 Before the copies are stepped, each env class's optional pre-step hook runs once on the steps
 about to be taken (`prepare_steps`, below): math/tool-v0 runs the programs of its executors'
@@ -54,7 +66,9 @@ from __future__ import annotations
 
 import logging
 import random
+from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -62,7 +76,10 @@ from pettingzoo import ParallelEnv
 
 import envs as envs_pkg
 from agents.base import Generation, Policy
-from agents.roles import RoleMap
+from agents.batching import ContinuousBatcher, supports_model
+from agents.decoding import eval_mode
+from agents.hf import HFPolicy
+from agents.roles import RoleMap, batch_key
 from envs.roles import answer_roles, role_of
 from trainers.rollout.records import Episode, Turn
 
@@ -77,6 +94,8 @@ class _EnvCopy:
     parallel: bool = False
     observations: dict[str, dict[str, str]] = field(default_factory=dict)  # Parallel envs only
     steps: int = 0  # Parallel env steps since reset: a round number when infos give none
+    slot: int = 0  # which of the engine's envs this is
+    job: int = 0  # which of the run's episodes this is
 
     def credit(self, rewards: Mapping[str, float]) -> None:
         latest = {t.agent: t for t in self.episode.turns}
@@ -147,8 +166,19 @@ class RolloutEngine:
         policies (`RoleMap | Mapping[str, Policy] | Policy`): who plays which agent; one policy
             plays every agent.
         env_kwargs (`Mapping`): passed to `envs.make` (task, data_path, rounds, ...) with an id.
-        num_envs (`int`, 64): env copies run at once (a wave); more problems run in waves.
+        num_envs (`int`, 64): env copies run at once; a copy whose episode ends starts the
+            next problem.
         progress (`bool`, False): show a tqdm bar over finished episodes.
+        continuous (`bool | None`, None): decode token by token with continuous batching
+            (`agents.batching`): a copy's next turn starts as soon as its reply ends, instead of
+            every turn waiting for the slowest reply of one `generate` call. None: when every
+            role is played by HF policies of one model that `supports_model` accepts (else one
+            batched `generate` call per turn); True: required (ValueError otherwise); False:
+            never.
+        step_workers (`int`, 4): continuous mode: threads that step the copies (run their
+            verifiers) while the batch decodes on, so a slow verification holds up its own copy
+            only; 0 steps them inline, between decode steps. Each env copy is stepped by one
+            thread at a time; copies share only what their env shares between instances.
 
     Raises:
         TypeError: `env_id` is neither a str nor a callable.
@@ -162,9 +192,13 @@ class RolloutEngine:
         env_kwargs: Mapping[str, Any] | None = None,
         num_envs: int = 64,
         progress: bool = False,
+        continuous: bool | None = None,
+        step_workers: int = 4,
     ) -> None:
         if not isinstance(num_envs, int) or num_envs < 1:
             raise ValueError(f"num_envs must be a positive int, got {num_envs!r}")
+        if not isinstance(step_workers, int) or step_workers < 0:
+            raise ValueError(f"step_workers must be an int >= 0, got {step_workers!r}")
         self._factory: Callable[[], Any] | None = None
         if not isinstance(env_id, str):
             if not callable(env_id):
@@ -187,6 +221,10 @@ class RolloutEngine:
         self.env_kwargs = dict(env_kwargs or {})
         self.env_id = env_id if isinstance(env_id, str) else ""
         self.num_envs, self.progress = num_envs, progress
+        self.continuous, self.step_workers = continuous, step_workers
+        # the last run's batching counts: prompt tokens and padded prompt cells of its prefills,
+        # decode slots (a row's seat for one token) and tokens generated in them
+        self.last_batching: dict[str, int] = {}
         self._envs: list[Any] = []
         probe = self._make_env()
         self.env_id = self.env_id or _env_name(probe)  # a factory's env: its name
@@ -243,29 +281,227 @@ class RolloutEngine:
 
             bar = tqdm(total=len(jobs), desc=f"rollout {self.env_id}", unit="ep")
         episodes: list[Episode] = []
-        for start in range(0, len(jobs), self.num_envs):
-            wave = jobs[start : start + self.num_envs]
-            while len(self._envs) < len(wave):
-                self._envs.append(self._make_env())
-            copies = []
-            for k, (group, sample, pid) in enumerate(wave):
-                env = self._envs[k]
-                first = env.reset(seed=seed + start + k, options={"problem_id": pid})
-                episode = Episode(self.env_id, pid, group, sample, answer_roles=self.answer_roles)
-                env_copy = _EnvCopy(env, episode, parallel=self.parallel)
-                if self.parallel:
-                    env_copy.observations = first[0]
-                copies.append(env_copy)
-            for env_copy in self._play(copies):
-                episodes.append(env_copy.episode)
-                if callback is not None:
-                    callback(env_copy.episode)
-                if bar is not None:
-                    bar.update(1)
+
+        def done(env_copy: _EnvCopy) -> None:
+            episodes.append(env_copy.episode)
+            if callback is not None:
+                callback(env_copy.episode)
+            if bar is not None:
+                bar.update(1)
+
+        queue = deque(enumerate(jobs))
+        self.last_batching = {}
+        runner = self._stream_runner()
+        if runner is not None:
+            self._run_continuous(runner, queue, seed, done)
+        else:
+            self._run_lockstep(queue, seed, done)
         if bar is not None:
             bar.close()
         episodes.sort(key=lambda e: (e.group, e.sample))
         return episodes
+
+    def _stream_runner(self) -> HFPolicy | None:
+        """The policy whose model plays every role, when the run can be continuously batched
+        (`continuous`, class docstring); else None."""
+        if self.continuous is False:
+            return None
+        policies = list(self.policies.values())
+        shared = (
+            bool(policies)
+            and all(isinstance(p, HFPolicy) for p in policies)
+            and len({batch_key(p) for p in policies}) == 1
+        )
+        runner = policies[0] if shared else None
+        if isinstance(runner, HFPolicy) and supports_model(runner.model):
+            return runner
+        if self.continuous:
+            raise ValueError(
+                "continuous=True needs every role played by HF policies of one model (one "
+                "RoleMap batch key) whose attention layers are all full attention; use "
+                "continuous=None to fall back to batched generate calls"
+            )
+        return None
+
+    def _start(self, slot: int, job: tuple[int, tuple[int, int, str]], seed: int) -> _EnvCopy:
+        """The env of `slot` reset for job ``(index, (group, sample, problem id))``."""
+        index, (group, sample, pid) = job
+        while len(self._envs) <= slot:
+            self._envs.append(self._make_env())
+        env = self._envs[slot]
+        first = env.reset(seed=seed + index, options={"problem_id": pid})
+        episode = Episode(self.env_id, pid, group, sample, answer_roles=self.answer_roles)
+        env_copy = _EnvCopy(env, episode, parallel=self.parallel, slot=slot, job=index)
+        if self.parallel:
+            env_copy.observations = first[0]
+        return env_copy
+
+    def _next_turn(
+        self,
+        env_copy: _EnvCopy,
+        queue: deque[tuple[int, tuple[int, int, str]]],
+        seed: int,
+        done: Callable[[_EnvCopy], None],
+    ) -> tuple[_EnvCopy, list[tuple[str, dict[str, str]]]] | None:
+        """The acting agents of `env_copy`; when its episode is over, it is handed to `done` and
+        its env starts the next queued job (None when the queue is empty)."""
+        while True:
+            agents = self._acting_agents(env_copy)
+            if agents:
+                return env_copy, agents
+            done(env_copy)
+            if not queue:
+                return None
+            env_copy = self._start(env_copy.slot, queue.popleft(), seed)
+
+    def _run_lockstep(
+        self,
+        queue: deque[tuple[int, tuple[int, int, str]]],
+        seed: int,
+        done: Callable[[_EnvCopy], None],
+    ) -> None:
+        """Turn by turn: every live copy's turn in one `RoleMap.generate` call; a copy whose
+        episode ends starts the next queued job, whose first turn joins the next call."""
+        live = [
+            self._start(k, queue.popleft(), seed) for k in range(min(self.num_envs, len(queue)))
+        ]
+        while live:
+            requests: list[tuple[str, dict[str, str]]] = []
+            owners: list[tuple[_EnvCopy, str]] = []
+            still = []
+            for env_copy in live:
+                turn = self._next_turn(env_copy, queue, seed, done)
+                if turn is None:
+                    continue
+                env_copy, agents = turn
+                still.append(env_copy)
+                for agent, obs in agents:
+                    requests.append((agent, obs))
+                    owners.append((env_copy, agent))
+            live = still
+            if not requests:
+                break
+            generations = self.policies.generate(requests, [role_of(a) for a, _ in requests])
+            self._count_call(generations)
+            self._apply(owners, requests, generations)
+
+    def _count_call(self, generations: Sequence[Generation]) -> None:
+        """Adds one batched call's padding to `last_batching` (rows of a call run to its longest
+        reply, prompts are padded to its longest; max_batch_size chunks are counted as one)."""
+        rows = [g for g in generations if g.prompt_ids]
+        if not rows:
+            return
+        stats = self.last_batching
+        stats["calls"] = stats.get("calls", 0) + 1
+        stats["prefill_tokens"] = stats.get("prefill_tokens", 0) + sum(
+            len(g.prompt_ids) for g in rows
+        )
+        width = max(len(g.prompt_ids) for g in rows)
+        stats["prefill_padded"] = stats.get("prefill_padded", 0) + width * len(rows)
+        steps = max(len(g.completion_ids) for g in rows)
+        stats["decode_slots"] = stats.get("decode_slots", 0) + steps * len(rows)
+        stats["forwards"] = stats.get("forwards", 0) + steps
+        stats["generated"] = stats.get("generated", 0) + sum(len(g.completion_ids) for g in rows)
+
+    def _run_continuous(
+        self,
+        runner: HFPolicy,
+        queue: deque[tuple[int, tuple[int, int, str]]],
+        seed: int,
+        done: Callable[[_EnvCopy], None],
+    ) -> None:
+        """Token by token (`agents.batching.ContinuousBatcher`): a reply that ends steps its copy
+        at once, and the copy's next turn (or, its episode over, the next job's first turn)
+        joins the running batch without waiting for the other copies' replies.
+
+        With `step_workers`, copies are stepped (their verifiers run) in worker threads while
+        the batch decodes on; each reply's row is keyed by its job, turn and agent, so it samples
+        the same tokens whenever its copy comes back."""
+        batcher = ContinuousBatcher(runner)
+        # per copy (by job): the agents whose replies are awaited, and the replies so far
+        awaiting: dict[int, tuple[_EnvCopy, list[tuple[str, dict[str, str]]]]] = {}
+        replies: dict[int, dict[str, Generation]] = {}
+
+        def submit(copies: Iterable[_EnvCopy]) -> None:
+            by_member: dict[int, tuple[HFPolicy, list[tuple[tuple[int, int, str], Any]]]] = {}
+            for env_copy in copies:
+                turn = self._next_turn(env_copy, queue, seed, done)
+                if turn is None:
+                    continue
+                env_copy, agents = turn
+                awaiting[env_copy.job] = (env_copy, agents)
+                replies[env_copy.job] = {}
+                for agent, obs in agents:
+                    member = self.policies.policy_for(agent, role_of(agent))
+                    assert isinstance(member, HFPolicy)  # _stream_runner checked every policy
+                    rows = by_member.setdefault(id(member), (member, []))[1]
+                    rows.append(((env_copy.job, len(env_copy.episode.turns), agent), obs))
+            for member, rows in by_member.values():
+                encoded = member.encode([obs for _, obs in rows])
+                for (key, _), ids in zip(rows, encoded, strict=True):
+                    batcher.submit(key, ids, member.adapter_name)
+
+        count = min(self.num_envs, len(queue))
+        submit([self._start(k, queue.popleft(), seed) for k in range(count)])
+        workers = ThreadPoolExecutor(self.step_workers) if self.step_workers else None
+        try:
+            with eval_mode(runner.model):
+                self._decode_and_step(batcher, awaiting, replies, submit, workers)
+        finally:
+            if workers is not None:
+                workers.shutdown(wait=True)
+        self.last_batching = batcher.counts()
+
+    def _decode_and_step(
+        self,
+        batcher: ContinuousBatcher,
+        awaiting: dict[int, tuple[_EnvCopy, list[tuple[str, dict[str, str]]]]],
+        replies: dict[int, dict[str, Generation]],
+        submit: Callable[[Iterable[_EnvCopy]], None],
+        workers: ThreadPoolExecutor | None,
+    ) -> None:
+        """Steps the batcher until no row is left and no copy is being stepped; each copy whose
+        replies are all in is stepped (inline, or by `workers`) and then submits its next turn."""
+        stepping: dict[Future[None], list[_EnvCopy]] = {}
+        while batcher.busy or stepping:
+            ready: list[int] = []
+            if batcher.busy:
+                finished = batcher.step()
+            else:  # nothing to decode until a copy being stepped comes back
+                wait(stepping, return_when=FIRST_COMPLETED)
+                finished = []
+            for (job, _, agent), generation in finished:
+                replies[job][agent] = generation
+                if len(replies[job]) == len(awaiting[job][1]):
+                    ready.append(job)
+            if ready:
+                owners: list[tuple[_EnvCopy, str]] = []
+                requests: list[tuple[str, dict[str, str]]] = []
+                generations: list[Generation] = []
+                for job in ready:
+                    env_copy, agents = awaiting.pop(job)
+                    got = replies.pop(job)
+                    for agent, obs in agents:
+                        owners.append((env_copy, agent))
+                        requests.append((agent, obs))
+                        generations.append(got[agent])
+                if workers is None:
+                    self._apply(owners, requests, generations)
+                    submit(list({id(env_copy): env_copy for env_copy, _ in owners}.values()))
+                else:  # one task per copy: a slow one holds up no other
+                    for job in ready:
+                        rows = [i for i, (c, _) in enumerate(owners) if c.job == job]
+                        task = workers.submit(
+                            self._apply,
+                            [owners[i] for i in rows],
+                            [requests[i] for i in rows],
+                            [generations[i] for i in rows],
+                        )
+                        stepping[task] = [owners[rows[0]][0]]
+            for future in [f for f in stepping if f.done()]:
+                copies = stepping.pop(future)
+                future.result()  # an env's exception is raised here
+                submit(copies)
 
     def _run_branched(
         self,
@@ -355,27 +591,6 @@ class RolloutEngine:
                 (text,) = texts  # AEC: one agent acts per turn
                 env.step(text)
         return env_copy
-
-    def _play(self, copies: list[_EnvCopy]) -> Iterable[_EnvCopy]:
-        live = list(copies)
-        while live:
-            requests: list[tuple[str, dict[str, str]]] = []
-            owners: list[tuple[_EnvCopy, str]] = []
-            still = []
-            for env_copy in live:
-                agents = self._acting_agents(env_copy)
-                if not agents:
-                    yield env_copy
-                    continue
-                still.append(env_copy)
-                for agent, obs in agents:
-                    requests.append((agent, obs))
-                    owners.append((env_copy, agent))
-            live = still
-            if not requests:
-                break
-            generations = self.policies.generate(requests, [role_of(a) for a, _ in requests])
-            self._apply(owners, requests, generations)
 
     def _acting_agents(self, env_copy: _EnvCopy) -> list[tuple[str, dict[str, str]]]:
         env = env_copy.env

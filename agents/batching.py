@@ -1,0 +1,546 @@
+"""Continuous batching for an `HFPolicy`: rows join the batch when submitted, leave when done.
+
+`model.generate` runs a fixed batch to the end of its longest row: rows that finished early
+keep their seats and their compute, and a row submitted meanwhile waits for the whole call.
+`ContinuousBatcher` decodes step by step instead. Each `step()` first admits waiting rows (one
+prefill forward for all of them, their key/value states moved into the running batch's cache),
+then runs one decode forward for every running row, and hands back the rows that finished: an
+eos token (kept, as `generate` keeps it), a stop string, or the token budget. Finished rows are
+dropped from the cache at once, so the batch only computes for rows still going.
+
+The key/value cache is one preallocated buffer per layer (rows x heads x columns x head dim)
+written in place (no concatenation per step, unlike transformers' `DynamicCache`). Rows are
+left-padded, as `generate` pads them: every row writes its next token at the same column, and a
+row admitted later is placed so that its prompt ends at that column; columns no running row
+uses any more are dropped from the left when the buffer fills.
+
+The records are the ones `HFPolicy.generate` makes (`Generation`: prompt and completion token
+ids, one log-probability per token from the raw logits at the policy's temperature, the finish
+reason), with the same decoding settings (temperature, top-k, top-p, stop strings, eos ids,
+`max_new_tokens`) and peft adapters per row. Under greedy decoding the completions are those of
+`HFPolicy.generate` (tested); sampled ones are drawn from the same distributions (Gumbel-max
+on the warped logits), each row from a random stream of its own seeded from its key, so a row
+samples the same tokens whichever rows share its batch (tested).
+
+Supported models: decoder-only transformers models whose attention layers are all full
+attention (Llama, Mistral, Qwen2 and most others); `supports_model` says. Others fall back to
+`HFPolicy.generate` in the rollout engine.
+
+Example:
+    >>> batcher = ContinuousBatcher(policy)  # doctest: +SKIP
+    >>> batcher.submit("a", policy.encode([obs])[0])  # doctest: +SKIP
+    >>> while batcher.busy:  # doctest: +SKIP
+    ...     for key, generation in batcher.step():
+    ...         print(key, generation.text)
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections import deque
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from transformers import Cache, DynamicLayer
+
+from agents.base import Generation
+from agents.decoding import eval_mode, left_pad, sampling_processors
+from agents.hf import HFPolicy, is_peft_model
+
+SHARED_PREFIX_MIN = 16  # leading prompt tokens rows must share to have their prefix run once
+
+
+def supports_model(model: Any) -> bool:
+    """Whether `ContinuousBatcher` can run `model`: a decoder-only model (not an encoder-decoder)
+    whose attention layers are all full attention (no sliding window, no linear attention)."""
+    config = getattr(model, "config", None)
+    if config is None or getattr(config, "is_encoder_decoder", False):
+        return False
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    layer_types = getattr(text, "layer_types", None)
+    if layer_types is not None:
+        return all(t == "full_attention" for t in layer_types)
+    window = getattr(text, "sliding_window", None)
+    # Mistral-style configs name a window without layer types; it only matters past its width.
+    return window is None or window >= getattr(text, "max_position_embeddings", 0)
+
+
+class _BufferLayer(DynamicLayer):
+    """One layer's keys and values in a preallocated buffer, written in place.
+
+    The running rows hold slots ``0 .. rows - 1``; ``length`` columns are in use. `update` writes
+    the new states at ``length`` and returns views of the used part.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.length = 0
+        self.key_buffer: torch.Tensor | None = None
+        self.value_buffer: torch.Tensor | None = None
+
+    def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
+        self.dtype, self.device = key_states.dtype, key_states.device
+        self.is_initialized = True
+
+    def reserve(self, rows: int, columns: int, like: torch.Tensor) -> None:
+        """Make room for `rows` x `columns`, keeping what is stored (states shaped like `like`:
+        rows x heads x columns x head dim)."""
+        if self.key_buffer is not None:
+            have_rows, _, have_cols, _ = self.key_buffer.shape
+            if have_rows >= rows and have_cols >= columns:
+                return
+            # grow by half at least, so a buffer filled a column a step is not copied each step
+            if rows > have_rows:
+                rows = max(rows, have_rows + have_rows // 2)
+            if columns > have_cols:
+                columns = max(columns, have_cols + have_cols // 2)
+            rows, columns = max(rows, have_rows), max(columns, have_cols)
+        _, heads, _, dim = like.shape
+        keys = like.new_zeros((rows, heads, columns, dim))
+        values = like.new_zeros((rows, heads, columns, dim))
+        if self.key_buffer is not None and self.value_buffer is not None:
+            used_rows = self.key_buffer.shape[0]
+            keys[:used_rows, :, : self.length] = self.key_buffer[:, :, : self.length]
+            values[:used_rows, :, : self.length] = self.value_buffer[:, :, : self.length]
+        self.key_buffer, self.value_buffer = keys, values
+        self.lazy_initialization(like, like)
+
+    def update(
+        self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        rows, _, new, _ = key_states.shape
+        end = self.length + new
+        self.reserve(rows, end, key_states)
+        assert self.key_buffer is not None and self.value_buffer is not None
+        self.key_buffer[:rows, :, self.length : end] = key_states
+        self.value_buffer[:rows, :, self.length : end] = value_states
+        self.length = end
+        self.keys = self.key_buffer[:rows, :, :end]
+        self.values = self.value_buffer[:rows, :, :end]
+        return self.keys, self.values
+
+    def get_seq_length(self) -> int:
+        return self.length
+
+    def get_mask_sizes(self, query_length: int) -> tuple[int, int]:
+        return self.length + query_length, 0
+
+    def reset(self) -> None:
+        self.length = 0
+        self.key_buffer = self.value_buffer = None
+        super().reset()
+
+
+@dataclass
+class _Row:
+    key: Hashable
+    prompt_ids: list[int]
+    adapter_name: str | None
+    generator: torch.Generator | None = None  # its own sampling stream
+    completion_ids: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    done: bool = False
+
+    @property
+    def position(self) -> int:
+        """The position id of the next token fed (the last one sampled)."""
+        return len(self.prompt_ids) + len(self.completion_ids) - 1
+
+
+class ContinuousBatcher:
+    """Decodes rows of one `HFPolicy`'s model step by step, admitting and releasing rows as they
+    come and go (module docstring).
+
+    Args:
+        policy (`HFPolicy`): Its model, tokenizer and decoding settings are used; rows arrive as
+            token ids (`policy.encode` or a role member's `encode` of the same tokenizer).
+        max_rows (`int` or `None`, defaults to `None`): Rows decoded at once; `None` uses the
+            policy's `max_batch_size`, else no limit. Further rows wait their turn.
+        seed (`int` or `None`, defaults to `None`): Seeds the sampling stream (`None`: the
+            policy's next seed, itself from `GenerationArguments.seed`; without one, a seed drawn
+            from torch's global RNG, so a run that restores that RNG samples alike).
+        admit_fraction (`float`, defaults to 0.25): Waiting rows are admitted (one prefill for
+            all) when the batch is empty, when they number at least this fraction of the running
+            rows, or after `admit_wait` steps; fewer, larger prefills cost less than one per row.
+        admit_wait (`int`, defaults to 4): The steps a row waits at most before admission.
+
+    Raises:
+        ValueError: the policy's model is not one `supports_model` accepts.
+    """
+
+    def __init__(
+        self,
+        policy: HFPolicy,
+        max_rows: int | None = None,
+        seed: int | None = None,
+        admit_fraction: float = 0.25,
+        admit_wait: int = 4,
+    ) -> None:
+        if not supports_model(policy.model):
+            raise ValueError(
+                f"{type(policy.model).__name__} has attention layers other than full attention "
+                "(sliding window or linear); use HFPolicy.generate for it"
+            )
+        self.policy = policy
+        self.model = policy.model
+        self.args = policy.generation_args
+        self.max_rows = max_rows or self.args.max_batch_size or None
+        self.admit_fraction, self.admit_wait = admit_fraction, admit_wait
+        self.device = self.model.device
+        seed = policy.next_seed() if seed is None else seed
+        if seed is None:  # unseeded: drawn from torch's global RNG, as `generate` samples from it
+            seed = int(torch.randint(0, 2**62, (1,)).item())
+        self.seed = seed
+        self.processors = sampling_processors(self.args)
+        self.eos = torch.tensor(policy.eos_ids, device=self.device)
+        self.pad_id = policy.tokenizer.pad_token_id
+        text = self.model.config.get_text_config()
+        self.layers = [_BufferLayer() for _ in range(text.num_hidden_layers)]
+        self.cache = Cache(layers=list(self.layers))
+        self.mask = torch.zeros((0, 0), dtype=torch.long, device=self.device)
+        self.rows: list[_Row] = []
+        self.waiting: deque[_Row] = deque()
+        self.waited = 0  # steps the oldest waiting row has waited
+        self.peft = is_peft_model(self.model)
+        self.stats = dict.fromkeys(
+            ("steps", "prefills", "admitted", "row_steps", "generated", "prefill_tokens"), 0
+        )
+        self.stats.update(prefill_padded=0, cache_cells=0, cache_used=0)
+
+    def counts(self) -> dict[str, int]:
+        """What ran so far: ``steps`` (decode forwards), ``prefills`` (admission forwards),
+        ``forwards`` (both), ``admitted`` rows, ``decode_slots`` (a row's seat for one token: each
+        decode row and each admitted row's first token), ``generated`` tokens, the prompt tokens
+        and padded prompt cells of the prefills (``prefill_tokens``, ``prefill_padded``), and the
+        key/value columns attended over by decode rows, all and in use (``cache_cells``,
+        ``cache_used``)."""
+        stats = dict(self.stats)
+        stats["forwards"] = stats["steps"] + stats["prefills"]
+        stats["decode_slots"] = stats.pop("row_steps") + stats["admitted"]
+        return stats
+
+    @property
+    def busy(self) -> bool:
+        """Whether any row is running or waiting."""
+        return bool(self.rows or self.waiting)
+
+    def submit(
+        self, key: Hashable, prompt_ids: Sequence[int], adapter_name: str | None = None
+    ) -> None:
+        """Queue a row: `key` comes back with its `Generation` from `step()`.
+
+        A sampled row draws from its own random stream, seeded by the batcher's seed and
+        ``repr(key)``: give rows distinct keys whose ``repr`` is stable, and the same row samples
+        the same tokens whenever it is submitted and whichever rows share its batch (up to
+        floating-point differences between batch shapes).
+
+        Raises:
+            ValueError: `prompt_ids` is empty.
+        """
+        if len(prompt_ids) == 0:
+            raise ValueError(f"row {key!r}: an empty prompt cannot be generated from")
+        name = adapter_name if adapter_name is not None else self.policy.adapter_name
+        generator = None
+        if self.args.do_sample:
+            generator = torch.Generator(device=self.device)
+            mixed = (self.seed * 0x9E3779B97F4A7C15 + zlib.crc32(repr(key).encode())) % 2**63
+            generator.manual_seed(mixed)
+        self.waiting.append(_Row(key, list(prompt_ids), name, generator))
+
+    def step(self) -> list[tuple[Hashable, Generation]]:
+        """Admit waiting rows (when due), decode one token for every running row, and return the
+        rows that finished, as ``(key, Generation)`` in the order they finished."""
+        finished: list[tuple[Hashable, Generation]] = []
+        # (eval mode is set only when needed: toggling it walks every module)
+        mode = eval_mode(self.model) if self.model.training else torch.no_grad()
+        with mode:
+            if self._admission_due():
+                finished += self._admit()
+            if self.rows:
+                finished += self._decode()
+        if self.waiting:
+            self.waited += 1
+        return finished
+
+    def _admission_due(self) -> bool:
+        if not self.waiting:
+            return False
+        free = None if self.max_rows is None else self.max_rows - len(self.rows)
+        if free is not None and free <= 0:
+            return False
+        return (
+            not self.rows
+            or len(self.waiting) >= max(1.0, self.admit_fraction * len(self.rows))
+            or self.waited >= self.admit_wait
+        )
+
+    def _adapter_kwargs(self, rows: Sequence[_Row]) -> dict[str, Any]:
+        if not self.peft:
+            return {}
+        active = self.model.active_adapter
+        active = active if isinstance(active, str) else active[0]
+        return {"adapter_names": [r.adapter_name or active for r in rows]}
+
+    def _admit(self) -> list[tuple[Hashable, Generation]]:
+        count = len(self.waiting)
+        if self.max_rows is not None:
+            count = min(count, self.max_rows - len(self.rows))
+        new = [self.waiting.popleft() for _ in range(count)]
+        self.waited = 0
+        prefixes = self._shared_prefixes(new)
+        prefill = Cache(layers=[_BufferLayer() for _ in self.layers])
+        past = self._prefill_prefixes(new, prefixes, prefill)
+        suffixes = [r.prompt_ids[n:] for r, n in zip(new, prefixes, strict=True)]
+        ids, suffix_mask = left_pad(suffixes, self.pad_id, self.device)
+        start = torch.tensor(prefixes, device=self.device)[:, None]
+        positions = (start + suffix_mask.cumsum(-1) - 1).clamp(min=0)
+        mask = torch.cat([past, suffix_mask], dim=1)
+        out = self.model(
+            input_ids=ids,
+            attention_mask=mask,
+            position_ids=positions,
+            past_key_values=prefill,
+            use_cache=True,
+            logits_to_keep=1,
+            **self._adapter_kwargs(new),
+        )
+        self.stats["prefills"] += 1
+        self.stats["admitted"] += len(new)
+        self.stats["prefill_tokens"] += int(suffix_mask.sum())
+        self.stats["prefill_padded"] += suffix_mask.numel()
+        self._join(new, prefill, mask)
+        return self._sample(out.logits[:, -1, :], start=len(self.rows) - len(new))
+
+    def _shared_prefixes(self, rows: Sequence[_Row]) -> list[int]:
+        """Per row, how many leading prompt tokens it shares with other admitted rows (same
+        adapter, at least `SHARED_PREFIX_MIN` tokens, one token left to prefill); 0: none.
+
+        Rows are grouped by adapter and their first `SHARED_PREFIX_MIN` tokens (the rows of one
+        role share its instructions); a group's prefix is its rows' longest common prefix."""
+        size = SHARED_PREFIX_MIN
+        groups: dict[tuple[Any, ...], list[int]] = {}
+        for i, row in enumerate(rows):
+            if len(row.prompt_ids) > size:
+                groups.setdefault((row.adapter_name, *row.prompt_ids[:size]), []).append(i)
+        prefixes = [0] * len(rows)
+        for members in groups.values():
+            if len(members) < 2:
+                continue
+            prompts = [rows[i].prompt_ids for i in members]
+            shared = min(len(p) - 1 for p in prompts)
+            first = prompts[0]
+            for other in prompts[1:]:
+                limit = min(shared, len(other))
+                k = size
+                while k < limit and other[k] == first[k]:
+                    k += 1
+                shared = k
+            for i in members:
+                prefixes[i] = shared
+        return prefixes
+
+    def _prefill_prefixes(
+        self, rows: Sequence[_Row], prefixes: list[int], cache: Cache
+    ) -> torch.Tensor:
+        """Runs each shared prefix once and copies its states to every row that shares it, in
+        `cache`, right-aligned at the prefixes' widest; returns their attention mask."""
+        width = max(prefixes)
+        if not width:
+            return torch.zeros((len(rows), 0), dtype=torch.long, device=self.device)
+        owners: dict[tuple[Any, ...], list[int]] = {}
+        for i, (row, n) in enumerate(zip(rows, prefixes, strict=True)):
+            if n:
+                owners.setdefault((row.adapter_name, *row.prompt_ids[:n]), []).append(i)
+        firsts = [members[0] for members in owners.values()]
+        ids, mask = left_pad(
+            [rows[i].prompt_ids[: prefixes[i]] for i in firsts], self.pad_id, self.device
+        )
+        shared = Cache(layers=[_BufferLayer() for _ in self.layers])
+        self.model(
+            input_ids=ids,
+            attention_mask=mask,
+            position_ids=(mask.cumsum(-1) - 1).clamp(min=0),
+            past_key_values=shared,
+            use_cache=True,
+            logits_to_keep=1,
+            **self._adapter_kwargs([rows[i] for i in firsts]),
+        )
+        self.stats["prefills"] += 1
+        self.stats["prefill_tokens"] += int(mask.sum())
+        self.stats["prefill_padded"] += mask.numel()
+        # every shared prefix ends at column `width`; rows without one have nothing there
+        source = torch.zeros(len(rows), dtype=torch.long)
+        rows_with = []
+        for group, members in enumerate(owners.values()):
+            for i in members:
+                source[i] = group
+                rows_with.append(i)
+        index = torch.tensor(rows_with, device=self.device)
+        picked = source[rows_with].to(self.device)
+        past = torch.zeros((len(rows), width), dtype=torch.long, device=self.device)
+        past[index] = mask[picked]
+        for layer, fresh in zip(cache.layers, shared.layers, strict=True):
+            assert isinstance(layer, _BufferLayer) and isinstance(fresh, _BufferLayer)
+            assert fresh.keys is not None and fresh.values is not None
+            layer.reserve(len(rows), width, fresh.keys)
+            assert layer.key_buffer is not None and layer.value_buffer is not None
+            layer.key_buffer[index, :, :width] = fresh.keys[picked]
+            layer.value_buffer[index, :, :width] = fresh.values[picked]
+            layer.length = width
+        return past
+
+    def _join(self, new: list[_Row], prefill: Cache, mask: torch.Tensor) -> None:
+        """Moves admitted rows' states into the running cache, their prompts ending at the
+        running rows' current column."""
+        width = mask.shape[1]
+        length = self.layers[0].length if self.rows else 0
+        shift = max(0, width - length)  # running rows move right when the new prompts are wider
+        end = length + shift
+        running = len(self.rows)
+        total = running + len(new)
+        for layer, fresh in zip(self.layers, prefill.layers, strict=True):
+            assert isinstance(fresh, _BufferLayer) and fresh.keys is not None
+            layer.reserve(total, end + self.args.max_new_tokens + 1, fresh.keys)
+            assert layer.key_buffer is not None and layer.value_buffer is not None
+            if shift and running:
+                for buffer in (layer.key_buffer, layer.value_buffer):
+                    buffer[:running, :, shift:end] = buffer[:running, :, :length].clone()
+                    buffer[:running, :, :shift] = 0
+            layer.key_buffer[running:total, :, end - width : end] = fresh.keys
+            layer.value_buffer[running:total, :, end - width : end] = fresh.values
+            layer.length = end
+        grown = torch.zeros((total, end), dtype=torch.long, device=self.device)
+        if running:
+            grown[:running, shift:end] = self.mask[:running, :length]
+        grown[running:, end - width : end] = mask
+        self.mask = grown
+        self.rows += new
+
+    def _decode(self) -> list[tuple[Hashable, Generation]]:
+        rows = self.rows
+        last = torch.tensor([[r.completion_ids[-1]] for r in rows], device=self.device)
+        positions = torch.tensor([[r.position] for r in rows], device=self.device)
+        self._make_room()
+        self.mask = torch.cat([self.mask, self.mask.new_ones((len(rows), 1))], dim=1)
+        out = self.model(
+            input_ids=last,
+            attention_mask=self.mask,
+            position_ids=positions,
+            past_key_values=self.cache,
+            use_cache=True,
+            **self._adapter_kwargs(rows),
+        )
+        self.stats["steps"] += 1
+        self.stats["row_steps"] += len(rows)
+        self.stats["cache_cells"] += self.mask.numel()
+        self.stats["cache_used"] += int(self.mask.sum())
+        return self._sample(out.logits[:, -1, :], start=0)
+
+    def _make_room(self) -> None:
+        """Drops leading columns no running row uses, when the buffer is full."""
+        layer = self.layers[0]
+        assert layer.key_buffer is not None
+        if layer.length < layer.key_buffer.shape[2]:
+            return
+        used = self.mask.any(dim=0).nonzero()
+        first = int(used[0]) if len(used) else layer.length
+        if first:  # else `update` grows the buffer
+            self._drop_columns(first)
+
+    def _sample(self, logits: torch.Tensor, start: int) -> list[tuple[Hashable, Generation]]:
+        """Samples the next token of rows ``start ..`` from their last logits, records it, and
+        releases the rows that finished."""
+        scores = logits.float()
+        logprobs = torch.log_softmax(scores / self.args.temperature, dim=-1)
+        if self.args.do_sample:
+            # Gumbel-max on the warped logits, with each row's own noise: a row's tokens depend
+            # on its own stream, not on which rows share its batch or when it was admitted.
+            warped = scores
+            for processor in self.processors:
+                warped = processor(None, warped)
+            vocab = warped.shape[-1]
+            uniform = torch.stack(
+                [
+                    torch.rand(vocab, generator=row.generator, device=self.device)
+                    for row in self.rows[start:]
+                ]
+            )
+            gumbel = -torch.log(-torch.log(uniform.clamp(min=1e-20, max=1.0 - 1e-7)))
+            tokens = (warped + gumbel).argmax(dim=-1)
+        else:
+            tokens = scores.argmax(dim=-1)
+        chosen = logprobs.gather(1, tokens[:, None]).squeeze(1)
+        is_eos = torch.isin(tokens, self.eos)
+        finished: list[tuple[Hashable, Generation]] = []
+        for row, token, logprob, eos in zip(
+            self.rows[start:], tokens.tolist(), chosen.tolist(), is_eos.tolist(), strict=True
+        ):
+            row.completion_ids.append(token)
+            row.logprobs.append(logprob)
+            self.stats["generated"] += 1
+            if eos or len(row.completion_ids) >= self.args.max_new_tokens or self._stopped(row):
+                row.done = True
+                finished.append((row.key, self._generation(row)))
+        if finished:
+            self._release()
+        return finished
+
+    def _stopped(self, row: _Row) -> bool:
+        stops = self.args.stop_strings
+        if not stops:
+            return False
+        text = self.policy.tokenizer.decode(row.completion_ids, skip_special_tokens=True)
+        return any(s in text for s in stops)
+
+    def _generation(self, row: _Row) -> Generation:
+        (generation,) = self.policy.build_generations(
+            [row.prompt_ids],
+            torch.tensor([row.completion_ids], dtype=torch.long),
+            torch.tensor([row.logprobs], dtype=torch.float),
+        )
+        return generation
+
+    def _release(self) -> None:
+        """Drops finished rows from the batch and the cache: the last running rows move into
+        the seats the finished ones leave (only they are copied)."""
+        seats = [i for i, r in enumerate(self.rows) if not r.done]
+        count = len(seats)
+        holes = [i for i in range(count) if self.rows[i].done]
+        movers = [i for i in seats if i >= count]
+        if holes:
+            src = torch.tensor(movers, device=self.device)
+            dst = torch.tensor(holes, device=self.device)
+            for layer in self.layers:
+                assert layer.key_buffer is not None and layer.value_buffer is not None
+                for buffer in (layer.key_buffer, layer.value_buffer):
+                    buffer[dst, :, : layer.length] = buffer[src, :, : layer.length]
+            self.mask[dst] = self.mask[src]
+            for hole, mover in zip(holes, movers, strict=True):
+                self.rows[hole] = self.rows[mover]
+        self.rows = self.rows[:count]
+        self.mask = self.mask[:count]
+        if not count:
+            for layer in self.layers:
+                layer.length = 0
+            self.mask = self.mask[:, :0]
+            return
+        used = self.mask.any(dim=0).nonzero()
+        first = int(used[0]) if len(used) else 0
+        # Columns only finished rows used are dropped when they are a good part of the width
+        # (attention runs over every column); `_make_room` drops the rest when the buffer fills.
+        if first >= max(16, self.layers[0].length // 4):
+            self._drop_columns(first)
+
+    def _drop_columns(self, first: int) -> None:
+        """Drops the cache's first `first` columns (no running row uses them)."""
+        for layer in self.layers:
+            assert layer.key_buffer is not None and layer.value_buffer is not None
+            keep = layer.length - first
+            for buffer in (layer.key_buffer, layer.value_buffer):
+                buffer[: len(self.rows), :, :keep] = buffer[
+                    : len(self.rows), :, first : layer.length
+                ].clone()
+            layer.length = keep
+        self.mask = self.mask[:, first:]
