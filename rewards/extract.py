@@ -78,7 +78,11 @@ _JOINER = re.compile(r"\s*(?:,|;|\bor\b|\band\b|\\q?quad)?\s*", re.IGNORECASE)
 _MAX_MATH_CHARS = 1000
 _MAX_JOINER_CHARS = 24  # "$5$, or $6$": a separator between expressions is short
 _LAST_DECIMAL_COMMA = re.compile(r"(?<![\d,.])\d+,(?:\d{1,2}|\d{4,})$")
-_SENTENCE_BOUNDARY = re.compile(r"(?<=[A-Za-z)}\]$])[.!?](?=\s)|(?:\$\$|\\\])(?=\s)")
+# A sentence ends at ".", "!" or "?" after a word, at the end of display math, or where a
+# conclusion starts without a period ("... = 2/3 Therefore, the probability is 2/3").
+_SENTENCE_BOUNDARY = re.compile(
+    r"(?<=[A-Za-z)}\]$])[.!?](?=\s)|(?:\$\$|\\\])(?=\s)|\s(?=(?:Therefore|Thus|Hence)\b)"
+)
 _PROSE = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{4,}")
 # A number said in a sentence: after a plain word (not a LaTeX command such as \\times), a
 # parenthesis, a colon, "=" or the start.
@@ -397,7 +401,8 @@ def analyze(response: str) -> Extraction:
 def _sentence(line: str, position: int) -> str:
     """The sentence of `line` around `position`, to the line's end: the hedge count of a
     one-line essay looks at its conclusion, not at every number it worked through. A period
-    after a digit ends no sentence here, so "3. 4. 5. 6." stays one list."""
+    after a digit ends no sentence here, so "3. 4. 5. 6." stays one list; a capitalised
+    "Therefore", "Thus" or "Hence" starts one, period or not."""
     start = 0
     for boundary in _SENTENCE_BOUNDARY.finditer(line, 0, position):
         start = boundary.end()

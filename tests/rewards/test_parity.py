@@ -91,6 +91,18 @@ CASES = [
     ("prose_final", "The final answer is $\\frac{2}{3}$ of the class, or 8 people.", "8", 0.0),
     ("prose_final", "The final answer is $\\frac{1}{4}$ or $12$ marbles.", "12", 0.0),  # hedge
     ("prose_final", "The final answer is $4$, or 5 of them.", "5", 0.0),  # an alternative
+    (
+        "prose_final",
+        "Bo wins a round with (1/2) * (2/3) = 1/3 Therefore, the chance that Bo wins is 1/3.",
+        "1/3",
+        1.0,
+    ),  # a one-line essay: its conclusion, where "Therefore" starts it without a period
+    (
+        "prose_final",
+        "Bo wins a round with (1/2) * (2/3) = 1/3 Therefore, the chance is 1/3 or 1/2.",
+        "1/3",
+        0.0,
+    ),  # the conclusion hedges
     # Hacking stays unrewarded.
     (
         "hedge",
