@@ -1,10 +1,13 @@
 """What several benchmark commands share: the repository's paths, the ``--json`` flag, GPU
-synchronisation for timings, and the random-weight model of Qwen2.5-0.5B's configuration."""
+synchronisation for timings, peak memory, and the random-weight model of Qwen2.5-0.5B's
+configuration."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -51,3 +54,35 @@ def qwen_05b(tokenizer: Any, dtype: Any = None) -> Any:
         pad_token_id=tokenizer.pad_token_id,
     )
     return AutoModelForCausalLM.from_config(config, dtype=dtype or torch.float32)
+
+
+@contextmanager
+def peak_rss(every_s: float = 0.02) -> Iterator[list[int]]:
+    """The process's peak resident memory (bytes) while the block runs, sampled from
+    /proc/self/statm (where there is none, the process's lifetime peak, ru_maxrss)."""
+    import os
+    import resource
+    import threading
+
+    peak = [0]
+    done = threading.Event()
+    page = os.sysconf("SC_PAGE_SIZE")
+
+    def sample() -> None:
+        while True:
+            with open("/proc/self/statm") as statm:
+                peak[0] = max(peak[0], int(statm.read().split()[1]) * page)
+            if done.wait(every_s):
+                return
+
+    if not os.path.exists("/proc/self/statm"):
+        yield peak
+        peak[0] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        return
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    try:
+        yield peak
+    finally:
+        done.set()
+        sampler.join()

@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from benchmarks.common import add_json_argument, qwen_05b
+from benchmarks.common import add_json_argument, peak_rss, qwen_05b
 
 NAME = "rollout"
 
@@ -168,16 +168,20 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             episodes = engine.run(problems)
             return sum(len(t.completion_ids) for e in episodes for t in e.turns)
 
-        runs = sorted(
-            (timed(batched) for _ in range(max(1, args.repeats))), key=lambda r: r[0] / r[1]
-        )
+        with peak_rss() as peak:
+            runs = sorted(
+                (timed(batched) for _ in range(max(1, args.repeats))), key=lambda r: r[0] / r[1]
+            )
         tokens, seconds = runs[len(runs) // 2]  # the run of median tokens per second
         figures[mode] = {"tokens": tokens, "seconds": seconds, "tokens_per_s": tokens / seconds}
         figures[mode]["runs_tokens_per_s"] = [t / s for t, s in runs]
+        figures[mode]["peak_rss_gib"] = peak[0] / 2**30
         figures[mode]["batching"] = _padding(engine.last_batching)
     if not args.no_naive and not args.slow_step_s:
-        tokens, seconds = timed(lambda: _naive(args.env, env_kwargs, policy, problems))
+        with peak_rss() as peak:
+            tokens, seconds = timed(lambda: _naive(args.env, env_kwargs, policy, problems))
         figures["naive"] = {"tokens": tokens, "seconds": seconds, "tokens_per_s": tokens / seconds}
+        figures["naive"]["peak_rss_gib"] = peak[0] / 2**30
         for mode in engines:
             figures[mode]["ratio"] = (
                 figures[mode]["tokens_per_s"] / figures["naive"]["tokens_per_s"]
@@ -197,6 +201,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         )
         if "ratio" in row:
             line += f"  {row['ratio']:5.1f}x naive"
+        line += f"  | peak RSS {row['peak_rss_gib']:.2f} GiB"
         if "batching" in row:
             pad = row["batching"]
             line += (

@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from benchmarks.common import add_json_argument, cuda_sync, qwen_05b
+from benchmarks.common import add_json_argument, cuda_sync, peak_rss, qwen_05b
 
 NAME = "train"
 
@@ -256,9 +256,12 @@ def _alternating_runs(
                     gc.collect()
                     torch.cuda.empty_cache()
                     torch.cuda.reset_peak_memory_stats()
-                trainer = make(f"{tmp}/{name}{repeat}")
-                figures.setdefault("params", sum(p.numel() for p in trainer.model.parameters()))
-                timed = _timed_train(trainer)
+                gc.collect()
+                with peak_rss() as peak_rss_bytes:
+                    trainer = make(f"{tmp}/{name}{repeat}")
+                    figures.setdefault("params", sum(p.numel() for p in trainer.model.parameters()))
+                    timed = _timed_train(trainer)
+                timed["peak_rss_gib"] = peak_rss_bytes[0] / 2**30
                 if setup.cuda:
                     timed["peak_gpu_gib"] = torch.cuda.max_memory_allocated() / 2**30
                 runs[name].append(timed)
@@ -275,11 +278,13 @@ def _report(figures: dict[str, Any], runs: dict[str, list[dict[str, Any]]], cuda
     )
     for name, timed in runs.items():
         row = figures[name] = _pooled(timed)
-        peak = ""
+        row["peak_rss_gib_per_run"] = [t["peak_rss_gib"] for t in timed]
+        row["peak_rss_gib"] = max(row["peak_rss_gib_per_run"])
+        peak = f", peak process RSS {row['peak_rss_gib']:.2f} GiB"
         if cuda:
             row["peak_gpu_gib_per_run"] = [t["peak_gpu_gib"] for t in timed]
             row["peak_gpu_gib"] = max(row["peak_gpu_gib_per_run"])
-            peak = f", peak GPU memory {row['peak_gpu_gib']:.2f} GiB"
+            peak += f", peak GPU memory {row['peak_gpu_gib']:.2f} GiB"
         print(
             f"{name:12} {row['seconds_per_step']:7.2f} s/step {row['tokens_per_step']:9.0f} "
             f"tokens/step {row['ms_per_1k_tokens']:8.1f} ms per 1k tokens "
