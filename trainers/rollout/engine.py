@@ -85,6 +85,8 @@ from trainers.rollout.records import Episode, Turn
 
 logger = logging.getLogger(__name__)
 
+Job = tuple[int, tuple[int, int, str]]  # (episode index, (group, sample, problem id))
+
 
 @dataclass
 class _EnvCopy:
@@ -323,7 +325,7 @@ class RolloutEngine:
             )
         return None
 
-    def _start(self, slot: int, job: tuple[int, tuple[int, int, str]], seed: int) -> _EnvCopy:
+    def _start(self, slot: int, job: Job, seed: int) -> _EnvCopy:
         """The env of `slot` reset for job ``(index, (group, sample, problem id))``."""
         index, (group, sample, pid) = job
         while len(self._envs) <= slot:
@@ -339,7 +341,7 @@ class RolloutEngine:
     def _next_turn(
         self,
         env_copy: _EnvCopy,
-        queue: deque[tuple[int, tuple[int, int, str]]],
+        queue: deque[Job],
         seed: int,
         done: Callable[[_EnvCopy], None],
     ) -> tuple[_EnvCopy, list[tuple[str, dict[str, str]]]] | None:
@@ -356,7 +358,7 @@ class RolloutEngine:
 
     def _run_lockstep(
         self,
-        queue: deque[tuple[int, tuple[int, int, str]]],
+        queue: deque[Job],
         seed: int,
         done: Callable[[_EnvCopy], None],
     ) -> None:
@@ -406,7 +408,7 @@ class RolloutEngine:
     def _run_continuous(
         self,
         runner: HFPolicy,
-        queue: deque[tuple[int, tuple[int, int, str]]],
+        queue: deque[Job],
         seed: int,
         done: Callable[[_EnvCopy], None],
     ) -> None:
