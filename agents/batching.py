@@ -289,9 +289,13 @@ class ContinuousBatcher:
             count = min(count, self.max_rows - len(self.rows))
         new = [self.waiting.popleft() for _ in range(count)]
         self.waited = 0
-        prefixes = self._shared_prefixes(new)
+        groups = self._shared_prefixes(new)
+        prefixes = [0] * len(new)
+        for members, shared in groups:
+            for i in members:
+                prefixes[i] = shared
         prefill = Cache(layers=[_BufferLayer() for _ in self.layers])
-        past = self._prefill_prefixes(new, prefixes, prefill)
+        past = self._prefill_prefixes(new, groups, prefill)
         suffixes = [r.prompt_ids[n:] for r, n in zip(new, prefixes, strict=True)]
         ids, suffix_mask = left_pad(suffixes, self.pad_id, self.device)
         start = torch.tensor(prefixes, device=self.device)[:, None]
@@ -313,81 +317,72 @@ class ContinuousBatcher:
         self._join(new, prefill, mask)
         return self._sample(out.logits[:, -1, :], start=len(self.rows) - len(new))
 
-    def _shared_prefixes(self, rows: Sequence[_Row]) -> list[int]:
-        """Per row, how many leading prompt tokens it shares with other admitted rows (same
-        adapter, at least `SHARED_PREFIX_MIN` tokens, one token left to prefill); 0: none.
-
-        Rows are grouped by adapter and their first `SHARED_PREFIX_MIN` tokens (the rows of one
-        role share its instructions); a group's prefix is its rows' longest common prefix."""
+    def _shared_prefixes(self, rows: Sequence[_Row]) -> list[tuple[list[int], int]]:
+        """Groups of admitted rows that share a prompt prefix, as (row indices, prefix length):
+        same adapter, the same first `SHARED_PREFIX_MIN` tokens (the rows of one role share its
+        instructions), two rows or more; the prefix is their longest common one, leaving each
+        row at least one token to prefill."""
         size = SHARED_PREFIX_MIN
-        groups: dict[tuple[Any, ...], list[int]] = {}
+        candidates: dict[tuple[Any, ...], list[int]] = {}
         for i, row in enumerate(rows):
             if len(row.prompt_ids) > size:
-                groups.setdefault((row.adapter_name, *row.prompt_ids[:size]), []).append(i)
-        prefixes = [0] * len(rows)
-        for members in groups.values():
+                candidates.setdefault((row.adapter_name, *row.prompt_ids[:size]), []).append(i)
+        groups = []
+        for members in candidates.values():
             if len(members) < 2:
                 continue
             prompts = [rows[i].prompt_ids for i in members]
             shared = min(len(p) - 1 for p in prompts)
             first = prompts[0]
             for other in prompts[1:]:
-                limit = min(shared, len(other))
                 k = size
-                while k < limit and other[k] == first[k]:
+                while k < shared and other[k] == first[k]:
                     k += 1
                 shared = k
-            for i in members:
-                prefixes[i] = shared
-        return prefixes
+            groups.append((members, shared))
+        return groups
 
     def _prefill_prefixes(
-        self, rows: Sequence[_Row], prefixes: list[int], cache: Cache
+        self, rows: Sequence[_Row], groups: list[tuple[list[int], int]], cache: Cache
     ) -> torch.Tensor:
-        """Runs each shared prefix once and copies its states to every row that shares it, in
-        `cache`, right-aligned at the prefixes' widest; returns their attention mask."""
-        width = max(prefixes)
-        if not width:
+        """Runs each group's shared prefix (`_shared_prefixes`) once and copies its states to
+        the group's rows, in `cache`, right-aligned at the widest prefix; returns their attention
+        mask (rows outside every group have nothing there)."""
+        if not groups:
             return torch.zeros((len(rows), 0), dtype=torch.long, device=self.device)
-        owners: dict[tuple[Any, ...], list[int]] = {}
-        for i, (row, n) in enumerate(zip(rows, prefixes, strict=True)):
-            if n:
-                owners.setdefault((row.adapter_name, *row.prompt_ids[:n]), []).append(i)
-        firsts = [members[0] for members in owners.values()]
+        width = max(shared for _, shared in groups)
+        firsts = [rows[members[0]] for members, _ in groups]
         ids, mask = left_pad(
-            [rows[i].prompt_ids[: prefixes[i]] for i in firsts], self.pad_id, self.device
+            [row.prompt_ids[:shared] for row, (_, shared) in zip(firsts, groups, strict=True)],
+            self.pad_id,
+            self.device,
         )
-        shared = Cache(layers=[_BufferLayer() for _ in self.layers])
+        shared_cache = Cache(layers=[_BufferLayer() for _ in self.layers])
         self.model(
             input_ids=ids,
             attention_mask=mask,
             position_ids=(mask.cumsum(-1) - 1).clamp(min=0),
-            past_key_values=shared,
+            past_key_values=shared_cache,
             use_cache=True,
             logits_to_keep=1,
-            **self._adapter_kwargs([rows[i] for i in firsts]),
+            **self._adapter_kwargs(firsts),
         )
         self.stats["prefills"] += 1
         self.stats["prefill_tokens"] += int(mask.sum())
         self.stats["prefill_padded"] += mask.numel()
-        # every shared prefix ends at column `width`; rows without one have nothing there
-        source = torch.zeros(len(rows), dtype=torch.long)
-        rows_with = []
-        for group, members in enumerate(owners.values()):
-            for i in members:
-                source[i] = group
-                rows_with.append(i)
+        rows_with = [i for members, _ in groups for i in members]
+        picked = [g for g, (members, _) in enumerate(groups) for _ in members]
         index = torch.tensor(rows_with, device=self.device)
-        picked = source[rows_with].to(self.device)
+        source = torch.tensor(picked, device=self.device)
         past = torch.zeros((len(rows), width), dtype=torch.long, device=self.device)
-        past[index] = mask[picked]
-        for layer, fresh in zip(cache.layers, shared.layers, strict=True):
+        past[index] = mask[source]
+        for layer, fresh in zip(cache.layers, shared_cache.layers, strict=True):
             assert isinstance(layer, _BufferLayer) and isinstance(fresh, _BufferLayer)
             assert fresh.keys is not None and fresh.values is not None
             layer.reserve(len(rows), width, fresh.keys)
             assert layer.key_buffer is not None and layer.value_buffer is not None
-            layer.key_buffer[index, :, :width] = fresh.keys[picked]
-            layer.value_buffer[index, :, :width] = fresh.values[picked]
+            layer.key_buffer[index, :, :width] = fresh.keys[source]
+            layer.value_buffer[index, :, :width] = fresh.values[source]
             layer.length = width
         return past
 
@@ -444,8 +439,7 @@ class ContinuousBatcher:
         assert layer.key_buffer is not None
         if layer.length < layer.key_buffer.shape[2]:
             return
-        used = self.mask.any(dim=0).nonzero()
-        first = int(used[0]) if len(used) else layer.length
+        first = self._first_used_column()
         if first:  # else `update` grows the buffer
             self._drop_columns(first)
 
@@ -526,12 +520,16 @@ class ContinuousBatcher:
                 layer.length = 0
             self.mask = self.mask[:, :0]
             return
-        used = self.mask.any(dim=0).nonzero()
-        first = int(used[0]) if len(used) else 0
+        first = self._first_used_column()
         # Columns only finished rows used are dropped when they are a good part of the width
         # (attention runs over every column); `_make_room` drops the rest when the buffer fills.
         if first >= max(16, self.layers[0].length // 4):
             self._drop_columns(first)
+
+    def _first_used_column(self) -> int:
+        """The cache's first column a running row uses (its width when none does)."""
+        used = self.mask.any(dim=0).nonzero()
+        return int(used[0]) if len(used) else self.mask.shape[1]
 
     def _drop_columns(self, first: int) -> None:
         """Drops the cache's first `first` columns (no running row uses them)."""

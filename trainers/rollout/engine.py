@@ -464,7 +464,7 @@ class RolloutEngine:
     ) -> None:
         """Steps the batcher until no row is left and no copy is being stepped; each copy whose
         replies are all in is stepped (inline, or by `workers`) and then submits its next turn."""
-        stepping: dict[Future[None], list[_EnvCopy]] = {}
+        stepping: dict[Future[None], _EnvCopy] = {}
         while batcher.busy or stepping:
             ready: list[int] = []
             if batcher.busy:
@@ -476,34 +476,28 @@ class RolloutEngine:
                 replies[job][agent] = generation
                 if len(replies[job]) == len(awaiting[job][1]):
                     ready.append(job)
-            if ready:
-                owners: list[tuple[_EnvCopy, str]] = []
-                requests: list[tuple[str, dict[str, str]]] = []
-                generations: list[Generation] = []
-                for job in ready:
-                    env_copy, agents = awaiting.pop(job)
-                    got = replies.pop(job)
-                    for agent, obs in agents:
-                        owners.append((env_copy, agent))
-                        requests.append((agent, obs))
-                        generations.append(got[agent])
-                if workers is None:
-                    self._apply(owners, requests, generations)
-                    submit(list({id(env_copy): env_copy for env_copy, _ in owners}.values()))
-                else:  # one task per copy: a slow one holds up no other
-                    for job in ready:
-                        rows = [i for i, (c, _) in enumerate(owners) if c.job == job]
-                        task = workers.submit(
-                            self._apply,
-                            [owners[i] for i in rows],
-                            [requests[i] for i in rows],
-                            [generations[i] for i in rows],
-                        )
-                        stepping[task] = [owners[rows[0]][0]]
+            # each ready copy's step: its (copy, agent) owners, requests and replies
+            steps = []
+            for job in ready:
+                env_copy, agents = awaiting.pop(job)
+                got = replies.pop(job)
+                owners = [(env_copy, agent) for agent, _ in agents]
+                steps.append((env_copy, owners, agents, [got[agent] for agent, _ in agents]))
+            if workers is None and steps:  # all at once: prepare_steps sees them together
+                self._apply(
+                    [owner for _, owners, _, _ in steps for owner in owners],
+                    [request for _, _, requests, _ in steps for request in requests],
+                    [generation for *_, generations in steps for generation in generations],
+                )
+                submit([env_copy for env_copy, *_ in steps])
+            elif workers is not None:  # one task per copy: a slow one holds up no other
+                for env_copy, owners, requests, generations in steps:
+                    task = workers.submit(self._apply, owners, requests, generations)
+                    stepping[task] = env_copy
             for future in [f for f in stepping if f.done()]:
-                copies = stepping.pop(future)
+                env_copy = stepping.pop(future)
                 future.result()  # an env's exception is raised here
-                submit(copies)
+                submit([env_copy])
 
     def _run_branched(
         self,
