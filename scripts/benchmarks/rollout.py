@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from benchmarks.common import add_json_argument, peak_rss, qwen_05b
+from benchmarks.common import add_json_argument, cuda_sync, peak_rss, qwen_05b
 
 NAME = "rollout"
 
@@ -117,7 +117,6 @@ def _naive(env_id: str, env_kwargs: dict[str, Any], policy: Any, problem_ids: li
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Generated tokens per second: the engine (continuous, lockstep) vs the naive loop."""
-    import torch
 
     from trainers.rollout.engine import RolloutEngine
 
@@ -146,12 +145,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     problems = engines["continuous"].problem_ids(args.problems)
 
     def timed(fn: Callable[[], int]) -> tuple[int, float]:
-        if args.device.startswith("cuda"):
-            torch.cuda.synchronize()
+        cuda_sync()
         start = time.perf_counter()
         tokens = fn()
-        if args.device.startswith("cuda"):
-            torch.cuda.synchronize()
+        cuda_sync()
         return tokens, time.perf_counter() - start
 
     figures: dict[str, Any] = {

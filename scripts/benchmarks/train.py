@@ -252,11 +252,10 @@ def _alternating_runs(
         )
         for repeat in range(setup.args.repeats):
             for name, make in makers:
-                if setup.cuda:  # the previous trainer's memory freed, the peak counted from here
-                    gc.collect()
+                gc.collect()  # the previous trainer's memory freed, the peaks counted from here
+                if setup.cuda:
                     torch.cuda.empty_cache()
                     torch.cuda.reset_peak_memory_stats()
-                gc.collect()
                 with peak_rss() as peak_rss_bytes:
                     trainer = make(f"{tmp}/{name}{repeat}")
                     figures.setdefault("params", sum(p.numel() for p in trainer.model.parameters()))
