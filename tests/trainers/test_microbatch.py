@@ -7,7 +7,13 @@ import torch
 
 from tests.trainers.helpers import grpo_config, shaped
 from trainers.algorithms.grpo import build_grpo_trainer
-from trainers.algorithms.microbatch import groupable, regroup_by_length, trim_padding
+from trainers.algorithms.microbatch import (
+    chunked_forward,
+    groupable,
+    length_chunks,
+    regroup_by_length,
+    trim_padding,
+)
 
 PAD = 0
 
@@ -127,3 +133,53 @@ def test_grouped_training_gives_the_same_update_on_narrower_micro_batches(tiny_m
         torch.testing.assert_close(deltas[True][name], delta, rtol=1e-4, atol=1e-6)
         moved += bool(delta.abs().max() > 1e-6)
     assert moved  # the step did something to compare
+
+
+def test_length_chunks_split_only_where_padding_is_worth_a_forward_call():
+    # two long rows and two short ones: two chunks, longest first
+    assert length_chunks([100, 10, 100, 10], [5, 5, 5, 5]) == [[0, 2], [1, 3]]
+    # near-equal rows: one chunk (a split would save under CHUNK_SAVING of the cells)
+    assert length_chunks([50, 49, 50, 48], [5, 5, 5, 5]) == [[0, 2, 1, 3]]
+    assert length_chunks([9, 3, 6], [1, 1, 1], max_rows=1) == [[0], [2], [1]]
+    # a long completion counts as a long prompt does
+    assert length_chunks([10, 10, 10, 10], [90, 2, 90, 2]) == [[0, 2], [1, 3]]
+    assert length_chunks([], []) == []
+    with pytest.raises(ValueError, match="3 prompt lengths but 2 completion lengths"):
+        length_chunks([1, 2, 3], [1, 2])
+
+
+def test_chunked_forward_gives_every_token_the_log_probability_of_one_padded_pass(tiny_model):
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model).eval()
+    widths = []
+
+    def forward(input_ids, attention_mask, logits_to_keep, batch_size, compute_entropy=False):
+        widths.append(tuple(input_ids.shape))
+        logits = model(input_ids=input_ids, attention_mask=attention_mask).logits
+        logits = logits[:, -logits_to_keep - 1 : -1].log_softmax(-1)
+        logps = logits.gather(-1, input_ids[:, -logits_to_keep:, None]).squeeze(-1)
+        entropy = -(logits.exp() * logits).sum(-1) if compute_entropy else None
+        return logps, entropy, None
+
+    generator = torch.Generator().manual_seed(0)
+    vocab = model.config.vocab_size
+    prompts = [30, 4, 28, 5, 3]
+    completions = [6, 2, 5, 12, 1]
+    prompt_ids = torch.zeros((5, 30), dtype=torch.long)
+    completion_ids = torch.zeros((5, 12), dtype=torch.long)
+    for i, (p, c) in enumerate(zip(prompts, completions, strict=True)):
+        prompt_ids[i, 30 - p :] = torch.randint(4, vocab, (p,), generator=generator)
+        completion_ids[i, :c] = torch.randint(4, vocab, (c,), generator=generator)
+    ids = torch.cat([prompt_ids, completion_ids], 1)
+    mask = (ids != 0).long()
+    completion_mask = mask[:, 30:].bool()
+    with torch.no_grad():
+        whole = forward(ids, mask, 12, None, compute_entropy=True)
+        widths.clear()
+        logps, entropies, aux = chunked_forward(forward, ids, mask, 12, None, compute_entropy=True)
+    assert aux is None and logps.shape == entropies.shape == (5, 12)
+    torch.testing.assert_close(logps[completion_mask], whole[0][completion_mask])
+    torch.testing.assert_close(entropies[completion_mask], whole[1][completion_mask])
+    assert len(widths) > 1
+    assert sum(rows * width for rows, width in widths) < 5 * 42  # fewer cells than one pass

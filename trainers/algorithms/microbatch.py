@@ -17,6 +17,14 @@ the generation batch), no per-micro-batch entropy quantile and no Liger loss. Dr
 columns at the left of left-padded prompts shifts every position of a row by the same amount,
 which rotary position embeddings do not see. In any other configuration TRL's shuffled split is
 kept unchanged.
+
+Within a micro-batch, every forward pass (the loss's, and the old and reference log-probabilities')
+runs in chunks of rows of similar length, each cut to the columns its own rows use
+(`length_chunks`): a micro-batch of one problem's solver, critic and refiner turns holds prompts
+of very different lengths even after regrouping. The log-probabilities are the same per token (up
+to float rounding), so the loss and its gradient are too, for any loss type; this holds in every
+configuration, so it is on whenever ``length_grouped`` is asked for (not only when the regrouping
+above is allowed).
 """
 
 from __future__ import annotations
@@ -30,6 +38,10 @@ import torch
 from trainers import compat
 
 logger = logging.getLogger(__name__)
+
+CHUNK_SAVING = 0.05
+"""A micro-batch's forward pass is split into one more chunk only where that saves at least this
+share of its padded cells (each chunk is one more forward call, with its fixed cost)."""
 
 GROUPABLE_LOSSES = ("grpo", "dr_grpo", "dapo", "cispo")
 """Loss types whose accumulated gradient does not depend on how rows are split into
@@ -116,6 +128,90 @@ def regroup_by_length(batches: Sequence[dict[str, Any]]) -> list[dict[str, Any]]
     return [trim_padding(batch) for batch in compat.split_tensor_dict(merged, len(batches))]
 
 
+def length_chunks(
+    prompt_lengths: Sequence[int],
+    completion_lengths: Sequence[int],
+    max_rows: int | None = None,
+    min_saving: float = CHUNK_SAVING,
+) -> list[list[int]]:
+    """Rows split into chunks whose forward passes waste the fewest padded cells.
+
+    A chunk costs its rows times (its longest prompt + its longest completion) cells, plus
+    `min_saving` times the unsplit batch's cells for being one more forward call. Chunks are runs
+    of the rows sorted by length, longest first, found by dynamic programming; each holds at most
+    `max_rows` rows (TRL's memory chunking) when given. Returns row indices, chunk by chunk.
+    """
+    rows = len(prompt_lengths)
+    if rows != len(completion_lengths):
+        raise ValueError(
+            f"{rows} prompt lengths but {len(completion_lengths)} completion lengths; expected "
+            "one of each per row"
+        )
+    if rows == 0:
+        return []
+    order = sorted(range(rows), key=lambda i: (-(prompt_lengths[i] + completion_lengths[i]), i))
+    limit = rows if max_rows is None else max(1, max_rows)
+    widest = max(prompt_lengths) + max(completion_lengths)
+    penalty = min_saving * rows * widest
+    best = [0.0] + [float("inf")] * rows  # best[j]: the cheapest split of order[:j]
+    start = [0] * (rows + 1)
+    for end in range(1, rows + 1):
+        prompt = completion = 0
+        for first in range(end - 1, max(-1, end - 1 - min(limit, 256)), -1):
+            prompt = max(prompt, prompt_lengths[order[first]])
+            completion = max(completion, completion_lengths[order[first]])
+            cost = best[first] + (end - first) * (prompt + completion) + penalty
+            if cost < best[end]:
+                best[end], start[end] = cost, first
+    chunks = []
+    end = rows
+    while end:
+        chunks.append(order[start[end] : end])
+        end = start[end]
+    return chunks[::-1]
+
+
+def chunked_forward(
+    forward: Any,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    logits_to_keep: int,
+    batch_size: int | None,
+    **kwargs: Any,
+) -> tuple[torch.Tensor, torch.Tensor | None, None]:
+    """TRL's ``_get_per_token_logps_and_entropies`` (`forward`) run on `length_chunks` of the
+    rows, each cut to the prompt columns (left) and completion columns (right) its rows use; the
+    outputs are put back in row order, zero where a chunk was cut (padding, which every loss
+    masks). Returns (log-probabilities, entropies or ``None``, ``None``): not for MoE aux losses."""
+    prompt_width = input_ids.size(1) - logits_to_keep
+    mask = attention_mask.bool()
+    columns = torch.arange(input_ids.size(1), device=mask.device)
+    first = torch.where(mask, columns, input_ids.size(1)).min(1).values.clamp(max=prompt_width)
+    last = torch.where(mask, columns + 1, prompt_width).max(1).values.clamp(min=prompt_width + 1)
+    prompts = (prompt_width - first).tolist()
+    completions = (last - prompt_width).tolist()
+    chunks = length_chunks(prompts, completions, batch_size)
+    logps, entropies = [], []
+    for chunk in chunks:
+        keep_prompt = max(prompts[i] for i in chunk)
+        keep_completion = max(completions[i] for i in chunk)
+        index = torch.tensor(chunk, device=input_ids.device)
+        cols = slice(prompt_width - keep_prompt, prompt_width + keep_completion)
+        out_logps, out_entropies, _ = forward(
+            input_ids[index, cols], attention_mask[index, cols], keep_completion, None, **kwargs
+        )
+        pad = (0, logits_to_keep - keep_completion)
+        logps.append(torch.nn.functional.pad(out_logps, pad))
+        if out_entropies is not None:
+            entropies.append(torch.nn.functional.pad(out_entropies, pad))
+    order = torch.tensor([i for chunk in chunks for i in chunk], device=input_ids.device)
+    inverse = torch.empty_like(order)
+    inverse[order] = torch.arange(len(order), device=order.device)
+    merged_logps = torch.cat(logps)[inverse]
+    merged_entropies = torch.cat(entropies)[inverse] if entropies else None
+    return merged_logps, merged_entropies, None
+
+
 class LengthGroupedMixin:
     """Mixed into a `GRPOTrainer` subclass: length-grouped, trimmed micro-batches (see the module
     docstring). ``length_grouped=False`` keeps TRL's shuffled split."""
@@ -123,6 +219,7 @@ class LengthGroupedMixin:
     def __init__(self, *args: Any, length_grouped: bool = True, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         compat.check_trainer(self)
+        self.chunked_forwards = length_grouped
         self.length_grouped = length_grouped and groupable(self.args, self.num_iterations)
         if length_grouped and not self.length_grouped:
             logger.info(
@@ -146,3 +243,25 @@ class LengthGroupedMixin:
         regrouped = regroup_by_length(compat.buffered_inputs(self))
         compat.set_buffered_inputs(self, regrouped)
         return regrouped[compat.micro_step(self) % self.args.steps_per_generation]
+
+    @compat.hook
+    def _get_per_token_logps_and_entropies(
+        self, model, input_ids, attention_mask, logits_to_keep, batch_size=None, **kwargs
+    ):
+        parent = super()._get_per_token_logps_and_entropies
+        # images and MoE aux losses are not cut into chunks: TRL's own pass
+        other_inputs = any(
+            v is not None
+            for k, v in kwargs.items()
+            if k not in ("compute_entropy", "compute_aux_loss")
+        )
+        if not self.chunked_forwards or other_inputs or kwargs.get("compute_aux_loss"):
+            return parent(model, input_ids, attention_mask, logits_to_keep, batch_size, **kwargs)
+        return chunked_forward(
+            lambda *a, **k: parent(model, *a, **k),
+            input_ids,
+            attention_mask,
+            logits_to_keep,
+            batch_size,
+            **kwargs,
+        )
