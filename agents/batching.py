@@ -12,15 +12,19 @@ The key/value cache is one preallocated buffer per layer (rows x heads x columns
 written in place (no concatenation per step, unlike transformers' `DynamicCache`). Rows are
 left-padded, as `generate` pads them: every row writes its next token at the same column, and a
 row admitted later is placed so that its prompt ends at that column; columns no running row
-uses any more are dropped from the left when the buffer fills.
+uses any more are dropped from the left, before the buffer would grow. An admission's prefill
+writes its states straight into the buffer, and runs in chunks of rows of similar prompt length
+(`agents.decoding.length_chunks`) when that saves padding; rows that share a prompt prefix (a
+role's instructions) have it run once.
 
 The records are the ones `HFPolicy.generate` makes (`Generation`: prompt and completion token
 ids, one log-probability per token from the raw logits at the policy's temperature, the finish
 reason), with the same decoding settings (temperature, top-k, top-p, stop strings, eos ids,
 `max_new_tokens`) and peft adapters per row. Under greedy decoding the completions are those of
-`HFPolicy.generate` (tested); sampled ones are drawn from the same distributions (Gumbel-max
-on the warped logits), each row from a random stream of its own seeded from its key, so a row
-samples the same tokens whichever rows share its batch (tested).
+`HFPolicy.generate` (tested); sampled ones are drawn from the same distributions (inverse-CDF
+sampling from the warped logits), each row with uniform numbers of its own, drawn once from a
+stream seeded from its key, so a row samples the same tokens whichever rows share its batch
+(tested).
 
 Supported models: decoder-only transformers models whose attention layers are all full
 attention (Llama, Mistral, Qwen2 and most others); `supports_model` says. Others fall back to
@@ -46,7 +50,7 @@ import torch
 from transformers import Cache, DynamicLayer
 
 from agents.base import Generation
-from agents.decoding import eval_mode, left_pad, sampling_processors
+from agents.decoding import eval_mode, left_pad, length_chunks, sampling_processors
 from agents.hf import HFPolicy, is_peft_model
 
 SHARED_PREFIX_MIN = 16  # leading prompt tokens rows must share to have their prefix run once
@@ -121,6 +125,17 @@ class _BufferLayer(DynamicLayer):
         self.values = self.value_buffer[:rows, :, :end]
         return self.keys, self.values
 
+    @classmethod
+    def window(cls, parent: _BufferLayer, rows: slice, first_column: int) -> _BufferLayer:
+        """A layer writing into `parent`'s buffer in place: its `rows`, from `first_column` on
+        (a prefill's states go straight into the running cache, no copy)."""
+        assert parent.key_buffer is not None and parent.value_buffer is not None
+        layer = cls()
+        layer.key_buffer = parent.key_buffer[rows, :, first_column:]
+        layer.value_buffer = parent.value_buffer[rows, :, first_column:]
+        layer.lazy_initialization(layer.key_buffer, layer.value_buffer)
+        return layer
+
     def get_seq_length(self) -> int:
         return self.length
 
@@ -138,7 +153,7 @@ class _Row:
     key: Hashable
     prompt_ids: list[int]
     adapter_name: str | None
-    generator: torch.Generator | None = None  # its own sampling stream
+    uniforms: list[float] | None = None  # its own sampling stream, one number per token
     completion_ids: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
     done: bool = False
@@ -198,6 +213,10 @@ class ContinuousBatcher:
         self.pad_id = policy.tokenizer.pad_token_id
         text = self.model.config.get_text_config()
         self.layers = [_BufferLayer() for _ in range(text.num_hidden_layers)]
+        heads = getattr(text, "num_key_value_heads", None) or text.num_attention_heads
+        dim = getattr(text, "head_dim", None) or text.hidden_size // text.num_attention_heads
+        # the shape (rows x heads x columns x head dim) and dtype of the cache's states
+        self.like = torch.empty((0, heads, 0, dim), dtype=self.model.dtype, device=self.device)
         self.cache = Cache(layers=list(self.layers))
         self.mask = torch.zeros((0, 0), dtype=torch.long, device=self.device)
         self.rows: list[_Row] = []
@@ -242,12 +261,13 @@ class ContinuousBatcher:
         if len(prompt_ids) == 0:
             raise ValueError(f"row {key!r}: an empty prompt cannot be generated from")
         name = adapter_name if adapter_name is not None else self.policy.adapter_name
-        generator = None
+        uniforms = None
         if self.args.do_sample:
-            generator = torch.Generator(device=self.device)
+            generator = torch.Generator()
             mixed = (self.seed * 0x9E3779B97F4A7C15 + zlib.crc32(repr(key).encode())) % 2**63
             generator.manual_seed(mixed)
-        self.waiting.append(_Row(key, list(prompt_ids), name, generator))
+            uniforms = torch.rand(self.args.max_new_tokens, generator=generator).tolist()
+        self.waiting.append(_Row(key, list(prompt_ids), name, uniforms))
 
     def step(self) -> list[tuple[Hashable, Generation]]:
         """Admit waiting rows (when due), decode one token for every running row, and return the
@@ -284,38 +304,71 @@ class ContinuousBatcher:
         return {"adapter_names": [r.adapter_name or active for r in rows]}
 
     def _admit(self) -> list[tuple[Hashable, Generation]]:
+        """Prefills the waiting rows due (in chunks of similar prompt length), their states
+        written straight into the running cache, and samples their first tokens."""
         count = len(self.waiting)
         if self.max_rows is not None:
             count = min(count, self.max_rows - len(self.rows))
         new = [self.waiting.popleft() for _ in range(count)]
         self.waited = 0
         groups = self._shared_prefixes(new)
-        prefixes = [0] * len(new)
-        for members, shared in groups:
+        prefixes, group_of = [0] * len(new), [-1] * len(new)
+        for g, (members, shared) in enumerate(groups):
             for i in members:
-                prefixes[i] = shared
-        prefill = Cache(layers=[_BufferLayer() for _ in self.layers])
-        past = self._prefill_prefixes(new, groups, prefill)
-        suffixes = [r.prompt_ids[n:] for r, n in zip(new, prefixes, strict=True)]
-        ids, suffix_mask = left_pad(suffixes, self.pad_id, self.device)
-        start = torch.tensor(prefixes, device=self.device)[:, None]
-        positions = (start + suffix_mask.cumsum(-1) - 1).clamp(min=0)
-        mask = torch.cat([past, suffix_mask], dim=1)
-        out = self.model(
-            input_ids=ids,
-            attention_mask=mask,
-            position_ids=positions,
-            past_key_values=prefill,
-            use_cache=True,
-            logits_to_keep=1,
-            **self._adapter_kwargs(new),
-        )
-        self.stats["prefills"] += 1
+                prefixes[i], group_of[i] = shared, g
+        suffixes = [len(r.prompt_ids) - n for r, n in zip(new, prefixes, strict=True)]
+        chunks = length_chunks(suffixes, [0] * len(new))
+        plans = [
+            (chunk, max(prefixes[i] for i in chunk), max(suffixes[i] for i in chunk))
+            for chunk in chunks
+        ]
+        end = self._place(len(new), max(past + suffix for _, past, suffix in plans))
+        shared = self._prefill_prefixes(new, groups)
+        seat, logits, masks = len(self.rows), [], []
+        for chunk, past, suffix in plans:
+            rows = [new[i] for i in chunk]
+            first = end - past - suffix
+            window = [
+                _BufferLayer.window(layer, slice(seat, seat + len(rows)), first)
+                for layer in self.layers
+            ]
+            past_mask = torch.zeros((len(rows), past), dtype=torch.long, device=self.device)
+            if past and shared is not None:
+                self._copy_prefixes(window, past_mask, [group_of[i] for i in chunk], shared)
+            ids, suffix_mask = left_pad(
+                [r.prompt_ids[prefixes[i] :] for i, r in zip(chunk, rows, strict=True)],
+                self.pad_id,
+                self.device,
+            )
+            start = torch.tensor([prefixes[i] for i in chunk], device=self.device)[:, None]
+            mask = torch.cat([past_mask, suffix_mask], dim=1)
+            out = self.model(
+                input_ids=ids,
+                attention_mask=mask,
+                position_ids=(start + suffix_mask.cumsum(-1) - 1).clamp(min=0),
+                past_key_values=Cache(layers=list(window)),
+                use_cache=True,
+                logits_to_keep=1,
+                **self._adapter_kwargs(rows),
+            )
+            logits.append(out.logits[:, -1, :])
+            masks.append(mask)
+            self.stats["prefills"] += 1
+            self.stats["prefill_tokens"] += int(suffix_mask.sum())
+            self.stats["prefill_padded"] += suffix_mask.numel()
+            self.rows += rows
+            seat += len(rows)
         self.stats["admitted"] += len(new)
-        self.stats["prefill_tokens"] += int(suffix_mask.sum())
-        self.stats["prefill_padded"] += suffix_mask.numel()
-        self._join(new, prefill, mask)
-        return self._sample(out.logits[:, -1, :], start=len(self.rows) - len(new))
+        grown = torch.zeros((len(self.rows), end), dtype=torch.long, device=self.device)
+        running = len(self.rows) - len(new)
+        if running:
+            grown[:running] = self.mask
+        seat = running
+        for mask in masks:
+            grown[seat : seat + len(mask), end - mask.shape[1] :] = mask
+            seat += len(mask)
+        self.mask = grown
+        return self._sample(torch.cat(logits), start=len(self.rows) - len(new))
 
     def _shared_prefixes(self, rows: Sequence[_Row]) -> list[tuple[list[int], int]]:
         """Groups of admitted rows that share a prompt prefix, as (row indices, prefix length):
@@ -343,26 +396,25 @@ class ContinuousBatcher:
         return groups
 
     def _prefill_prefixes(
-        self, rows: Sequence[_Row], groups: list[tuple[list[int], int]], cache: Cache
-    ) -> torch.Tensor:
-        """Runs each group's shared prefix (`_shared_prefixes`) once and copies its states to
-        the group's rows, in `cache`, right-aligned at the widest prefix; returns their attention
-        mask (rows outside every group have nothing there)."""
+        self, rows: Sequence[_Row], groups: list[tuple[list[int], int]]
+    ) -> tuple[list[_BufferLayer], torch.Tensor] | None:
+        """Runs each group's shared prefix (`_shared_prefixes`) once, left-padded to the widest:
+        returns the layers holding their states (one row per group) and their attention mask,
+        or ``None`` without groups."""
         if not groups:
-            return torch.zeros((len(rows), 0), dtype=torch.long, device=self.device)
-        width = max(shared for _, shared in groups)
+            return None
         firsts = [rows[members[0]] for members, _ in groups]
         ids, mask = left_pad(
             [row.prompt_ids[:shared] for row, (_, shared) in zip(firsts, groups, strict=True)],
             self.pad_id,
             self.device,
         )
-        shared_cache = Cache(layers=[_BufferLayer() for _ in self.layers])
+        layers = [_BufferLayer() for _ in self.layers]
         self.model(
             input_ids=ids,
             attention_mask=mask,
             position_ids=(mask.cumsum(-1) - 1).clamp(min=0),
-            past_key_values=shared_cache,
+            past_key_values=Cache(layers=list(layers)),
             use_cache=True,
             logits_to_keep=1,
             **self._adapter_kwargs(firsts),
@@ -370,48 +422,63 @@ class ContinuousBatcher:
         self.stats["prefills"] += 1
         self.stats["prefill_tokens"] += int(mask.sum())
         self.stats["prefill_padded"] += mask.numel()
-        rows_with = [i for members, _ in groups for i in members]
-        picked = [g for g, (members, _) in enumerate(groups) for _ in members]
-        index = torch.tensor(rows_with, device=self.device)
-        source = torch.tensor(picked, device=self.device)
-        past = torch.zeros((len(rows), width), dtype=torch.long, device=self.device)
-        past[index] = mask[source]
-        for layer, fresh in zip(cache.layers, shared_cache.layers, strict=True):
-            assert isinstance(layer, _BufferLayer) and isinstance(fresh, _BufferLayer)
-            assert fresh.keys is not None and fresh.values is not None
-            layer.reserve(len(rows), width, fresh.keys)
-            assert layer.key_buffer is not None and layer.value_buffer is not None
-            layer.key_buffer[index, :, :width] = fresh.keys[source]
-            layer.value_buffer[index, :, :width] = fresh.values[source]
-            layer.length = width
-        return past
+        return layers, mask
 
-    def _join(self, new: list[_Row], prefill: Cache, mask: torch.Tensor) -> None:
-        """Moves admitted rows' states into the running cache, their prompts ending at the
-        running rows' current column."""
+    def _copy_prefixes(
+        self,
+        window: list[_BufferLayer],
+        past_mask: torch.Tensor,
+        groups: list[int],
+        shared: tuple[list[_BufferLayer], torch.Tensor],
+    ) -> None:
+        """Copies the shared prefix states of a chunk's rows (``groups``: each row's group, -1
+        for none) into the chunk's `window`, right-aligned at its ``past`` columns, and fills
+        their `past_mask`."""
+        layers, mask = shared
+        past = past_mask.shape[1]
+        rows = [i for i, g in enumerate(groups) if g >= 0]
+        if not rows:
+            return
+        index = torch.tensor(rows, device=self.device)
+        source = torch.tensor([groups[i] for i in rows], device=self.device)
         width = mask.shape[1]
+        past_mask[index] = mask[source, width - past :]
+        for target, fresh in zip(window, layers, strict=True):
+            assert target.key_buffer is not None and target.value_buffer is not None
+            assert fresh.keys is not None and fresh.values is not None
+            target.key_buffer[index, :, :past] = fresh.keys[source, :, width - past :]
+            target.value_buffer[index, :, :past] = fresh.values[source, :, width - past :]
+            target.length = past
+
+    def _place(self, count: int, width: int) -> int:
+        """Makes room for `count` more rows whose prompts take `width` columns, ending at the
+        running rows' current column (the running rows move right when the prompts are wider);
+        returns that column."""
         length = self.layers[0].length if self.rows else 0
-        shift = max(0, width - length)  # running rows move right when the new prompts are wider
+        buffer = self.layers[0].key_buffer
+        if self.rows and buffer is not None and max(width, length) >= buffer.shape[2]:
+            first = self._first_used_column()
+            if first:  # reclaim unused columns before growing
+                self._drop_columns(first)
+                length -= first
+        shift = max(0, width - length)
         end = length + shift
         running = len(self.rows)
-        total = running + len(new)
-        for layer, fresh in zip(self.layers, prefill.layers, strict=True):
-            assert isinstance(fresh, _BufferLayer) and fresh.keys is not None
-            layer.reserve(total, end + self.args.max_new_tokens + 1, fresh.keys)
+        # The first buffer has room for the rows' replies; later ones grow as decoding needs
+        # (`_make_room` reclaims the columns of finished rows first).
+        columns = end + 1 if buffer is not None else end + self.args.max_new_tokens + 1
+        for layer in self.layers:
+            layer.reserve(running + count, columns, self.like)
             assert layer.key_buffer is not None and layer.value_buffer is not None
             if shift and running:
                 for buffer in (layer.key_buffer, layer.value_buffer):
                     buffer[:running, :, shift:end] = buffer[:running, :, :length].clone()
-                    buffer[:running, :, :shift] = 0
-            layer.key_buffer[running:total, :, end - width : end] = fresh.keys
-            layer.value_buffer[running:total, :, end - width : end] = fresh.values
             layer.length = end
-        grown = torch.zeros((total, end), dtype=torch.long, device=self.device)
-        if running:
-            grown[:running, shift:end] = self.mask[:running, :length]
-        grown[running:, end - width : end] = mask
-        self.mask = grown
-        self.rows += new
+        if shift and running:
+            self.mask = torch.cat(
+                [self.mask.new_zeros((running, shift)), self.mask[:running, :length]], dim=1
+            )
+        return end
 
     def _decode(self) -> list[tuple[Hashable, Generation]]:
         rows = self.rows
@@ -449,20 +516,24 @@ class ContinuousBatcher:
         scores = logits.float()
         logprobs = torch.log_softmax(scores / self.args.temperature, dim=-1)
         if self.args.do_sample:
-            # Gumbel-max on the warped logits, with each row's own noise: a row's tokens depend
-            # on its own stream, not on which rows share its batch or when it was admitted.
+            # Inverse-CDF sampling from the warped distribution, each row with the next number
+            # of its own stream: a row's tokens depend on that stream, not on which rows share
+            # its batch or when it was admitted.
             warped = scores
             for processor in self.processors:
                 warped = processor(None, warped)
-            vocab = warped.shape[-1]
-            uniform = torch.stack(
-                [
-                    torch.rand(vocab, generator=row.generator, device=self.device)
-                    for row in self.rows[start:]
-                ]
+            probs = torch.softmax(warped, dim=-1)
+            cdf = probs.cumsum(dim=-1)
+            rows = self.rows[start:]
+            uniform = torch.tensor(
+                [row.uniforms[len(row.completion_ids)] for row in rows],  # type: ignore[index]
+                dtype=cdf.dtype,
+                device=self.device,
             )
-            gumbel = -torch.log(-torch.log(uniform.clamp(min=1e-20, max=1.0 - 1e-7)))
-            tokens = (warped + gumbel).argmax(dim=-1)
+            tokens = torch.searchsorted(cdf, (uniform * cdf[:, -1])[:, None], right=True)[:, 0]
+            # float rounding can put the target at the total: the last token with mass then
+            last = probs.shape[-1] - 1 - (probs.flip(-1) > 0).to(torch.int8).argmax(dim=-1)
+            tokens = torch.minimum(tokens, last)
         else:
             tokens = scores.argmax(dim=-1)
         chosen = logprobs.gather(1, tokens[:, None]).squeeze(1)
@@ -485,7 +556,11 @@ class ContinuousBatcher:
         stops = self.args.stop_strings
         if not stops:
             return False
-        text = self.policy.tokenizer.decode(row.completion_ids, skip_special_tokens=True)
+        # Checked after every token, so a stop string can only have ended in the last one: the
+        # reply's tail is decoded, with margin for tokens that decode to nothing or to part of
+        # a character (decoding the whole reply every step would cost its length squared).
+        window = 4 * max(len(s) for s in stops) + 8
+        text = self.policy.tokenizer.decode(row.completion_ids[-window:], skip_special_tokens=True)
         return any(s in text for s in stops)
 
     def _generation(self, row: _Row) -> Generation:

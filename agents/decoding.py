@@ -24,6 +24,11 @@ from transformers import (
 
 from agents.base import GenerationArguments
 
+CHUNK_SAVING = 0.05
+"""A batch's forward pass (a training micro-batch's, a batched prefill) is split into one more
+chunk only where that saves at least this share of its padded cells (each chunk is one more
+forward call, with its fixed cost)."""
+
 
 class LogprobRecorder(LogitsProcessor):
     """Records `log_softmax(raw_logits / temperature)` of each sampled token during `generate`.
@@ -109,6 +114,49 @@ def left_pad(
             ids[i, width - len(row) :] = torch.tensor(row, dtype=torch.long)
             mask[i, width - len(row) :] = 1
     return ids.to(device), mask.to(device)
+
+
+def length_chunks(
+    prompt_lengths: Sequence[int],
+    completion_lengths: Sequence[int],
+    max_rows: int | None = None,
+    min_saving: float = CHUNK_SAVING,
+) -> list[list[int]]:
+    """Rows split into chunks whose forward passes waste the fewest padded cells.
+
+    A chunk costs its rows times (its longest prompt + its longest completion) cells, plus
+    `min_saving` times the unsplit batch's cells for being one more forward call. Chunks are runs
+    of the rows sorted by length, longest first, found by dynamic programming; each holds at most
+    `max_rows` rows (TRL's memory chunking) when given. Returns row indices, chunk by chunk.
+    """
+    rows = len(prompt_lengths)
+    if rows != len(completion_lengths):
+        raise ValueError(
+            f"{rows} prompt lengths but {len(completion_lengths)} completion lengths; expected "
+            "one of each per row"
+        )
+    if rows == 0:
+        return []
+    order = sorted(range(rows), key=lambda i: (-(prompt_lengths[i] + completion_lengths[i]), i))
+    limit = rows if max_rows is None else max(1, max_rows)
+    widest = max(prompt_lengths) + max(completion_lengths)
+    penalty = min_saving * rows * widest
+    best = [0.0] + [float("inf")] * rows  # best[j]: the cheapest split of order[:j]
+    start = [0] * (rows + 1)
+    for end in range(1, rows + 1):
+        prompt = completion = 0
+        for first in range(end - 1, max(-1, end - 1 - min(limit, 256)), -1):
+            prompt = max(prompt, prompt_lengths[order[first]])
+            completion = max(completion, completion_lengths[order[first]])
+            cost = best[first] + (end - first) * (prompt + completion) + penalty
+            if cost < best[end]:
+                best[end], start[end] = cost, first
+    chunks = []
+    end = rows
+    while end:
+        chunks.append(order[start[end] : end])
+        end = start[end]
+    return chunks[::-1]
 
 
 def eos_token_ids(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> list[int]:

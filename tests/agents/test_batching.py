@@ -76,6 +76,29 @@ def test_greedy_rows_joining_a_running_batch_match_generate(tokenizer, arch) -> 
     assert not batcher.busy
 
 
+def test_one_admission_of_very_different_lengths_prefills_in_chunks_as_generate(tokenizer):
+    model = build_tiny_model(tokenizer, arch="qwen2", seed=1)
+    policy = HFPolicy(model, tokenizer, LONG)
+    obs = [
+        {"instruction": "Solve it.", "prompt": f"What is {i} + {2 * i}? " * (1 + 9 * (i % 2))}
+        for i in range(6)
+    ]
+    rows = dict(enumerate(policy.encode(obs)))
+    lengths = sorted(len(p) for p in rows.values())
+    assert lengths[-1] > 3 * lengths[0]
+    reference = {k: policy.generate_from_ids([p])[0] for k, p in rows.items()}
+    batcher = ContinuousBatcher(policy)
+    out = drain(batcher, rows, per=len(rows))  # all in the first admission
+    for key, ref in reference.items():
+        assert out[key].completion_ids == ref.completion_ids, key
+        assert out[key].logprobs == pytest.approx(ref.logprobs, abs=1e-4)
+    counts = batcher.counts()
+    # the shared instruction's forward, then the short prompts and the long ones in separate
+    # forwards, with less padding than one
+    assert counts["prefills"] >= 3
+    assert counts["prefill_padded"] < len(rows) * lengths[-1]
+
+
 def test_sampled_logprobs_match_teacher_forcing(model, tokenizer, observations) -> None:
     args = GenerationArguments(max_new_tokens=12, temperature=0.7, top_k=20, seed=3)
     policy = HFPolicy(model, tokenizer, args)

@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 import torch
 
+from agents.decoding import length_chunks
 from tests.trainers.helpers import grpo_config, shaped
 from trainers.algorithms.grpo import build_grpo_trainer
 from trainers.algorithms.microbatch import (
     chunked_forward,
     groupable,
-    length_chunks,
     regroup_by_length,
     trim_padding,
 )

@@ -35,13 +35,10 @@ from typing import Any
 
 import torch
 
+from agents.decoding import length_chunks
 from trainers import compat
 
 logger = logging.getLogger(__name__)
-
-CHUNK_SAVING = 0.05
-"""A micro-batch's forward pass is split into one more chunk only where that saves at least this
-share of its padded cells (each chunk is one more forward call, with its fixed cost)."""
 
 GROUPABLE_LOSSES = ("grpo", "dr_grpo", "dapo", "cispo")
 """Loss types whose accumulated gradient does not depend on how rows are split into
@@ -126,49 +123,6 @@ def regroup_by_length(batches: Sequence[dict[str, Any]]) -> list[dict[str, Any]]
     order = torch.argsort(lengths.cpu(), descending=True, stable=True)
     merged = {key: _take(value, order) for key, value in merged.items()}
     return [trim_padding(batch) for batch in compat.split_tensor_dict(merged, len(batches))]
-
-
-def length_chunks(
-    prompt_lengths: Sequence[int],
-    completion_lengths: Sequence[int],
-    max_rows: int | None = None,
-    min_saving: float = CHUNK_SAVING,
-) -> list[list[int]]:
-    """Rows split into chunks whose forward passes waste the fewest padded cells.
-
-    A chunk costs its rows times (its longest prompt + its longest completion) cells, plus
-    `min_saving` times the unsplit batch's cells for being one more forward call. Chunks are runs
-    of the rows sorted by length, longest first, found by dynamic programming; each holds at most
-    `max_rows` rows (TRL's memory chunking) when given. Returns row indices, chunk by chunk.
-    """
-    rows = len(prompt_lengths)
-    if rows != len(completion_lengths):
-        raise ValueError(
-            f"{rows} prompt lengths but {len(completion_lengths)} completion lengths; expected "
-            "one of each per row"
-        )
-    if rows == 0:
-        return []
-    order = sorted(range(rows), key=lambda i: (-(prompt_lengths[i] + completion_lengths[i]), i))
-    limit = rows if max_rows is None else max(1, max_rows)
-    widest = max(prompt_lengths) + max(completion_lengths)
-    penalty = min_saving * rows * widest
-    best = [0.0] + [float("inf")] * rows  # best[j]: the cheapest split of order[:j]
-    start = [0] * (rows + 1)
-    for end in range(1, rows + 1):
-        prompt = completion = 0
-        for first in range(end - 1, max(-1, end - 1 - min(limit, 256)), -1):
-            prompt = max(prompt, prompt_lengths[order[first]])
-            completion = max(completion, completion_lengths[order[first]])
-            cost = best[first] + (end - first) * (prompt + completion) + penalty
-            if cost < best[end]:
-                best[end], start[end] = cost, first
-    chunks = []
-    end = rows
-    while end:
-        chunks.append(order[start[end] : end])
-        end = start[end]
-    return chunks[::-1]
 
 
 def chunked_forward(
