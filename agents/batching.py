@@ -83,6 +83,7 @@ class _BufferLayer(DynamicLayer):
         self.length = 0
         self.key_buffer: torch.Tensor | None = None
         self.value_buffer: torch.Tensor | None = None
+        self.fixed = False  # a window into another layer's buffer: never reallocated
 
     def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
         self.dtype, self.device = key_states.dtype, key_states.device
@@ -95,6 +96,11 @@ class _BufferLayer(DynamicLayer):
             have_rows, _, have_cols, _ = self.key_buffer.shape
             if have_rows >= rows and have_cols >= columns:
                 return
+            if self.fixed:
+                raise RuntimeError(
+                    f"a cache window of {have_rows} rows x {have_cols} columns cannot hold "
+                    f"{rows} x {columns}: the batcher placed a prefill in too small a window"
+                )
             # grow by half at least, so a buffer filled a column a step is not copied each step
             if rows > have_rows:
                 rows = max(rows, have_rows + have_rows // 2)
@@ -134,6 +140,7 @@ class _BufferLayer(DynamicLayer):
         layer.key_buffer = parent.key_buffer[rows, :, first_column:]
         layer.value_buffer = parent.value_buffer[rows, :, first_column:]
         layer.lazy_initialization(layer.key_buffer, layer.value_buffer)
+        layer.fixed = True
         return layer
 
     def get_seq_length(self) -> int:
@@ -530,10 +537,11 @@ class ContinuousBatcher:
                 dtype=cdf.dtype,
                 device=self.device,
             )
-            tokens = torch.searchsorted(cdf, (uniform * cdf[:, -1])[:, None], right=True)[:, 0]
-            # float rounding can put the target at the total: the last token with mass then
-            last = probs.shape[-1] - 1 - (probs.flip(-1) > 0).to(torch.int8).argmax(dim=-1)
-            tokens = torch.minimum(tokens, last)
+            total = cdf[:, -1]
+            # strictly below the total (float rounding could reach it), so the token found is
+            # one with probability mass
+            target = torch.minimum(uniform * total, torch.nextafter(total, torch.zeros_like(total)))
+            tokens = torch.searchsorted(cdf, target[:, None], right=True)[:, 0]
         else:
             tokens = scores.argmax(dim=-1)
         chosen = logprobs.gather(1, tokens[:, None]).squeeze(1)
