@@ -339,6 +339,31 @@ def test_bench_train_times_both_trainers(run_script, tiny_model, tmp_path):
     assert figures["ratio"] == pytest.approx(sum(figures["ratios"]) / 2)  # the median of two
 
 
+def test_bench_rollout_alternates_every_loop_and_reports_per_repeat_ratios(
+    run_script, tiny_model, tmp_path
+):
+    out = tmp_path / "rollout.json"
+    result = run_script(
+        "bench.py",
+        "rollout",
+        *("--model", tiny_model, "--problems", "3", "--max-new-tokens", "4"),
+        *("--repeats", "3", "--json", str(out)),
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    figures = json.loads(out.read_text())
+    naive = figures["naive"]["runs_tokens_per_s"]
+    assert len(naive) == 3 and min(naive) > 0
+    for mode in ("continuous", "lockstep"):
+        row = figures[mode]
+        assert len(row["runs_tokens_per_s"]) == 3 and row["tokens"] > 0
+        expected = [m / n for m, n in zip(row["runs_tokens_per_s"], naive, strict=True)]
+        assert row["ratios"] == pytest.approx(expected)
+        assert row["ratio"] == pytest.approx(sorted(expected)[1])  # the median of three
+        assert row["tokens_per_s"] == pytest.approx(sorted(row["runs_tokens_per_s"])[1])
+    assert figures["continuous"]["batching"]["decode_waste"] == 0.0
+    assert figures["ratio"] == figures["continuous"]["ratio"]
+
+
 def test_bench_train_qwen_config_model_on_cpu(tmp_path, monkeypatch):
     """``--qwen-0.5b``: both trainers load rollout's random-weight model of Qwen2.5-0.5B's
     architecture from one saved folder (here its config shrunk to two narrow layers, for speed)."""

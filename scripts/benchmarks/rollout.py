@@ -4,6 +4,7 @@ naive loop of the original scripts (one generate call per agent per problem)."""
 from __future__ import annotations
 
 import argparse
+import statistics
 import time
 from collections.abc import Callable
 from typing import Any
@@ -49,7 +50,8 @@ def add_parser(subparsers: Any) -> None:
         "--repeats",
         type=int,
         default=3,
-        help="runs of each engine mode; the one of median tokens per second is reported",
+        help="alternating repeats, each running every loop (the engine modes, the naive loop) "
+        "back to back; tokens/s are the median run's, the ratio the median of each repeat's",
     )
     parser.add_argument("--rounds", type=int, default=1, help="reflection/debate rounds")
     parser.add_argument("--max-new-tokens", type=int, default=48)
@@ -158,31 +160,49 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "model": "qwen2.5-0.5b-config (random)" if args.qwen else "embedded",
         "params": sum(p.numel() for p in policy.model.parameters()),
     }
-    for mode, engine in engines.items():
+    naive = not args.no_naive and not args.slow_step_s
+
+    def batched(engine: Any) -> int:
+        episodes = engine.run(problems)
+        return sum(len(t.completion_ids) for e in episodes for t in e.turns)
+
+    loops: dict[str, Callable[[], int]] = {
+        mode: (lambda engine=engine: batched(engine)) for mode, engine in engines.items()
+    }
+    if naive:
+        loops["naive"] = lambda: _naive(args.env, env_kwargs, policy, problems)
+    for engine in engines.values():
         engine.run(problems[:2])  # warm-up
-
-        def batched(engine: Any = engine) -> int:
-            episodes = engine.run(problems)
-            return sum(len(t.completion_ids) for e in episodes for t in e.turns)
-
-        with peak_rss() as peak:
-            runs = sorted(
-                (timed(batched) for _ in range(max(1, args.repeats))), key=lambda r: r[0] / r[1]
-            )
-        tokens, seconds = runs[len(runs) // 2]  # the run of median tokens per second
-        figures[mode] = {"tokens": tokens, "seconds": seconds, "tokens_per_s": tokens / seconds}
-        figures[mode]["runs_tokens_per_s"] = [t / s for t, s in runs]
-        figures[mode]["peak_rss_gib"] = peak[0] / 2**30
-        figures[mode]["batching"] = _padding(engine.last_batching)
-    if not args.no_naive and not args.slow_step_s:
-        with peak_rss() as peak:
-            tokens, seconds = timed(lambda: _naive(args.env, env_kwargs, policy, problems))
-        figures["naive"] = {"tokens": tokens, "seconds": seconds, "tokens_per_s": tokens / seconds}
-        figures["naive"]["peak_rss_gib"] = peak[0] / 2**30
+    # Alternating repeats: this machine's speed drifts over seconds, so each repeat runs every
+    # loop back to back, and each ratio compares the runs of one repeat.
+    runs: dict[str, list[tuple[int, float]]] = {name: [] for name in loops}
+    peaks: dict[str, int] = dict.fromkeys(loops, 0)
+    for _ in range(max(1, args.repeats)):
+        for name, loop in loops.items():
+            with peak_rss() as peak:
+                runs[name].append(timed(loop))
+            peaks[name] = max(peaks[name], peak[0])
+    for name, timed_runs in runs.items():
+        rates = [t / s for t, s in timed_runs]
+        middle = sorted(range(len(rates)), key=rates.__getitem__)[len(rates) // 2]
+        tokens, seconds = timed_runs[middle]  # the run of median tokens per second
+        figures[name] = {
+            "tokens": tokens,
+            "seconds": seconds,
+            "tokens_per_s": tokens / seconds,
+            "runs_tokens_per_s": rates,
+            "peak_rss_gib": peaks[name] / 2**30,
+        }
+        if name in engines:
+            figures[name]["batching"] = _padding(engines[name].last_batching)
+    if naive:
+        naive_rates = figures["naive"]["runs_tokens_per_s"]
         for mode in engines:
-            figures[mode]["ratio"] = (
-                figures[mode]["tokens_per_s"] / figures["naive"]["tokens_per_s"]
-            )
+            ratios = [
+                m / n for m, n in zip(figures[mode]["runs_tokens_per_s"], naive_rates, strict=True)
+            ]
+            figures[mode]["ratios"] = ratios
+            figures[mode]["ratio"] = statistics.median(ratios)
         figures["ratio"] = figures["continuous"]["ratio"]
     print(
         f"{args.env} x {args.problems} problems on {args.device}, model {figures['model']} "
@@ -197,7 +217,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             f"{row['tokens_per_s']:9.1f} tokens/s"
         )
         if "ratio" in row:
-            line += f"  {row['ratio']:5.1f}x naive"
+            line += f"  {row['ratio']:5.1f}x naive (per repeat {_listed(row['ratios'])})"
         line += f"  | peak RSS {row['peak_rss_gib']:.2f} GiB"
         if "batching" in row:
             pad = row["batching"]
@@ -251,3 +271,7 @@ def _padding(counts: dict[str, int]) -> dict[str, Any]:
         "decode_waste": 1 - counts.get("generated", 0) / slots if slots else 0.0,
         "prefill_waste": 1 - counts.get("prefill_tokens", 0) / padded if padded else 0.0,
     }
+
+
+def _listed(values: list[float]) -> str:
+    return ", ".join(f"{v:.1f}" for v in values)
