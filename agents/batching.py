@@ -478,8 +478,8 @@ class ContinuousBatcher:
             layer.reserve(running + count, columns, self.like)
             assert layer.key_buffer is not None and layer.value_buffer is not None
             if shift and running:
-                for buffer in (layer.key_buffer, layer.value_buffer):
-                    buffer[:running, :, shift:end] = buffer[:running, :, :length].clone()
+                for states in (layer.key_buffer, layer.value_buffer):
+                    states[:running, :, shift:end] = states[:running, :, :length].clone()
             layer.length = end
         if shift and running:
             self.mask = torch.cat(
