@@ -29,6 +29,9 @@ CHUNK_SAVING = 0.05
 chunk only where that saves at least this share of its padded cells (each chunk is one more
 forward call, with its fixed cost)."""
 
+CHUNK_ROWS_MAX = 256
+"""The most rows `length_chunks` puts in one chunk."""
+
 
 class LogprobRecorder(LogitsProcessor):
     """Records `log_softmax(raw_logits / temperature)` of each sampled token during `generate`.
@@ -127,7 +130,8 @@ def length_chunks(
     A chunk costs its rows times (its longest prompt + its longest completion) cells, plus
     `min_saving` times the unsplit batch's cells for being one more forward call. Chunks are runs
     of the rows sorted by length, longest first, found by dynamic programming; each holds at most
-    `max_rows` rows (TRL's memory chunking) when given. Returns row indices, chunk by chunk.
+    `max_rows` rows (TRL's memory chunking) when given, and at most `CHUNK_ROWS_MAX` (which bounds
+    the search to linear time). Returns row indices, chunk by chunk.
     """
     rows = len(prompt_lengths)
     if rows != len(completion_lengths):
@@ -145,7 +149,7 @@ def length_chunks(
     start = [0] * (rows + 1)
     for end in range(1, rows + 1):
         prompt = completion = 0
-        for first in range(end - 1, max(-1, end - 1 - min(limit, 256)), -1):
+        for first in range(end - 1, max(-1, end - 1 - min(limit, CHUNK_ROWS_MAX)), -1):
             prompt = max(prompt, prompt_lengths[order[first]])
             completion = max(completion, completion_lengths[order[first]])
             cost = best[first] + (end - first) * (prompt + completion) + penalty

@@ -144,6 +144,9 @@ def test_length_chunks_split_only_where_padding_is_worth_a_forward_call():
     # a long completion counts as a long prompt does
     assert length_chunks([10, 10, 10, 10], [90, 2, 90, 2]) == [[0, 2], [1, 3]]
     assert length_chunks([], []) == []
+    many = length_chunks([5] * 300, [5] * 300)  # one chunk would do, but a chunk is bounded
+    assert [len(c) for c in many] == [256, 44]
+    assert sorted(i for c in many for i in c) == list(range(300))
     with pytest.raises(ValueError, match="3 prompt lengths but 2 completion lengths"):
         length_chunks([1, 2, 3], [1, 2])
 
