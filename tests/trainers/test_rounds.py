@@ -17,9 +17,9 @@ from trainers.run.rounds import Stage, completed_rounds, rollout_figures, round_
 
 def sft_script(run_script, out, *extra):
     """``train_reflection.py sft``, 4 problems x 4 samples a round, 1 step, on the embedded model
-    and its task: it has good turns in every round, 7 to 12 of 16
-    episodes' turns in tries over seeds, where the random tiny model found one in a hundred
-    episodes or none, depending on the sampling stream."""
+    and its task: its rounds hold good turns whatever the sampling stream (7 to 12 in 16
+    episodes on every seed tried), where the random tiny model's held one in a hundred episodes
+    or none."""
     return run_script(
         "train_reflection.py",
         "sft",
