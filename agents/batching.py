@@ -360,9 +360,7 @@ class ContinuousBatcher:
             )
             logits.append(out.logits[:, -1, :])
             masks.append(mask)
-            self.stats["prefills"] += 1
-            self.stats["prefill_tokens"] += int(suffix_mask.sum())
-            self.stats["prefill_padded"] += suffix_mask.numel()
+            self._count_prefill(suffix_mask)
             self.rows += rows
             seat += len(rows)
         self.stats["admitted"] += len(new)
@@ -426,10 +424,14 @@ class ContinuousBatcher:
             logits_to_keep=1,
             **self._adapter_kwargs(firsts),
         )
+        self._count_prefill(mask)
+        return layers, mask
+
+    def _count_prefill(self, mask: torch.Tensor) -> None:
+        """Counts one prefill forward of the prompt tokens `mask` marks (and its padded cells)."""
         self.stats["prefills"] += 1
         self.stats["prefill_tokens"] += int(mask.sum())
         self.stats["prefill_padded"] += mask.numel()
-        return layers, mask
 
     def _copy_prefixes(
         self,

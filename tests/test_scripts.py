@@ -317,16 +317,22 @@ def test_train_script_rejects_an_unknown_algorithm(run_script):
     assert "unknown algorithm 'nope'" in result.stderr and "grpo" in result.stderr
 
 
+def bench_figures(run_script, tmp_path, command, *args):
+    """``bench.py command *args --json ...``: checks it succeeded and returns its figures."""
+    out = tmp_path / f"{command}.json"
+    result = run_script("bench.py", command, *args, "--json", str(out))
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(out.read_text())
+
+
 def test_bench_train_times_both_trainers(run_script, tiny_model, tmp_path):
-    out = tmp_path / "train.json"
-    result = run_script(
-        "bench.py",
+    figures = bench_figures(
+        run_script,
+        tmp_path,
         "train",
         *("--model", tiny_model, "--problems", "1", "--steps", "1", "--max-new-tokens", "4"),
-        *("--repeats", "2", "--json", str(out)),
+        *("--repeats", "2"),
     )
-    assert result.returncode == 0, result.stderr[-3000:]
-    figures = json.loads(out.read_text())
     assert figures["rows_per_step"] == 3 * 4  # reflection rounds=1: 3 turn slots x G=4
     for name in ("multi_agent", "plain_trl"):
         row = figures[name]
@@ -342,15 +348,12 @@ def test_bench_train_times_both_trainers(run_script, tiny_model, tmp_path):
 def test_bench_rollout_alternates_every_loop_and_reports_per_repeat_ratios(
     run_script, tiny_model, tmp_path
 ):
-    out = tmp_path / "rollout.json"
-    result = run_script(
-        "bench.py",
+    figures = bench_figures(
+        run_script,
+        tmp_path,
         "rollout",
-        *("--model", tiny_model, "--problems", "3", "--max-new-tokens", "4"),
-        *("--repeats", "3", "--json", str(out)),
+        *("--model", tiny_model, "--problems", "3", "--max-new-tokens", "4", "--repeats", "3"),
     )
-    assert result.returncode == 0, result.stderr[-3000:]
-    figures = json.loads(out.read_text())
     naive = figures["naive"]["runs_tokens_per_s"]
     assert len(naive) == 3 and min(naive) > 0
     for mode in ("continuous", "lockstep"):
