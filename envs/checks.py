@@ -240,9 +240,7 @@ def _check_no_peeking(factory: EnvFactory, seed: int, parallel: bool) -> None:
         f"The answer is \\boxed{{{base['answer']}}}. Verdict: correct",
         f"Checked: \\boxed{{{base['answer']}}}. Verdict: incorrect",
     ]
-    planted = PLANTED_REFERENCE
-    while any(planted in text for text in [*replies, base["question"], base["id"]]):
-        planted += "1"
+    planted = _planted_reference(raw, [*replies, base["question"], base["id"]])
     player = _handed_parallel if parallel else _handed_aec
     right_handed, _ = player(factory(), replies, seed, base)
     wrong_handed, wrong_infos = player(factory(), replies, seed, {**base, "answer": planted})
@@ -262,6 +260,24 @@ def _check_no_peeking(factory: EnvFactory, seed: int, parallel: bool) -> None:
 
 
 Handed = list[tuple[str, Any]]
+
+
+def _planted_reference(raw: Any, texts: list[str]) -> str:
+    """A reference no text of `texts` contains: `PLANTED_REFERENCE` (lengthened until none
+    does), or, for a task whose verifier refuses a bare number as a reference (``reach``: a
+    reference is a chain of steps), the answer of another of its problems that none contains."""
+    planted = PLANTED_REFERENCE
+    while any(planted in text for text in texts):
+        planted += "1"
+    try:
+        raw.task.verifier.verify("", planted)
+    except ValueError:
+        source = raw.task.source
+        answers = (source[i]["answer"] for i in range(min(len(source), 200)))
+        fresh = next((a for a in answers if not any(a in text for text in texts)), None)
+        assert fresh is not None, "check_env needs a reference that no reply states"
+        return fresh
+    return planted
 
 
 def _handed_aec(env: Any, replies: list[str], seed: int, problem: dict) -> tuple[Handed, Handed]:

@@ -1,8 +1,9 @@
 """Tasks: a problem source, a verifier and prompt settings, registered by name.
 
 Built-in: ``arithmetic`` (procedural, offline; the envs' default), ``unknown`` (procedural,
-offline: find the start, checked by substitution; the training scripts' default), ``gsm8k``, ``math`` and
-``anli`` (hub id through `datasets`, or ``data_path=`` a local JSONL file).
+offline: find the start; checking costs as much as solving), ``reach`` (procedural, offline: put
+operators between numbers to reach a target; checking is much cheaper than solving; the training
+scripts' default), ``gsm8k``, ``math`` and ``anli`` (hub id through `datasets`, or ``data_path=`` a local JSONL file).
 
 Register your own::
 
@@ -19,7 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from envs import prompts, unknown
+from envs import prompts, reach, unknown
 from envs.arithmetic import ArithmeticSource, GeneratedSource
 from envs.errors import DuplicateTaskError, UnknownTaskError
 from envs.sources import Problem, ProblemSource, load_hub, load_jsonl, require
@@ -29,7 +30,7 @@ from rewards.extract import last_boxed
 BOXED = "give the final answer as \\boxed{...} at the end."
 # Generated tasks: they take `difficulty`, `size`, `seed` and `repeat`; a problem's split is a
 # hash of its text (`envs.splits`), so their "validation" and "test" splits are held out.
-PROCEDURAL_TASKS = ("arithmetic", "unknown")
+PROCEDURAL_TASKS = ("arithmetic", "unknown", "reach")
 
 
 @dataclass
@@ -165,6 +166,43 @@ def unknown_task(
     )
 
 
+REACH_FORMAT = "end with the chain in \\boxed{}, like \\boxed{a + b = c, c * d = e}."
+REACH_INSTRUCTIONS = {
+    "solver": "Reach the target; {answer_format}",
+    "critic": (
+        "Check the answer: replay its operators on the numbers and compare the end with the "
+        "target. End with 'Verdict: correct' or 'Verdict: incorrect'."
+    ),
+    "refiner": "Keep an accepted answer; replace a rejected one with another chain; "
+    "{answer_format}",
+}
+
+
+def reach_task(
+    split: str = "train",
+    size: int | None = None,
+    difficulty: int | list[int] = 1,
+    seed: int = 0,
+    verifier: str | Verifier = "reach",
+    repeat: bool = False,
+) -> Task:
+    """Put +, - or * between numbers to reach a target (`envs.reach`), scored by the ``reach``
+    verifier (`rewards.reach`: the numbers in order, every step exact, the target reached)."""
+    source = GeneratedSource(
+        reach.generate_problem,
+        "reach",
+        size,
+        difficulty,
+        split,
+        seed,
+        max_difficulty=reach.MAX_DIFFICULTY,
+        repeat=repeat,
+    )
+    return Task(
+        "reach", source, verifier, answer_format=REACH_FORMAT, instructions=REACH_INSTRUCTIONS
+    )
+
+
 def levels_holding(
     task: str, split: str, levels: list[int], size: int, seed: int = 0
 ) -> tuple[list[int], dict[int, int]]:
@@ -293,6 +331,7 @@ def anli_task(
 
 register_task("arithmetic", arithmetic_task)
 register_task("unknown", unknown_task)
+register_task("reach", reach_task)
 register_task("gsm8k", gsm8k_task)
 register_task("math", math_task)
 register_task("anli", anli_task)

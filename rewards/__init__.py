@@ -16,6 +16,7 @@ from __future__ import annotations
 from rewards.base import Verdict, Verifier
 from rewards.batch import verify_batch
 from rewards.extract import canonical_answer, extract_answer, last_boxed, majority_vote
+from rewards.reach import ReachVerifier
 from rewards.registry import (
     CompositeVerifier,
     build_verifiers,
@@ -42,6 +43,7 @@ __all__ = [
     "MathVerifier",
     "NumericVerifier",
     "PartialNumericVerifier",
+    "ReachVerifier",
     "RemoteVerifier",
     "RewardRequestError",
     "RewardServerError",

@@ -18,6 +18,7 @@ from envs.reflection import parse_verdict
 from rewards import canonical_answer, extract_answer, get_verifier, list_verifiers
 from rewards.extract import find_boxed, prepare_reference
 from tests.fuzz.harness import KNOWN_SLOW, build_verifier
+from tests.fuzz.harness.generators import REACH_REFERENCES
 from tests.fuzz.harness.properties import check_verdict
 
 VERDICT_GAPS = [
@@ -77,7 +78,7 @@ def test_reflection_env_steps_a_long_whitespace_critic_reply_quickly(report_time
 def test_quadratic_inputs_verify_quickly(name: str, key: str, report_time) -> None:
     text, bound = KNOWN_SLOW[key]
     verifier = build_verifier(name)
-    reference = "e" if name == "label" else "18"
+    reference = {"label": "e", "reach": REACH_REFERENCES[0]}.get(name, "18")
     verifier.verify("\\boxed{x+1}", "1+x" if name.startswith("math") else reference)  # warm up
     started = time.perf_counter()
     verdict = verifier.verify(text, reference)

@@ -17,7 +17,7 @@ import envs
 
 ODD_TASK = "fuzz_odd_answers"
 """A task whose references are LaTeX, fractions, intervals and matrices (`register_odd_task`)."""
-TASKS = ("arithmetic", ODD_TASK)
+TASKS = ("arithmetic", "reach", ODD_TASK)
 # fmt: off
 ODD_ANSWERS = (
     "\\frac{1}{2}", "-\\frac{3}{4}", "\\sqrt{2}", "(1, 2)", "[0, \\infty)", "x^2+2x+1",
@@ -199,12 +199,21 @@ LABEL_REFERENCES = ("e", "n", "c", "entailment", "neutral", "contradiction", "Co
 MATH_REFERENCES = NUMERIC_REFERENCES + ODD_ANSWERS + ("x", "\\boxed{\\frac{\\sqrt{3}}{2}}")
 
 
+REACH_REFERENCES = (
+    "3 * 4 = 12, 12 + 8 = 20",
+    "9 - 2 = 7, 7 * 6 = 42, 42 - 5 = 37",
+    "4 * 6 = 24, 24 + 6 = 30, 30 + 3 = 33, 33 * 3 = 99, 99 - 7 = 92",
+)
+
+
 def references_for(name: str) -> tuple[str, ...]:
     """Valid references of a verifier: none of them may make it raise."""
     if name == "label":
         return LABEL_REFERENCES
     if name in ("gsm8k", "numeric", "partial_numeric", "composite"):
         return NUMERIC_REFERENCES
+    if name == "reach":
+        return REACH_REFERENCES
     return MATH_REFERENCES
 
 
