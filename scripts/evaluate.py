@@ -15,9 +15,15 @@ compute-matched: the team's majority vote (maj1@turnK), final answer and first a
 beside the model alone given the team's first-turn prompt (math/solve-v0's where they agree) with
 k independent samples per problem (mean pass@1 and majority vote maj@k, for each k of --alone-k:
 by default 1, 3 and the team's generations per episode), tokens per episode on both sides, and
-paired bootstrap intervals on team - alone; procedural tasks per level. Then accuracy (the final
-answer), pass@k (with --samples >= k), pass1@turnK, the wrong->right / right->wrong flip rates per
-round and per-agent metrics.
+paired bootstrap intervals on team - alone; procedural tasks per level. The model alone is also
+matched in tokens: the first k whose samples spend the team's tokens per episode (enough samples
+are drawn for it, up to 10 per problem), and the stronger of the two baselines is named. Then the
+verification gap per level (the accuracy of the first answers the first review accepted minus
+that of all first answers) beside the critic's true-positive and true-negative rates, fixes,
+breaks and the model alone's pass@k - maj@k; then accuracy (the final answer), pass@k (with
+--samples >= k), pass1@turnK, the wrong->right / right->wrong flip rates per round and
+per-agent metrics. --plot writes accuracy against generations and tokens (the alone maj@k curve,
+the team's answers as points).
 """
 
 from __future__ import annotations
@@ -37,7 +43,9 @@ if str(REPO) not in sys.path:
 import envs
 from trainers.embedded import EMBEDDED_TASK
 from trainers.evaluation.evaluate import EvalConfig, evaluate, markdown_report
+from trainers.evaluation.plots import plot_compute
 from trainers.run.args import comma_items
+from trainers.run.checkpoint import atomic_path
 
 
 def _ks(text: str) -> list[int]:
@@ -171,7 +179,8 @@ def make_parser() -> argparse.ArgumentParser:
         default=None,
         metavar="K,K,...",
         help="samples per problem the model alone votes over (maj@k), e.g. 1,3,5 "
-        "(default: 1, 3 and the team's generations per episode)",
+        "(default: 1, 3 and the team's generations per episode; the k matched in tokens "
+        "joins them)",
     )
     parser.add_argument(
         "--env_option",
@@ -184,6 +193,14 @@ def make_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--save_episodes", type=Path, default=None, help="write episodes as JSONL")
     parser.add_argument("--json", type=Path, default=None, help="write the metrics as JSON")
+    parser.add_argument(
+        "--plot",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="write accuracy against compute as a PNG: the model alone's maj@k for k = 1..its "
+        "samples against generations and tokens, the team's answers as points",
+    )
     return parser
 
 
@@ -194,6 +211,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     bad = [r for r in items if "=" not in r]
     if bad:
         parser.error(f"--role_models takes ROLE=PATH,... (e.g. critic=./critic), got {bad}")
+    if args.plot is not None and (args.no_compare or args.env_id == "math/solve-v0"):
+        parser.error("--plot draws the team against the model alone: drop --no_compare")
     role_models = dict(r.split("=", 1) for r in items)
     config = EvalConfig(
         env_id=args.env_id,
@@ -232,6 +251,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
         print(f"wrote {args.json}")
+    if args.plot is not None:
+        with atomic_path(args.plot) as tmp:
+            plot_compute({"": results}, tmp, f"{config.env_id} {config.task}")
+        print(f"wrote {args.plot}")
     return results
 
 

@@ -106,12 +106,29 @@ def test_evaluate_end_to_end(tiny_model, tmp_path, monkeypatch):
             str(out),
             "--save_episodes",
             str(tmp_path / "e.jsonl"),
+            "--plot",
+            str(tmp_path / "compute.png"),
         ]
     )
     saved = json.loads(out.read_text())
     assert saved["metrics"]["episodes"] == 6 and "pass@2" in saved["metrics"]
     assert set(results["single_agent"]) >= {"pass1@turn1", "maj1@turnK", "accuracy"}
     assert len((tmp_path / "e.jsonl").read_text().splitlines()) == 6
+    # matched in tokens too: the k whose alone samples spend the team's tokens, with a curve
+    compare = saved["compare"]
+    assert compare["tokens_k"] in compare["ks"] and compare["baseline_k"] in compare["ks"]
+    assert compare["tokens_k"] <= compare["alone_samples"] <= 10
+    assert compare["curve"]["k"] == list(range(1, compare["alone_samples"] + 1))
+    assert (tmp_path / "compute.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_evaluate_plot_needs_the_comparison(capsys, monkeypatch):
+    monkeypatch.syspath_prepend(str(REPO / "scripts"))
+    import evaluate
+
+    with pytest.raises(SystemExit):
+        evaluate.main(["--no_compare", "--plot", "x.png"])
+    assert "--plot draws the team against the model alone" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("ensemble", ["majority_vote", "hidden_state_mean"])

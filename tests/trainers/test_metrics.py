@@ -131,12 +131,79 @@ def test_review_metrics_balance_the_verdicts_and_follow_the_revision():
     ]
     m = compute_metrics(episodes)
     # right answers: 3/4 accepted; wrong ones: 2/4 flagged -> (0.75 + 0.5) / 2
+    assert m["review/tpr"] == pytest.approx(0.75) and m["review/tnr"] == pytest.approx(0.5)
     assert m["review/balanced_accuracy"] == pytest.approx(0.625)
     assert m["review/fixed_when_flagged"] == pytest.approx(0.5)
     assert m["review/broke_right"] == pytest.approx(0.25)
+    assert m["review/fixed"] == pytest.approx(0.5) and m["review/broke"] == pytest.approx(0.25)
+    # the gap: 3 of the 4 accepted first answers are right (0, 2, 3; 6 is wrong), 4 of all 8
+    assert m["solver/accuracy"] == m["pass1@turn1"] == 0.5
+    assert m["review/gap"] == pytest.approx(0.75 - 0.5)
+    assert m["review/accepted"] == pytest.approx(0.5)
     only_right = review_metrics([reviewed(0, True, True, True), reviewed(1, True, False, True)])
     assert only_right["review/balanced_accuracy"] == 0.5  # the empty class is left out
+    assert only_right["review/tnr"] is None and only_right["review/fixed"] is None
+    assert only_right["review/fixed_when_flagged"] == 0.0  # its first name keeps 0.0
+    assert only_right["review/gap"] == pytest.approx(0.0)  # 1 of 1 accepted right, 2 of 2 all
     assert review_metrics([reflection(0, [("5", True)])]) == {}
+
+
+def test_the_gap_reads_the_first_review_only_and_is_absent_when_nothing_was_accepted():
+    """A later review accepting a revised answer does not make the first answer accepted; a
+    critic that accepts nothing has no gap (None), not a gap of 0."""
+    from trainers.evaluation.metrics import review_metrics
+
+    def two_rounds(group, verdicts, answers):
+        """solver, then (critic, refiner) twice; `answers`: correct per answer turn."""
+        turns = [turn("solver_0", "1" if answers[0] else "2", answers[0], 0)]
+        for r, verdict in enumerate(verdicts):
+            truth = answers[r]
+            info = {"verdict": verdict, "reviewed_correct": truth}
+            turns.append(turn("critic_0", None, verdict is truth, len(turns), **info))
+            ok = answers[r + 1]
+            turns.append(turn("refiner_0", "1" if ok else "3", ok, len(turns)))
+        return Episode("math/reflection-v0", f"p{group}", group, 0, turns)
+
+    episodes = [
+        two_rounds(0, [False, True], [False, True, True]),  # wrong, rejected, fixed, accepted
+        two_rounds(1, [True, True], [True, True, True]),  # right, accepted twice
+        two_rounds(2, [False, False], [False, False, False]),
+    ]
+    m = review_metrics(episodes)
+    # only episode 1's first answer was accepted by the first review: 1.0 - 1/3
+    assert m["review/gap"] == pytest.approx(2 / 3) and m["review/accepted"] == pytest.approx(1 / 3)
+    # every review counts for the rates: right answers 3 (all accepted), wrong ones 3 (rejected)
+    assert m["review/tpr"] == 1.0 and m["review/tnr"] == 1.0
+    assert m["review/fixed"] == pytest.approx(1 / 3)  # of 3 rejected wrong answers, one fixed
+    assert m["review/broke"] == 0.0
+    rejecting = review_metrics([two_rounds(0, [False, False], [True, True, True])])
+    assert rejecting["review/gap"] is None and rejecting["review/tpr"] == 0.0
+    none_said = review_metrics([two_rounds(0, [None, None], [False, False, False])])
+    assert none_said["review/gap"] is None and none_said["review/tnr"] == 0.0  # a miss
+
+
+def test_levels_show_the_solver_the_reviews_and_the_gap():
+    from trainers.evaluation.metrics import level_metrics
+
+    def at(level, group, *args):
+        episode = reviewed(group, *args)
+        episode.problem_id = f"unknown/test/d{level}/s0/{group}"
+        return episode
+
+    episodes = [
+        at(1, 0, True, True, True),
+        at(1, 1, False, False, True),  # level 1: a perfect critic, a fix
+        at(2, 2, True, False, False),  # level 2: right rejected and broken,
+        at(2, 3, False, True, False),  # wrong accepted
+    ]
+    levels = level_metrics(episodes)
+    one, two = levels["1"], levels["2"]
+    assert one["solver/accuracy"] == 0.5 and one["review/tpr"] == 1.0 and one["review/tnr"] == 1.0
+    assert one["review/gap"] == pytest.approx(0.5) and one["review/fixed"] == 1.0
+    assert two["review/tpr"] == 0.0 and two["review/tnr"] == 0.0
+    assert two["review/balanced_accuracy"] == 0.0 and two["review/broke"] == 1.0
+    assert two["review/gap"] == pytest.approx(-0.5)  # it accepted only the wrong answer
+    assert two["review/fixed"] is None  # no wrong answer was rejected
 
 
 def test_bootstrap_intervals_resample_problems():

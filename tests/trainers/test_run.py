@@ -73,11 +73,39 @@ def test_summary_keeps_before_after_and_adds_intervals():
     assert "| team maj1@turnK - same model alone, after | | | +0.150 |" in table
 
 
-def _compared(team_vote, alone_maj, problems=6, seed_shift=0.0):
+def _compared(team_vote, alone_maj, problems=6, seed_shift=0.0, tokens_k=None, tpr=None):
     """An evaluation with a comparison: per problem, the team's vote is right on the first
     `team_vote` share of problems and the alone maj@5 on the first `alone_maj` share; levels 1
-    and 2 alternate."""
+    and 2 alternate. With `tokens_k` (3 or 5) the alone side is also matched in tokens, has
+    maj@3 (right nowhere) and pass@k (right everywhere) and a curve; with `tpr` the team's
+    critic accepts that share of right answers (level 2: half of it), its TNR 0.5 and no gap."""
     from trainers.evaluation.metrics import compare_team_alone
+
+    if tokens_k is not None:
+        evaluation = _compared(team_vote, alone_maj, problems, seed_shift, None, tpr)
+        ids = list(evaluation["per_problem"])
+        alone = {p: {"alone/maj@3": 0.0, "alone/pass@3": 1.0, "alone/pass@5": 1.0} for p in ids}
+        for p in ids:
+            alone[p].update({k: v for k, v in evaluation["per_problem"][p].items() if "@" in k})
+            evaluation["per_problem"][p].update(alone[p])
+        team = {p: {k: v for k, v in row.items() if k.startswith("team/")}
+                for p, row in evaluation["per_problem"].items()}  # fmt: skip
+        compare = compare_team_alone(team, alone, (1, 3, 5), 5, resamples=200, tokens_k=tokens_k)
+        compare.update(
+            matched_k=5,
+            tokens_k=tokens_k,
+            tokens_k_capped=False,
+            tokens_per_episode={"team": 100.0, "alone@1": 20.0, "alone@5": 100.0},
+            spent={"team/first": {"generations": 1.0, "tokens": 20.0},
+                   "team/final": {"generations": 5.0, "tokens": 100.0},
+                   "team/vote": {"generations": 5.0, "tokens": 100.0}},
+            curve={"k": [1, 2, 3, 4, 5], "alone/maj": [0.5, 0.5, 0.0, 0.4, alone_maj],
+                   "alone/pass": [0.5, 0.75, 1.0, 1.0, 1.0],
+                   "generations": [1.0, 2.0, 3.0, 4.0, 5.0],
+                   "tokens": [20.0, 40.0, 60.0, 80.0, 100.0]},
+        )  # fmt: skip
+        evaluation["compare"] = compare
+        return evaluation
 
     ids = [f"unknown/test/d{1 + i % 2}/s0/{i}" for i in range(problems)]
     team = {
@@ -100,9 +128,17 @@ def _compared(team_vote, alone_maj, problems=6, seed_shift=0.0):
         matched_k=5, tokens_per_episode={"team": 100.0, "alone@1": 20.0, "alone@5": 100.0}
     )
     per_problem = {p: {**team[p], **alone[p], "level": 1 + i % 2} for i, p in enumerate(ids)}
+    metrics = {"maj1@turnK": team_vote, "accuracy": team_vote, "pass1@turn1": 0.0}
+    if tpr is not None:
+        review = {"solver/accuracy": 0.0, "review/tnr": 0.5, "review/gap": None}
+        metrics.update(review, **{"review/tpr": tpr, "agents": {"critic_0": {}, "solver_0": {}}})
+        metrics["levels"] = {
+            "1": {**review, "review/tpr": tpr},
+            "2": {**review, "review/tpr": tpr / 2},
+        }
     return {
         "config": {"seed": 0},
-        "metrics": {"maj1@turnK": team_vote, "accuracy": team_vote, "pass1@turn1": 0.0},
+        "metrics": metrics,
         "single_agent": {"pass1@turn1": 0.5},
         "compare": compare,
         "per_problem": per_problem,
@@ -140,6 +176,58 @@ def test_summary_leads_with_team_minus_alone_and_pairs_after_with_before():
     assert "| team: maj1@turnK |" not in table  # the comparison's team/vote stands for it
     assert "| level 1 (3) |" in table
     assert table.index("team - same model alone") < table.index("| metric (95% CI")
+
+
+def test_summary_matches_tokens_and_shows_the_verification_gap_before_and_after():
+    """Matched in tokens at k = 3 before and k = 5 after (the team grew longer): the tokens rows
+    pair each evaluation with its own k, the baseline is named per evaluation, levels show the
+    alone maj@k in tokens, and the verification gap table reads before -> after per level."""
+    results = {
+        "before": _compared(1 / 3, 2 / 3, tokens_k=3, tpr=0.5),
+        "after": _compared(2 / 3, 2 / 3, tokens_k=4, tpr=1.0),
+    }
+    results["after"]["compare"]["tokens_k"] = 4  # no maj@4: the after cells stay empty
+    rows = run.summary(results)
+    assert rows["compare"]["tokens_k"] == {"before": 3, "after": 4}
+    assert rows["compare"]["baseline_k"] == {"before": 5, "after": 5}  # maj@3 is 0 everywhere
+    table = run.summary_table(rows)
+    lines = table.splitlines()
+    assert lines[2].startswith("| team: majority vote - alone: maj@5 (compute-matched) |")
+    tokened = next(line for line in lines if "matched in tokens" in line)
+    # before: the vote (right on 2 of 6) against maj@3 (right on none): +0.333
+    assert tokened.startswith(
+        "| team: majority vote - alone: maj@k matched in tokens (k = 3 -> 4) | +0.333 ["
+    )
+    assert tokened.endswith("] |  |")  # no maj@4 after
+    assert "The baseline to beat (the stronger of the two matched): k = 5." in table
+    assert not any(line.startswith("| team: majority vote - alone: maj@3 |") for line in lines)
+    assert "| team: majority vote - alone: maj@1 |" in table
+    assert "| alone: pass@3 |" not in table  # shown as the headroom
+    level_head = next(line for line in lines if line.startswith("| level (problems) |"))
+    assert "alone: maj@k in tokens (k = 3 -> 4): before -> after |" in level_head
+    assert "| verification gap, before -> after | all | level 1 | level 2 |" in table
+    assert "| critic TPR (right answers accepted) | 0.500 -> 1.000 | 0.500 -> 1.000 | " in table
+    assert "| 0.250 -> 0.500 |" in table  # level 2's TPR
+    assert "| verification gap (accepted - all first answers) | n/a -> n/a |" in table
+    assert "| alone pass@5 - maj@5 (headroom) | +0.333 -> +0.333 |" in table
+    same = run.summary(
+        {"before": _compared(1 / 3, 2 / 3, tokens_k=5), "after": _compared(1 / 3, 2 / 3, 5)}
+    )
+    same_table = run.summary_table(same)
+    assert "(compute-matched and in tokens)" in same_table
+    assert "matched in tokens (k" not in same_table and "baseline to beat" not in same_table
+
+
+def test_compute_plot_before_and_after(tmp_path):
+    from trainers.evaluation.plots import has_curve, plot_compute
+
+    before, after = _compared(1 / 3, 2 / 3, tokens_k=3), _compared(2 / 3, 2 / 3, tokens_k=5)
+    assert has_curve(before) and not has_curve(_compared(1 / 3, 2 / 3)) and not has_curve(None)
+    plot_compute({"before": before, "after": after}, tmp_path / "compute.png", "test")
+    assert (tmp_path / "compute.png").read_bytes()[:4] == b"\x89PNG"
+    with pytest.raises(ValueError, match="compared the team with the model alone"):
+        plot_compute({"before": _compared(1 / 3, 2 / 3)}, tmp_path / "none.png")
+    assert not (tmp_path / "none.png").exists()
 
 
 def test_after_minus_before_shifts_with_one_side():

@@ -22,6 +22,7 @@ from envs.tasks import PROCEDURAL_TASKS
 from trainers.embedded import EMBEDDED_TASK, EmbeddedRecipe
 from trainers.evaluation.metrics import (
     TEAM_FIGURES,
+    alone_curve,
     alone_problem_scores,
     bootstrap_intervals,
     compare_team_alone,
@@ -29,13 +30,19 @@ from trainers.evaluation.metrics import (
     level_metrics,
     level_of,
     team_problem_scores,
+    team_spend,
+    tokens_matched_k,
 )
+from trainers.evaluation.report import verification_report
 from trainers.rollout.engine import RolloutEngine
 from trainers.rollout.records import save_episodes
 
 logger = logging.getLogger(__name__)
 HEADLINE = ("accuracy", "pass1@turn1", "maj1@turnK", "pass1@turnK")
 ALONE_ENV = "math/solve-v0"
+# The most alone samples per problem drawn to reach the team's tokens (`alone_samples`); more
+# only where the alone ks ask for them.
+ALONE_SAMPLES_MAX = 10
 # How reports name the figures (`trainers.evaluation.metrics.compare_team_alone`).
 LABELS = {
     "team/vote": "team: majority vote (maj1@turnK)",
@@ -210,6 +217,18 @@ def alone_ks(config: EvalConfig, generations: int) -> list[int]:
     return sorted(set(ks))
 
 
+def alone_samples(ks: Sequence[int], samples: int, team_tokens: float, answer_tokens: float) -> int:
+    """Alone samples per problem: as many generations as the team's for the largest k
+    (``max(ks)`` per team episode, `samples` episodes), and at least the k whose samples reach
+    the team's tokens per episode, estimated from one answer turn of the team's first answer
+    (`answer_tokens`; the model alone plays that turn's prompt), up to `ALONE_SAMPLES_MAX`."""
+    by_generations = max(ks) * samples
+    if answer_tokens <= 0:
+        return by_generations
+    by_tokens, _ = tokens_matched_k(team_tokens, answer_tokens, ALONE_SAMPLES_MAX)
+    return max(by_generations, by_tokens)
+
+
 def _first_answer_turn(env: Any, seed: int, problem_id: str) -> tuple[str, dict[str, str]] | None:
     """(agent, observation) of `env`'s first turn on the problem, or None when that turn does
     not state an answer (math/tool-v0: an analyzer plans first)."""
@@ -291,10 +310,16 @@ def evaluate(config: EvalConfig, policies: RoleMap | None = None) -> dict[str, A
     Results: ``config``, ``env``, ``metrics`` (the team's `compute_metrics`, with ``ci95``,
     ``levels``, ``tokens_per_episode``), ``per_problem`` (problem id -> the team's ``team/vote``,
     ``team/final``, ``team/first`` and, when compared, the alone ``alone/pass@1``,
-    ``alone/maj@k``, and ``level``), and when compared ``single_agent`` (the alone samples'
-    `compute_metrics`) and ``compare`` (`compare_team_alone` plus ``ks``, ``matched_k``,
-    ``team_generations`` (the env's maximum; ``team_generations_mean``: what episodes used),
-    ``alone_samples`` per problem, ``alone_prompt`` and ``tokens_per_episode`` per side).
+    ``alone/maj@k``, ``alone/pass@k``, and ``level``), and when compared ``single_agent`` (the
+    alone samples' `compute_metrics`) and ``compare`` (`compare_team_alone` plus ``ks``,
+    ``matched_k`` (generations: the team's per episode), ``tokens_k`` (tokens: the first k
+    whose alone samples spend the team's tokens per episode; ``tokens_k_capped`` when the
+    alone samples ran out first), ``baseline_k`` (the stronger of the two), ``team_generations``
+    (the env's maximum; ``team_generations_mean``: what episodes used), ``alone_samples`` per
+    problem, ``alone_prompt``, ``tokens_per_episode`` per side, ``alone_tokens_per_sample``,
+    ``spent`` (generations and tokens per episode behind ``team/first``, ``team/final`` and
+    ``team/vote``) and ``curve`` (the model alone's maj@k and pass@k for k = 1..alone samples,
+    at most `ALONE_SAMPLES_MAX`, against generations and tokens: `alone_curve`)).
     """
     from envs.roles import answer_roles as env_answer_roles
     from trainers.evaluation.policies import build_role_map
@@ -343,34 +368,62 @@ def _alone_side(
     team: dict[str, dict[str, Any]],
     per_problem: dict[str, dict[str, Any]],
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The same model alone, compute-matched with the team's `episodes`: its `compute_metrics`
-    and the comparison (`evaluate`'s ``single_agent`` and ``compare``); each problem's alone
-    figures are added to `per_problem`."""
+    """The same model alone, compute-matched with the team's `episodes` in generations and in
+    tokens: its `compute_metrics` and the comparison (`evaluate`'s ``single_agent`` and
+    ``compare``); each problem's alone figures are added to `per_problem`."""
     engine, about = alone_engine(config, policies)
     generations = about["generations"]
     ks = alone_ks(config, generations)
-    samples = max(ks) * config.samples  # as many generations per problem as the team's
+    spend = team_spend(episodes)
+    team_tokens = metrics["tokens_per_episode"]
+    samples = alone_samples(ks, config.samples, team_tokens, spend["answer_tokens"]["tokens"])
     single, alone_episodes = run_env(config, ALONE_ENV, policies, group_size=samples, engine=engine)
-    alone = alone_problem_scores(alone_episodes, ks, seed=config.seed)
+    per_sample = single["tokens_per_episode"]
+    tokens_k, capped = tokens_matched_k(team_tokens, per_sample, samples)
+    if capped:
+        logger.warning(
+            "the model alone reaches the team's %.1f tokens per episode only past its %d "
+            "samples per problem (%.1f tokens each): tokens-matched k capped at %d",
+            team_tokens,
+            samples,
+            per_sample,
+            samples,
+        )
+    ks = sorted({*ks, tokens_k})
+    curve_ks = range(1, min(samples, ALONE_SAMPLES_MAX) + 1)
+    scored = alone_problem_scores(alone_episodes, sorted({*ks, *curve_ks}), seed=config.seed)
+    wanted = {"alone/pass@1", *(f"alone/{m}@{k}" for k in ks for m in ("maj", "pass"))}
+    alone = {
+        pid: {k: v for k, v in row.items() if k in wanted or k == "tokens"}
+        for pid, row in scored.items()
+    }
     for pid, row in alone.items():
         per_problem.setdefault(pid, {}).update(
             {k: v for k, v in row.items() if k.startswith("alone/")}
         )
     matched = generations if generations in ks else max(ks)
-    per_sample = sum(r["tokens"] for r in alone.values()) / len(alone)
     compare = {
         "ks": ks,
         "matched_k": matched,
+        "tokens_k": tokens_k,
+        "tokens_k_capped": capped,
         "team_generations": generations,
         "team_generations_mean": sum(len(e.turns) for e in episodes) / len(episodes),
         "alone_samples": samples,
         "alone_prompt": about["prompt"],
         "tokens_per_episode": {
-            "team": metrics["tokens_per_episode"],
+            "team": team_tokens,
             **{f"alone@{k}": k * per_sample for k in ks},
         },
+        "alone_tokens_per_sample": per_sample,
+        "spent": {k: v for k, v in spend.items() if k in TEAM_FIGURES},
+        "curve": alone_curve(scored, samples, per_sample),
     }
-    compare.update(compare_team_alone(team, alone, ks, matched, resamples=1000, seed=config.seed))
+    compare.update(
+        compare_team_alone(
+            team, alone, ks, matched, resamples=1000, seed=config.seed, tokens_k=tokens_k
+        )
+    )
     return single, compare
 
 
@@ -423,25 +476,71 @@ def label(name: str) -> str:
     return name.replace("/", ": ", 1)
 
 
+def matched_tags(compare: dict[str, Any]) -> dict[int, str]:
+    """What each compute-matched k of a comparison is: ``{5: "matched", 7: "tokens-matched,
+    baseline"}``; the baseline is named only where the two differ (`compare_team_alone`)."""
+    matched, tokens_k = compare["matched_k"], compare.get("tokens_k")
+    tags: dict[int, list[str]] = {matched: ["matched"]}
+    if tokens_k is not None:
+        tags.setdefault(tokens_k, []).append("tokens-matched")
+        baseline = compare.get("baseline_k", matched)
+        if tokens_k != matched and baseline in tags:
+            tags[baseline].append("baseline")
+    return {k: ", ".join(v) for k, v in tags.items()}
+
+
+def _k_of(name: str) -> int | None:
+    """The k of a figure or difference named ``...@k``, else None."""
+    k = name.rsplit("@", 1)[-1]
+    return int(k) if k.isdigit() else None
+
+
+def _tag(name: str, tags: dict[int, str]) -> str:
+    """The compute-matched tag of a figure or difference named ``...@k`` (or "")."""
+    k = _k_of(name)
+    return "" if k is None else tags.get(k, "")
+
+
+def _matching(c: dict[str, Any]) -> str:
+    """How the comparison matches compute, as a sentence."""
+    matched = c["matched_k"]
+    text = f"Compute-matched: k = {matched} in generations" + (
+        "" if matched == c["team_generations"] else " (the nearest k asked for)"
+    )
+    if "tokens_k" in c:
+        per_sample = c.get("alone_tokens_per_sample", 0.0)
+        team = c.get("tokens_per_episode", {}).get("team", 0.0)
+        text += (
+            f", k = {c['tokens_k']} in tokens (the team {team:.1f} tokens per episode, alone "
+            f"{per_sample:.1f} per sample"
+            + (
+                f"; capped at the {c['alone_samples']} alone samples"
+                if c["tokens_k_capped"]
+                else ""
+            )
+            + f"); the baseline to beat: k = {c.get('baseline_k', matched)}, the stronger"
+        )
+    return text + "."
+
+
 def comparison_report(results: dict[str, Any]) -> list[str]:
-    """The team against the same model alone: the paired differences first, then the figures
-    with tokens per episode, each with per-level columns on procedural tasks."""
+    """The team against the same model alone: the paired differences first (compute-matched in
+    generations and in tokens on top), then the figures with tokens per episode, each with
+    per-level columns on procedural tasks."""
     c = results.get("compare")
     if not c:
         return []
     levels = list(c.get("levels", {}))
     level_head = "".join(f" level {lv} |" for lv in levels)
     level_rule = "---|" * len(levels)
-    matched = c["matched_k"]
+    tags = matched_tags(c)
     intro = (
         f"Same model, same problems: the team ({results['env']}, at most "
         f"{c['team_generations']} generations per episode, {c['team_generations_mean']:.2f} "
         f"used) against the model alone with k independent samples (prompt: {c['alone_prompt']}; "
         f"{c['alone_samples']} samples per problem), same temperature and token cap. "
-        f"Compute-matched: k = {matched}"
-        + ("" if matched == c["team_generations"] else " (the nearest k asked for)")
-        + ". 95% intervals: bootstrap over problems, differences "
-        "paired by problem."
+        + _matching(c)
+        + " 95% intervals: bootstrap over problems, differences paired by problem."
     )
     lines = [
         intro,
@@ -450,11 +549,12 @@ def comparison_report(results: dict[str, Any]) -> list[str]:
         f"|---|---|{level_rule}",
     ]
     names = list(c["paired"])  # by k, the vote before the final answer
-    ordered = sorted(names, key=lambda n: (not n.endswith(f"@{matched}"), names.index(n)))
+    rank = {k: i for i, k in enumerate(tags)}  # the compute-matched ks first
+    ordered = sorted(names, key=lambda n: (rank.get(_k_of(n), len(rank)), names.index(n)))
     for name in ordered:
         d = c["paired"][name]
-        star = " (matched)" if name.endswith(f"@{matched}") else ""
-        row = f"| {label(name)}{star} | {_ci(d['diff'], d['ci95'], signed=True)} |"
+        tag = f" ({_tag(name, tags)})" if _tag(name, tags) else ""
+        row = f"| {label(name)}{tag} | {_ci(d['diff'], d['ci95'], signed=True)} |"
         for lv in levels:
             cell = c["levels"][lv].get(name)
             row += f" {_ci(cell['diff'], cell['ci95'], signed=True)} |" if cell else " |"
@@ -466,12 +566,14 @@ def comparison_report(results: dict[str, Any]) -> list[str]:
         f"|---|---|{level_rule}---|",
     ]
     for name, value in c["figures"].items():
+        if name.startswith("alone/pass@") and name != "alone/pass@1":
+            continue  # in the verification table, as the headroom over maj@k
         row = f"| {label(name)} | {_ci(value, c['ci95'].get(name))} |"
         for lv in levels:
             cell = c["levels"][lv].get(name)
             row += f" {cell:.3f} |" if cell is not None else " |"
-        if name.startswith("team/"):
-            tok = tokens.get("team")
+        if name.startswith("team/"):  # the first answer spent the turns up to it
+            tok = c.get("spent", {}).get(name, {}).get("tokens", tokens.get("team"))
         elif name.startswith("alone/maj@"):
             tok = tokens.get(f"alone@{name.rsplit('@', 1)[1]}")
         else:
@@ -484,14 +586,17 @@ def comparison_report(results: dict[str, Any]) -> list[str]:
 
 
 def markdown_report(results: dict[str, Any]) -> str:
-    """The team against the same model alone (compute-matched, paired) first, then the team's
-    metrics, flips and per-agent table."""
+    """The team against the same model alone (compute-matched, paired) first, then the
+    verification gap per level (`trainers.evaluation.report.verification_report`), then the
+    team's metrics, flips and per-agent table."""
     m = results["metrics"]
     lines = [f"## {results['env']}: {m['problems']} problems, {m['episodes']} episodes", ""]
     lines += comparison_report(results)
+    lines += verification_report(results)
     sizes = split_size_report(results.get("split_sizes", {}))
     lines += sizes + ([""] if sizes else [])
-    keys = [k for k in m if k in HEADLINE or k.startswith(("pass@", "flip/", "review/"))]
+    # the review figures are in the verification table; the rest of the team's metrics here
+    keys = [k for k in m if k in HEADLINE or k.startswith(("pass@", "flip/"))]
     names = {"accuracy": "final answer (accuracy)"}
     lines += ["| metric | value |", "|---|---|"]
     lines += [f"| {names.get(k, k)} | {m[k]:.3f} |" for k in keys]

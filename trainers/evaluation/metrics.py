@@ -14,8 +14,9 @@ separately (per-agent metrics).
 - ``pass1@turnK``: any of the K answer turns is correct.
 - ``flip/wrong->right@r``, ``flip/right->wrong@r``: among episodes wrong (right) at answer turn r,
   the fraction right (wrong) at turn r + 1.
-- ``review/...``: verdict balanced accuracy, and what the revision after a review does
-  (`review_metrics`).
+- ``solver/accuracy``: the first answer turn is correct (pass1@turn1, under the solver's name).
+- ``review/...``: how reviews judge (true-positive and true-negative rates, balanced accuracy),
+  the verification gap, and what the revision after a review does (`review_metrics`).
 - per agent: mean reward, accuracy (the fraction of its turns with ``info["correct"]``), parse
   errors and completion length in tokens.
 """
@@ -80,6 +81,7 @@ def compute_metrics(episodes: Sequence[Episode], ks: Sequence[int] = (1,)) -> di
     out: dict[str, Any] = {"episodes": len(episodes), "problems": len({e.group for e in episodes})}
     out["accuracy"] = sum(s[-1][1] for s in scored) / n
     out["pass1@turn1"] = sum(s[0][1] for s in scored) / n
+    out["solver/accuracy"] = out["pass1@turn1"]
     out["maj1@turnK"] = sum(majority_correct(s) for s in scored) / n
     out["pass1@turnK"] = sum(any(ok for _, ok in s) for s in scored) / n
     out["answer_turns"] = max((len(s) for s in scored), default=0)
@@ -102,26 +104,39 @@ def compute_metrics(episodes: Sequence[Episode], ks: Sequence[int] = (1,)) -> di
     return out
 
 
-def review_metrics(episodes: Sequence[Episode]) -> dict[str, float]:
-    """How reviews (critic, program verifier) judge and what the revision after them does.
+def review_metrics(episodes: Sequence[Episode]) -> dict[str, float | None]:
+    """How reviews (critic, program verifier) judge, what the model's own check adds, and what
+    the revision after a review does. Reviews are the turns whose info has ``reviewed_correct``
+    (the truth of the answer under review) and ``verdict`` (True, False, or None: no verdict,
+    which is a miss either way and never an acceptance).
 
-    - ``review/balanced_accuracy``: the mean of the verdict's hit rate on right answers (says
-      correct) and on wrong ones (says incorrect); a missing verdict is a miss.
-    - ``review/fixed_when_flagged``: among wrong answers the review rejected, the share the
-      next answer turn makes right.
-    - ``review/broke_right``: among right answers under review, the share the next answer turn
-      makes wrong.
+    - ``review/tpr``: among right answers under review, the share the review says correct;
+      ``review/tnr``: among wrong ones, the share it says incorrect (None without such answers).
+    - ``review/balanced_accuracy``: the mean of the two (a class with no answers is left out).
+    - ``review/gap``, the verification gap: the accuracy of the first answers that the first
+      review accepted minus the accuracy of all first answers (``solver/accuracy``), what
+      filtering by the model's own check adds; None when the first review accepted none.
+      ``review/accepted``: the share of first answers it accepted.
+    - ``review/fixed``: among wrong answers the review rejected, the share the next answer turn
+      makes right; ``review/broke``: among right answers under review, the share the next answer
+      turn makes wrong (None without such answers). ``review/fixed_when_flagged`` and
+      ``review/broke_right`` are the same rates under their first names, 0.0 without answers.
 
     Empty when no episode has a review turn.
     """
     hits: dict[bool, list[bool]] = {True: [], False: []}
-    fixed, broke = [], []
+    fixed, broke, first, accepted = [], [], [], []
     for episode in episodes:
         turns, answering = episode.turns, answer_roles_of(episode)
-        for i, turn in enumerate(turns):
-            if "reviewed_correct" not in turn.info:
-                continue
-            truth, verdict = bool(turn.info["reviewed_correct"]), turn.info.get("verdict")
+        answers = answer_sequence(episode)
+        reviews = [i for i, t in enumerate(turns) if "reviewed_correct" in t.info]
+        if answers:
+            first.append(answers[0][1])
+            if reviews and turns[reviews[0]].info.get("verdict") is True:
+                accepted.append(answers[0][1])
+        for i in reviews:
+            info = turns[i].info
+            truth, verdict = bool(info["reviewed_correct"]), info.get("verdict")
             hits[truth].append(verdict is truth)
             nxt = next((t for t in turns[i + 1 :] if role_of(t.agent) in answering), None)
             if nxt is None:
@@ -133,14 +148,22 @@ def review_metrics(episodes: Sequence[Episode]) -> dict[str, float]:
     if not hits[True] and not hits[False]:
         return {}
 
-    def mean(xs: list[bool]) -> float:
-        return sum(xs) / len(xs) if xs else 0.0
+    def mean(xs: list[bool]) -> float | None:
+        return sum(xs) / len(xs) if xs else None
 
-    classes = [mean(h) for h in hits.values() if h]  # a class with no answers is left out
+    tpr, tnr = mean(hits[True]), mean(hits[False])
+    classes = [r for r in (tpr, tnr) if r is not None]
+    accuracy, kept = mean(first), mean(accepted)
     return {
+        "review/tpr": tpr,
+        "review/tnr": tnr,
         "review/balanced_accuracy": sum(classes) / len(classes),
-        "review/fixed_when_flagged": mean(fixed),
-        "review/broke_right": mean(broke),
+        "review/gap": None if kept is None or accuracy is None else kept - accuracy,
+        "review/accepted": None if not first else len(accepted) / len(first),
+        "review/fixed": mean(fixed),
+        "review/broke": mean(broke),
+        "review/fixed_when_flagged": mean(fixed) or 0.0,
+        "review/broke_right": mean(broke) or 0.0,
     }
 
 
@@ -231,11 +254,29 @@ def level_of(problem_id: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
+# What every evaluation shows per level: the team's answers, the solver's first answer, how the
+# reviews judge it, the verification gap and what revisions do (`review_metrics`).
+LEVEL_KEYS = (
+    "accuracy",
+    "pass1@turn1",
+    "maj1@turnK",
+    "solver/accuracy",
+    "review/tpr",
+    "review/tnr",
+    "review/balanced_accuracy",
+    "review/gap",
+    "review/accepted",
+    "review/fixed",
+    "review/broke",
+)
+
+
 def level_metrics(
-    episodes: Sequence[Episode], keys: Sequence[str] = ("accuracy", "pass1@turn1", "maj1@turnK")
-) -> dict[str, dict[str, float]]:
+    episodes: Sequence[Episode], keys: Sequence[str] = LEVEL_KEYS
+) -> dict[str, dict[str, float | None]]:
     """`keys` of `compute_metrics` per problem level (``{"1": {...}, "2": {...}}``, with
-    ``problems`` and ``episodes`` counts); empty when the problems have no levels."""
+    ``problems`` and ``episodes`` counts); empty when the problems have no levels. A key the
+    level's episodes lack (no reviews) is left out; one they have as None stays None."""
     by_level: dict[int, list[Episode]] = defaultdict(list)
     for episode in episodes:
         level = level_of(episode.problem_id)
@@ -278,6 +319,70 @@ def team_problem_scores(episodes: Sequence[Episode]) -> dict[str, dict[str, floa
     return out
 
 
+def first_answer_turns(episode: Episode) -> list[Turn]:
+    """The turns an episode spends up to and including its first answer: every turn up to the
+    first answer turn (AEC envs), or the whole first round (Parallel envs, whose first answer is
+    the team's answer of round 0); empty when no turn states an answer."""
+    turns = episode.turns
+    if turns and "team_answer" in turns[0].info:
+        first_round = min(t.round for t in turns)
+        return [t for t in turns if t.round == first_round]
+    answering = answer_roles_of(episode)
+    for i, turn in enumerate(turns):
+        if role_of(turn.agent) in answering:
+            return list(turns[: i + 1])
+    return []
+
+
+def team_spend(episodes: Sequence[Episode]) -> dict[str, dict[str, float]]:
+    """What the team's figures cost per episode, as generations and tokens: ``team/first`` the
+    turns up to its first answer (`first_answer_turns`), ``team/final`` and ``team/vote`` the
+    whole episode; ``answer_tokens``: the mean tokens of one answering turn of the first answer
+    (what one sample of the model alone costs, about)."""
+    if not episodes:
+        raise ValueError("team_spend needs at least one episode")
+    n = len(episodes)
+    firsts = [first_answer_turns(e) for e in episodes]
+    whole = {
+        "generations": sum(len(e.turns) for e in episodes) / n,
+        "tokens": sum(episode_tokens(e) for e in episodes) / n,
+    }
+    # one answering turn: AEC, the first answer turn; Parallel, any agent's turn of round 0
+    answering = [
+        t
+        for e, turns in zip(episodes, firsts, strict=True)
+        for t in (turns if turns and "team_answer" in turns[0].info else turns[-1:])
+    ]
+    return {
+        "team/first": {
+            "generations": sum(map(len, firsts)) / n,
+            "tokens": sum(len(t.completion_ids) for ts in firsts for t in ts) / n,
+        },
+        "team/final": dict(whole),
+        "team/vote": dict(whole),
+        "answer_tokens": {
+            "tokens": sum(len(t.completion_ids) for t in answering) / max(len(answering), 1)
+        },
+    }
+
+
+def tokens_matched_k(team_tokens: float, alone_tokens: float, samples: int) -> tuple[int, bool]:
+    """The smallest k whose k alone samples (`alone_tokens` each) spend at least the team's
+    `team_tokens` per episode, and whether it was capped at the `samples` the model alone has:
+    ``(k, capped)``. A team that spends nothing matches k = 1; alone samples that spend nothing
+    never reach a team that spends some (capped)."""
+    if samples < 1:
+        raise ValueError(f"tokens_matched_k needs at least one alone sample, got {samples}")
+    if team_tokens <= 0:
+        return 1, False
+    if alone_tokens <= 0:
+        return samples, True
+    k = max(1, math.ceil(team_tokens / alone_tokens))
+    if (k - 1) * alone_tokens >= team_tokens:  # a float ratio just above a whole number
+        k -= 1
+    return (samples, True) if k > samples else (max(k, 1), False)
+
+
 def maj_at_k(
     answers: Sequence[tuple[str | None, bool]], k: int, max_subsets: int = 500, seed: int = 0
 ) -> float:
@@ -294,8 +399,28 @@ def maj_at_k(
     else:
         rng = random.Random(seed)
         subsets = (tuple(sorted(rng.sample(range(n), k))) for _ in range(max_subsets))
-    votes = [majority_correct([answers[i] for i in subset]) for subset in subsets]
+    # `majority_correct` on each subset, with each answer's key computed once, not per subset
+    keys = [canonical_answer(a) if a is not None else "" for a, _ in answers]
+    votes = [_subset_vote(keys, answers, subset) for subset in subsets]
     return sum(votes) / len(votes)
+
+
+def _subset_vote(
+    keys: Sequence[str], answers: Sequence[tuple[str | None, bool]], subset: Sequence[int]
+) -> bool:
+    """`majority_correct` of the answers at `subset`, from their canonical `keys` ("" for none):
+    the most common key wins, ties go to the key seen first, and the first answer giving it says
+    whether it is right."""
+    counts: dict[str, int] = {}
+    first: dict[str, int] = {}
+    for i in subset:
+        if keys[i]:
+            counts[keys[i]] = counts.get(keys[i], 0) + 1
+            first.setdefault(keys[i], i)
+    if not counts:
+        return False
+    best = max(counts, key=lambda key: counts[key])  # max keeps the first key among equals
+    return answers[first[best]][1]
 
 
 def alone_problem_scores(
@@ -303,19 +428,50 @@ def alone_problem_scores(
 ) -> dict[str, dict[str, float]]:
     """Per problem id, from n independent single-answer samples of the same model alone:
     ``alone/pass@1`` (the mean correctness of a sample), ``alone/maj@k`` for each k in `ks`
-    (`maj_at_k`), and ``tokens`` (per sample)."""
+    (`maj_at_k`) and ``alone/pass@k`` beside it (unbiased, `pass_at_k`: some sample of k is
+    right; pass@k - maj@k is the headroom a better vote could reach), and ``tokens`` (per
+    sample)."""
     groups: dict[str, list[Episode]] = defaultdict(list)
     for episode in episodes:
         groups[episode.problem_id].append(episode)
     out = {}
     for pid, group in groups.items():
         answers = [(s[-1] if s else (None, False)) for s in map(answer_sequence, group)]
-        row = {"alone/pass@1": sum(ok for _, ok in answers) / len(answers)}
+        right = sum(ok for _, ok in answers)
+        row = {"alone/pass@1": right / len(answers)}
         for k in ks:
             if k <= len(answers):
                 row[f"alone/maj@{k}"] = maj_at_k(answers, k, seed=seed)
+                row.setdefault(f"alone/pass@{k}", pass_at_k(len(answers), right, k))
         row["tokens"] = sum(episode_tokens(e) for e in group) / len(group)
         out[pid] = row
+    return out
+
+
+def alone_curve(
+    scores: Mapping[str, Mapping[str, float]], samples: int, tokens_per_sample: float
+) -> dict[str, list[float]]:
+    """Accuracy against compute for the model alone, from `alone_problem_scores` computed for
+    k = 1..`samples`: per k, the mean over problems of ``alone/maj@k`` and ``alone/pass@k``, and
+    what k samples spend per problem (``generations`` k, ``tokens`` k x `tokens_per_sample`).
+    A k that some problem lacks ends the curve."""
+    out: dict[str, list[float]] = {
+        "k": [],
+        "alone/maj": [],
+        "alone/pass": [],
+        "generations": [],
+        "tokens": [],
+    }
+    for k in range(1, samples + 1):
+        maj = figure_of(scores, f"alone/maj@{k}")
+        if not maj or len(maj) < len(scores):
+            break
+        pas = figure_of(scores, f"alone/pass@{k}")
+        out["k"].append(k)
+        out["alone/maj"].append(sum(maj.values()) / len(maj))
+        out["alone/pass"].append(sum(pas.values()) / len(pas))
+        out["generations"].append(float(k))
+        out["tokens"].append(k * tokens_per_sample)
     return out
 
 
@@ -372,34 +528,51 @@ def compare_team_alone(
     matched_k: int,
     resamples: int = 1000,
     seed: int = 0,
+    tokens_k: int | None = None,
 ) -> dict[str, Any]:
     """The team against the same model alone on the same problems (`team_problem_scores`,
     `alone_problem_scores`):
 
     - ``figures``: the mean over problems of ``team/vote``, ``team/final``, ``team/first``,
-      ``alone/pass@1`` and ``alone/maj@k`` for each k in `ks`; ``ci95``: their bootstrap intervals;
+      ``alone/pass@1`` and, for each k in `ks`, ``alone/maj@k`` and ``alone/pass@k`` (k > 1);
+      ``ci95``: their bootstrap intervals;
     - ``paired``: ``"team/vote - alone/maj@k"`` and ``"team/final - alone/maj@k"`` for each k,
       each ``{"diff", "ci95", "problems"}`` (`paired_interval`);
-    - ``levels``: per problem level (procedural tasks), the figures and the two matched
-      differences (``... - alone/maj@<matched_k>``) with their paired intervals, and ``problems``.
+    - ``headroom``: ``"alone/pass@k - alone/maj@k"`` for each k > 1, paired the same way: what
+      a perfect vote over the same k samples would add;
+    - ``levels``: per problem level (procedural tasks), the figures, the headroom and the two
+      matched differences (``... - alone/maj@<matched_k>``, and ``@<tokens_k>`` when given) with
+      their paired intervals, and ``problems``;
+    - ``baseline_k``: the stronger compute-matched baseline, the k of `matched_k` (generations)
+      and `tokens_k` (tokens) whose ``alone/maj@k`` is higher (ties: `matched_k`), which a team
+      has to beat.
     """
-    names = [*TEAM_FIGURES, "alone/pass@1", *(f"alone/maj@{k}" for k in ks)]
-    scores = {
-        **{n: figure_of(team, n) for n in names[:3]},
-        **{n: figure_of(alone, n) for n in names[3:]},
-    }
+    names = [*TEAM_FIGURES, "alone/pass@1"]
+    for k in ks:
+        names += [f"alone/maj@{k}"] + ([f"alone/pass@{k}"] if k > 1 else [])
+    scores = {n: figure_of(team if n.startswith("team/") else alone, n) for n in names}
     names = [n for n in names if scores[n]]
     figures = {n: sum(scores[n].values()) / len(scores[n]) for n in names}
     ci95 = {n: mean_interval(list(scores[n].values()), resamples, seed=seed) for n in names}
-    paired = {}
+
+    def pair(mine: str, other: str, pids: Iterable[str] | None = None) -> dict[str, Any]:
+        keep = set(scores[mine]) & set(scores[other]) if pids is None else set(pids)
+        a = {p: scores[mine][p] for p in keep if p in scores[mine]}
+        b = {p: scores[other][p] for p in keep if p in scores[other]}
+        return paired_interval(a, b, resamples, seed=seed)
+
+    paired, headroom = {}, {}
     for k in ks:
         other = f"alone/maj@{k}"
         if not scores.get(other):
             continue
         for mine in ("team/vote", "team/final"):
-            paired[f"{mine} - {other}"] = paired_interval(
-                scores[mine], scores[other], resamples, seed=seed
-            )
+            paired[f"{mine} - {other}"] = pair(mine, other)
+        if scores.get(f"alone/pass@{k}"):
+            headroom[f"alone/pass@{k} - {other}"] = pair(f"alone/pass@{k}", other)
+    matched = [k for k in dict.fromkeys((matched_k, tokens_k)) if k is not None]
+    matched = [k for k in matched if scores.get(f"alone/maj@{k}")]
+    baseline = max(matched, key=lambda k: figures[f"alone/maj@{k}"], default=matched_k)
     levels: dict[str, dict[str, Any]] = {}
     ids = sorted(set(team) & set(alone))
     by_level: dict[int, list[str]] = defaultdict(list)
@@ -408,17 +581,23 @@ def compare_team_alone(
         if level is not None:
             by_level[level].append(pid)
     if by_level and sum(map(len, by_level.values())) == len(ids):
-        matched = f"alone/maj@{matched_k}"
         for level, pids in sorted(by_level.items()):
             row: dict[str, Any] = {"problems": len(pids)}
             for n in names:
                 have = [scores[n][p] for p in pids if p in scores[n]]
                 if have:
                     row[n] = sum(have) / len(have)
-            for mine in ("team/vote", "team/final"):
-                if scores.get(matched):
-                    sub_a = {p: scores[mine][p] for p in pids}
-                    sub_b = {p: scores[matched][p] for p in pids}
-                    row[f"{mine} - {matched}"] = paired_interval(sub_a, sub_b, resamples, seed=seed)
+            for k in matched:
+                for mine in ("team/vote", "team/final"):
+                    row[f"{mine} - alone/maj@{k}"] = pair(mine, f"alone/maj@{k}", pids)
+            for name in headroom:
+                row[name] = pair(*name.split(" - "), pids)
             levels[str(level)] = row
-    return {"figures": figures, "ci95": ci95, "paired": paired, "levels": levels}
+    return {
+        "figures": figures,
+        "ci95": ci95,
+        "paired": paired,
+        "headroom": headroom,
+        "levels": levels,
+        "baseline_k": baseline,
+    }

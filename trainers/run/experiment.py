@@ -1,7 +1,9 @@
 """What every `scripts/train_<env>.py` does: evaluate, train, evaluate again, write the results.
 
 Writes into ``output_dir``: the trained model (``final/``), ``metrics.json`` (before/after
-evaluation and the training log) and ``curves.png`` (reward and accuracy per agent over steps).
+evaluation and the training log), ``curves.png`` (reward and accuracy per agent over steps) and,
+where the evaluations compared the team with the model alone, ``compute.png`` (accuracy against
+generations and tokens, before and after: `trainers.evaluation.plots.plot_compute`).
 Files are replaced atomically; ``metrics.json`` is first written with the "before" evaluation,
 which a run resumed with ``--resume_from_checkpoint`` reuses (see `trainers.run.checkpoint`).
 """
@@ -26,6 +28,8 @@ from trainers.evaluation.evaluate import (
     markdown_report,
 )
 from trainers.evaluation.metrics import INTERVAL_KEYS, figure_of, paired_interval
+from trainers.evaluation.plots import has_curve, plot_compute
+from trainers.evaluation.report import verification_change, verification_tables
 from trainers.run.args import RunArguments
 from trainers.run.checkpoint import (
     atomic_path,
@@ -185,11 +189,16 @@ def finish_run(
         results["summary"] = summary(results)
         print(summary_table(results["summary"]))
     write_json_atomic(out / "metrics.json", results)
+    title = f"{env_args.env_id} {results['algo']}"
     with atomic_path(out / "curves.png") as tmp:
-        plot_curves(
-            log_history, tmp, f"{env_args.env_id} {results['algo']}", results.get("summary")
-        )
-    print(f"wrote {final}, {out / 'metrics.json'}, {out / 'curves.png'}")
+        plot_curves(log_history, tmp, title, results.get("summary"))
+    written = [final, out / "metrics.json", out / "curves.png"]
+    evaluations = {w: results[w] for w in ("before", "after") if has_curve(results.get(w))}
+    if evaluations:  # accuracy against compute, team and model alone, before and after
+        with atomic_path(out / "compute.png") as tmp:
+            plot_compute(evaluations, tmp, title)
+        written.append(out / "compute.png")
+    print(f"wrote {', '.join(map(str, written))}")
     return results
 
 
@@ -257,8 +266,12 @@ def summary(results: dict[str, Any]) -> dict[str, dict[str, Any]]:
     (``tokens/team``, ``tokens/alone@k``), and the summary adds
     ``compare``: ``{"matched_k": k, "before": {...}, "after": {...}}``, each the paired
     differences ``"team/vote - alone/maj@k"`` / ``"team/final - alone/maj@k"`` as
-    ``{"diff", "ci95", "problems"}``; ``levels``: per evaluation, per problem level, the figures;
-    and ``paired``: after - before of each figure, paired by problem id (`after_minus_before`).
+    ``{"diff", "ci95", "problems"}``, and, per evaluation (``{"before": k, "after": k}``),
+    ``tokens_k`` (alone matched in tokens) and ``baseline_k`` (the stronger baseline);
+    ``levels``: per evaluation, per problem level, the figures; ``paired``: after - before of
+    each figure, paired by problem id (`after_minus_before`); and ``verification``: the
+    verification gap tables before and after
+    (`trainers.evaluation.report.verification_tables`).
     """
     rows: dict[str, dict[str, Any]] = {"ci95": {}}
     for when in ("before", "after"):
@@ -276,9 +289,11 @@ def summary(results: dict[str, Any]) -> dict[str, dict[str, Any]]:
             intervals.update(compare.get("ci95", {}))
             for side, tokens in compare.get("tokens_per_episode", {}).items():
                 rows[when][f"tokens/{side}"] = tokens
-            rows.setdefault("compare", {"matched_k": compare["matched_k"]})[when] = compare[
-                "paired"
-            ]
+            compared = rows.setdefault("compare", {"matched_k": compare["matched_k"]})
+            compared[when] = compare["paired"]
+            for key in ("tokens_k", "baseline_k"):
+                if key in compare:
+                    compared.setdefault(key, {})[when] = compare[key]
             levels = {
                 level: {k: v for k, v in row.items() if not isinstance(v, dict)}
                 for level, row in compare.get("levels", {}).items()
@@ -289,6 +304,7 @@ def summary(results: dict[str, Any]) -> dict[str, dict[str, Any]]:
     paired = after_minus_before(results)
     if paired:
         rows["paired"] = paired
+    rows["verification"] = verification_tables(results["before"], results["after"])
     return rows
 
 
@@ -323,9 +339,10 @@ def _name(key: str) -> str:
 
 def summary_table(rows: dict[str, dict[str, Any]]) -> str:
     """The before/after tables: first, where the evaluations compared the team with the same
-    model alone, team - alone (paired by problem) before and after, and after - before (paired
-    by problem); then each figure before and after with its 95% interval when there is one, and
-    the figures per level."""
+    model alone, team - alone (paired by problem) before and after, compute-matched in
+    generations and in tokens, and after - before (paired by problem); then each figure before
+    and after with its 95% interval when there is one, the figures per level, and the
+    verification gap per level (`trainers.evaluation.report.verification_change`)."""
     lines: list[str] = []
     compare = rows.get("compare")
     if compare:
@@ -333,13 +350,22 @@ def summary_table(rows: dict[str, dict[str, Any]]) -> str:
     paired = rows.get("paired")
     if paired:
         lines += ["| after - before (paired by problem, 95% CI) | change |", "|---|---|"]
-        lines += [f"| {label(name)} | {_diff(d)} |" for name, d in paired.items()]
+        lines += [f"| {label(name)} | {_diff(d)} |" for name, d in paired.items() if _shown(name)]
         lines.append("")
     lines += _figure_lines(rows, bool(compare))
     levels = rows.get("levels", {})
     if "before" in levels and "after" in levels and compare:
-        lines += ["", *_level_lines(levels, compare["matched_k"])]
+        lines += ["", *_level_lines(levels, compare)]
+    verification = verification_change(rows["verification"]) if "verification" in rows else []
+    if verification:
+        lines += ["", *verification]
     return "\n".join(lines)
+
+
+def _shown(name: str) -> bool:
+    """Whether the before/after tables show a figure: not alone pass@k past k = 1 (the
+    verification gap table shows it as the headroom over maj@k)."""
+    return not (name.startswith("alone/pass@") and name != "alone/pass@1")
 
 
 def _diff(d: dict[str, Any] | None) -> str:
@@ -350,20 +376,45 @@ def _diff(d: dict[str, Any] | None) -> str:
     return f"{d['diff']:+.3f} [{lo:+.3f}, {hi:+.3f}]"
 
 
+def _per_when(compare: dict[str, Any], key: str) -> str:
+    """A k that may differ before and after (``tokens_k``), as ``7`` or ``7 -> 9``."""
+    ks = [compare[key][w] for w in ("before", "after") if w in compare.get(key, {})]
+    return str(ks[0]) if len(set(ks)) == 1 else " -> ".join(map(str, ks))
+
+
 def _compare_lines(compare: dict[str, Any]) -> list[str]:
-    """Team - same model alone, before and after, the compute-matched rows first."""
+    """Team - same model alone, before and after: compute-matched in generations first, then in
+    tokens (its k may differ before and after), then the other ks; and the baseline's k."""
     matched = compare["matched_k"]
+    tokens = compare.get("tokens_k", {})
     found = list(dict.fromkeys([*compare.get("before", {}), *compare.get("after", {})]))
-    names = sorted(found, key=lambda n: (not n.endswith(f"@{matched}"), found.index(n)))
     lines = [
         "| team - same model alone (paired by problem, 95% CI) | before | after |",
         "|---|---|---|",
     ]
-    for name in names:
-        star = " (compute-matched)" if name.endswith(f"@{matched}") else ""
-        b = _diff(compare.get("before", {}).get(name))
-        a = _diff(compare.get("after", {}).get(name))
-        lines.append(f"| {label(name)}{star} | {b} | {a} |")
+
+    def row(text: str, names: dict[str, str]) -> str:
+        b = _diff(compare.get("before", {}).get(names.get("before", "")))
+        a = _diff(compare.get("after", {}).get(names.get("after", "")))
+        return f"| {text} | {b} | {a} |"
+
+    both = ("before", "after")
+    also = " and in tokens" if tokens and set(tokens.values()) == {matched} else ""
+    for mine in ("team/vote", "team/final"):
+        name = f"{mine} - alone/maj@{matched}"
+        lines.append(row(f"{label(name)} (compute-matched{also})", dict.fromkeys(both, name)))
+    if tokens and not also:
+        for mine in ("team/vote", "team/final"):
+            names = {w: f"{mine} - alone/maj@{k}" for w, k in tokens.items()}
+            text = f"{label(mine).split(' (')[0]} - alone: maj@k matched in tokens"
+            lines.append(row(f"{text} (k = {_per_when(compare, 'tokens_k')})", names))
+    skip = {str(k) for k in (matched, *tokens.values())}  # the ks shown above
+    for name in found:
+        if name.rsplit("@", 1)[-1] not in skip:
+            lines.append(row(label(name), dict.fromkeys(both, name)))
+    if tokens and not also:
+        baseline = _per_when(compare, "baseline_k")
+        lines += ["", f"The baseline to beat (the stronger of the two matched): k = {baseline}."]
     return lines
 
 
@@ -375,7 +426,7 @@ def _figure_lines(rows: dict[str, dict[str, Any]], compared: bool) -> list[str]:
         ci = rows.get("ci95", {}).get(when, {}).get(key)
         return f"{value:.3f} [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else f"{value:.3f}"
 
-    keys = [k for k in rows["before"] if k in rows["after"]]
+    keys = [k for k in rows["before"] if k in rows["after"] and _shown(k)]
     if compared:  # the comparison's figures stand for these
         keys = [k for k in keys if k not in SUPERSEDED]
     lines = [
@@ -396,19 +447,29 @@ def _figure_lines(rows: dict[str, dict[str, Any]], compared: bool) -> list[str]:
     return lines
 
 
-def _level_lines(levels: dict[str, Any], matched: int) -> list[str]:
-    """Team vote, final answer and alone maj@k per level, before -> after."""
-    shown = ["team/vote", "team/final", f"alone/maj@{matched}"]
+def _level_lines(levels: dict[str, Any], compare: dict[str, Any]) -> list[str]:
+    """Team vote, final answer and alone maj@k per level, before -> after, k matched in
+    generations and, where it differs, in tokens."""
+    matched, both = compare["matched_k"], ("before", "after")
+    shown = {
+        label(n): dict.fromkeys(both, n)
+        for n in ("team/vote", "team/final", f"alone/maj@{matched}")
+    }  # header -> the figure's name before and after
+    tokens = compare.get("tokens_k", {})
+    if tokens and set(tokens.values()) != {matched}:
+        text = f"alone: maj@k in tokens (k = {_per_when(compare, 'tokens_k')})"
+        shown[text] = {w: f"alone/maj@{k}" for w, k in tokens.items()}
     common = [lv for lv in levels["after"] if lv in levels["before"]]
     lines = [
-        "| level (problems) |" + "".join(f" {label(n)}: before -> after |" for n in shown),
+        "| level (problems) |" + "".join(f" {head}: before -> after |" for head in shown),
         "|---|" + "---|" * len(shown),
     ]
     for lv in common:
         b, a = levels["before"][lv], levels["after"][lv]
         row = f"| level {lv} ({a.get('problems', '?')}) |"
-        for n in shown:
-            row += f" {b[n]:.3f} -> {a[n]:.3f} |" if n in a and n in b else " |"
+        for names in shown.values():
+            nb, na = names.get("before"), names.get("after")
+            row += f" {b[nb]:.3f} -> {a[na]:.3f} |" if nb in b and na in a else " |"
         lines.append(row)
     return lines
 
