@@ -430,7 +430,7 @@ class Counted:
         return [Generation(t, [], [1] * n, [0.0] * n, "stop") for t in self.act(observations)]
 
 
-def _tokened_team(critic_tokens, num_problems=4):
+def _tokened_team(critic_tokens, num_problems=4, alone_ks=None):
     """Reflection over 2 rounds: a right solver (4 tokens), a critic that accepts everything
     (`critic_tokens`), a refiner that breaks the answer (4 tokens); evaluated with the model
     alone (the solver's policy: 4 tokens a sample)."""
@@ -446,6 +446,7 @@ def _tokened_team(critic_tokens, num_problems=4):
         rounds=2,
         intervals=False,
         num_envs=8,
+        alone_ks=alone_ks,
     )
     source = envs.make(
         "math/solve-v0", **env_kwargs_for(config, "math/solve-v0")
@@ -509,13 +510,15 @@ def test_evaluate_matches_the_alone_baseline_in_tokens_too(tmp_path):
 
 def test_evaluate_caps_the_tokens_matched_k_at_the_alone_samples(caplog):
     """A critic of 40 tokens: the team spends 92 tokens, 23 alone samples' worth; the alone
-    side draws at most 10 and says the tokens-matched k is capped there."""
+    side draws at most 10 and says the tokens-matched k is capped there. The generations-matched
+    k stays the nearest of the ks asked for (3), not the tokens-matched one."""
     from trainers.evaluation.evaluate import markdown_report
 
     with caplog.at_level("WARNING", logger="trainers.evaluation.evaluate"):
-        results = _tokened_team(critic_tokens=40, num_problems=2)
+        results = _tokened_team(critic_tokens=40, num_problems=2, alone_ks=(1, 3))
     c = results["compare"]
     assert c["alone_samples"] == 10 and c["tokens_k"] == 10 and c["tokens_k_capped"]
+    assert c["matched_k"] == 3 and c["ks"] == [1, 3, 10]
     assert "tokens-matched k capped at 10" in caplog.text
     assert "capped at the 10 alone samples" in markdown_report(results)
     assert c["curve"]["k"] == list(range(1, 11))

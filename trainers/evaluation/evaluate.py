@@ -389,6 +389,7 @@ def _alone_side(
             per_sample,
             samples,
         )
+    matched = generations if generations in ks else max(ks)  # of the ks asked for
     ks = sorted({*ks, tokens_k})
     curve_ks = range(1, min(samples, ALONE_SAMPLES_MAX) + 1)
     scored = alone_problem_scores(alone_episodes, sorted({*ks, *curve_ks}), seed=config.seed)
@@ -401,7 +402,6 @@ def _alone_side(
         per_problem.setdefault(pid, {}).update(
             {k: v for k, v in row.items() if k.startswith("alone/")}
         )
-    matched = generations if generations in ks else max(ks)
     compare = {
         "ks": ks,
         "matched_k": matched,
