@@ -8,8 +8,11 @@ value; the question asks for the start::
 Solving means undoing the steps backwards (21 + 4 - 7 = 18); checking a proposed start means
 replaying the steps forwards, in the order the problem tells them, and comparing with the stated
 end (18 + 7 = 25, 25 - 4 = 21: it matches). A wrong start misses the end by exactly its own
-error, so the check also tells how to repair it. This is the family where checking an answer is
-easier than producing one, as in real math; the embedded default model is built on it.
+error, so the check also tells how to repair it. Checking costs as much as solving here: both
+are the same chain of small steps, one run forwards and one backwards, so a critic made of the
+same model checks no better than its solver solves. This is the control family, the one without
+a generation-verification gap: measured, a trained team ties the same model's self-consistency
+on it (docs/results.md). ``reach`` (`envs.reach`) is the family with the gap.
 
 Level ``d`` has ``d`` steps of 2..9 each; the start is 2..30 and every quantity stays an integer in
 1..60, so each step is a small fact while undoing several at once is not. Candidate ``index`` of

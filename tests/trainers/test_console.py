@@ -37,6 +37,10 @@ def test_compact_line_has_step_time_and_each_roles_mean_reward_and_accuracy():
         "solver_0 reward 0.30 acc 0.20"
     )
     assert "loss" not in line and "completions" not in line
+    balanced = {**LOG, "agents/critic_0/balanced_accuracy": 0.6}
+    assert "critic_0 reward 0.80 review acc 0.90 balanced 0.60 |" in con.compact_line(
+        40, 1000, 206.0, 694.0, [balanced]
+    )
 
 
 def run_console(tmp_path, monkeypatch, minutes, steps=25, every=10):

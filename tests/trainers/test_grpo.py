@@ -148,6 +148,34 @@ def test_turn_reward_logs_per_agent_metrics():
     }
 
 
+def test_turn_reward_logs_a_reviewers_balanced_accuracy():
+    """Three right answers accepted and one wrong one accepted: accuracy 0.75, but a critic that
+    accepts everything is at chance, and its balanced accuracy says so (0.5)."""
+    logged = {}
+    turn_reward(
+        completions=["a", "b", "c", "d", "e"],
+        turn_reward=[1.0, 1.0, 1.0, 0.0, 1.0],
+        agent=["critic_0"] * 4 + ["solver_0"],
+        correct=[True, True, True, False, True],
+        reviewed=[True, True, True, False, None],
+        completion_ids=[[1]] * 5,
+        log_metric=lambda name, value: logged.__setitem__(name, value),
+    )
+    assert logged["agents/critic_0/accuracy"] == 0.75
+    assert logged["agents/critic_0/balanced_accuracy"] == 0.5
+    assert "agents/solver_0/balanced_accuracy" not in logged
+
+
+def test_review_balanced_accuracy_weighs_both_classes_alike():
+    from trainers.algorithms.rows import review_balanced_accuracy
+
+    # right answers: 1 of 1 judged right; wrong ones: 2 of 3
+    rate = review_balanced_accuracy([True, False, False, False], [True, False, True, True])
+    assert rate == pytest.approx((1.0 + 2 / 3) / 2)
+    assert review_balanced_accuracy([True, True], [True, False]) == 0.5  # one class present
+    assert review_balanced_accuracy([None, None], [True, False]) is None
+
+
 def normalised(rewards):
     """GRPO's group advantage: (r - mean) / (sample std + 1e-4)."""
     mean, std = statistics.mean(rewards), statistics.stdev(rewards)

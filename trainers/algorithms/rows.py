@@ -82,7 +82,8 @@ def rows_from_episodes(
     Returns:
         ``prompt_ids``, ``completion_ids``, ``logprobs``, ``env_mask`` (TRL's rollout keys) and
         ``turn_reward`` (weighted; `None` on padding), ``turn_raw_reward``, ``agent``, ``round``,
-        ``correct`` (forwarded to the reward function).
+        ``correct`` and ``reviewed`` (a review's truth of the answer under review, else None),
+        forwarded to the reward function.
     """
     if len(prompts) % group_size:
         raise ValueError(f"{len(prompts)} prompts do not split into groups of {group_size}")
@@ -138,6 +139,7 @@ def _turn_row(turn: Turn, weight: float) -> dict[str, Any]:
         "turn_reward": turn.reward * weight,
         "turn_raw_reward": turn.reward,
         "correct": turn.info.get("correct"),
+        "reviewed": turn.info.get("reviewed_correct"),
     }
 
 
@@ -151,6 +153,7 @@ def _padding_row(pad_token_id: int, eos_token_id: int) -> dict[str, Any]:
         "turn_reward": None,
         "turn_raw_reward": None,
         "correct": None,
+        "reviewed": None,
     }
 
 
@@ -199,9 +202,12 @@ def turn_reward(
     turn_raw_reward: list[float | None] | None = None,
     correct: list[bool | None] | None = None,
     log_metric: Callable[[str, float], None] | None = None,
+    reviewed: list[bool | None] | None = None,
     **kwargs: Any,
 ) -> list[float | None]:
-    """The rollout's weighted turn rewards (`None` on padding rows); logs per-agent metrics."""
+    """The rollout's weighted turn rewards (`None` on padding rows); logs per-agent metrics:
+    reward, accuracy, completion length and, for a reviewer (rows with ``reviewed``), the
+    balanced accuracy of its verdicts (`review_balanced_accuracy`)."""
     if log_metric is not None:
         raw = turn_raw_reward or turn_reward
         by_agent: dict[str, list[int]] = defaultdict(list)
@@ -216,4 +222,24 @@ def turn_reward(
                 )
             lengths = [len(completion_ids[i]) for i in rows]
             log_metric(f"agents/{name}/completion_length", sum(lengths) / len(lengths))
+            if correct is not None and reviewed is not None:
+                balanced = review_balanced_accuracy(
+                    [reviewed[i] for i in rows], [correct[i] for i in rows]
+                )
+                if balanced is not None:
+                    log_metric(f"agents/{name}/balanced_accuracy", balanced)
     return list(turn_reward)
+
+
+def review_balanced_accuracy(
+    truths: Sequence[bool | None], hits: Sequence[bool | None]
+) -> float | None:
+    """The mean of a reviewer's hit rate on right answers and on wrong ones (`truths`: whether
+    each reviewed answer was right; `hits`: whether its verdict matched), over the classes
+    present; None when no row is a review. A critic that says "correct" every time scores 0.5."""
+    classes: dict[bool, list[bool]] = {True: [], False: []}
+    for truth, hit in zip(truths, hits, strict=True):
+        if truth is not None:
+            classes[bool(truth)].append(bool(hit))
+    rates = [sum(h) / len(h) for h in classes.values() if h]
+    return sum(rates) / len(rates) if rates else None

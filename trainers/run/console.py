@@ -23,7 +23,7 @@ from transformers import PrinterCallback, ProgressCallback, TrainerCallback
 from transformers import logging as hf_logging
 
 AGENT = "agents/"  # the per-role metrics the rollout logs: agents/<name>/{reward,accuracy}
-FIGURES = ("reward", "accuracy")
+FIGURES = ("reward", "accuracy", "balanced_accuracy")
 REVIEWERS = ("critic", "verifier")  # roles whose accuracy is that of their verdict on an answer
 
 
@@ -67,6 +67,8 @@ def compact_line(
         if "accuracy" in figures:
             review = "review " if agent.split("_")[0] in REVIEWERS else ""
             text += f" {review}acc {figures['accuracy']:.2f}"
+        if "balanced_accuracy" in figures:  # a reviewer's verdicts, both classes weighed alike
+            text += f" balanced {figures['balanced_accuracy']:.2f}"
         parts.append(text)
     return " | ".join(parts)
 

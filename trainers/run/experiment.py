@@ -492,7 +492,7 @@ def plot_curves(
     evals: dict[str, dict[str, float]] | None = None,
 ) -> None:
     """Reward and accuracy per agent over training steps (raw, faint, and smoothed), one panel
-    each; `evals` (``summary``'s before/after rows) marks the held-out evaluations on the
+    each, a reviewer's balanced accuracy beside its accuracy; `evals` (``summary``'s before/after rows) marks the held-out evaluations on the
     accuracy panel at the first and the last step."""
     import matplotlib
 
@@ -505,6 +505,10 @@ def plot_curves(
             parts = key.split("/")
             if len(parts) == 3 and parts[0] == "agents" and parts[2] in series:
                 series[parts[2]].setdefault(parts[1], []).append((row.get("step", 0), value))
+            elif len(parts) == 3 and parts[0] == "agents" and parts[2] == "balanced_accuracy":
+                # a reviewer's verdicts with both classes weighed alike, on the accuracy panel
+                name = f"{parts[1]} (balanced)"
+                series["accuracy"].setdefault(name, []).append((row.get("step", 0), value))
     last = max((row.get("step", 0) for row in history), default=0)
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.5))
     for ax, (metric, agents) in zip(axes, series.items(), strict=True):
