@@ -3,7 +3,8 @@
 Given numbers in a fixed order and a target, put ``+``, ``-`` or ``*`` between them, working
 left to right, so that the chain ends at the target::
 
-    Reach 20 from 3, 4, 8.   ->   \\boxed{3 * 4 = 12, 12 + 8 = 20}
+    Reach 20 from 3, 4, 8 in this order with + - * (left to right).
+    -> \\boxed{3 * 4 = 12, 12 + 8 = 20}
 
 Solving is a search: nothing in the numbers says which of the ``3^(n-1)`` operator sequences
 lands on the target, so an answer given at a glance is a guess, and working it out means trying
@@ -85,10 +86,7 @@ def chain_text(numbers: list[int], ops: tuple[str, ...] | list[str]) -> str:
 
 def question(numbers: list[int], target: int) -> str:
     listed = ", ".join(map(str, numbers))
-    return (
-        f"Reach {target} from {listed}: keep the numbers in this order and put +, - or * "
-        "between them, working left to right."
-    )
+    return f"Reach {target} from {listed} in this order with + - * (left to right)."
 
 
 def generate_problem(index: int, *, difficulty: int = 1, seed: int = 0) -> Problem:

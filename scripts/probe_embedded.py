@@ -102,13 +102,12 @@ def probe(model_dir: str, problems: int, seed: int) -> dict[str, tuple[float, fl
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     import envs
-    from trainers.embedded import EMBEDDED_TASK
     from trainers.embedded.transcripts import sft_rows
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
-    source = envs.make_task(
-        EMBEDDED_TASK, split="test", size=problems, difficulty=[2, 3], seed=seed
+    source = envs.make_task(  # the probe reads unknown's scripted replies (CHECK, WORK)
+        "unknown", split="test", size=problems, difficulty=[2, 3], seed=seed
     ).source  # level 1 holds 48 test problems, too few for its third of 300
     rows = sft_rows(
         list(source),

@@ -23,5 +23,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from trainers.run.cli import run_script
 
+# The embedded recipe writes tool transcripts (the warm-up's demonstrations) of `unknown` only.
+DEFAULTS = {"task": "unknown"}
+
 if __name__ == "__main__":
-    run_script("math/tool-v0", sys.argv[1:], doc=__doc__)
+    run_script("math/tool-v0", sys.argv[1:], doc=__doc__, defaults=DEFAULTS)

@@ -37,7 +37,7 @@ def test_every_problem_has_one_right_chain_and_its_answer_is_that_chain(difficul
         assert all(1 <= v <= LIMIT for v in evaluate(numbers, meta["operators"]))
         assert verifier.verify(f"\\boxed{{{problem['answer']}}}", problem["answer"]).correct
         assert problem["question"].startswith(
-            f"Reach {target} from {', '.join(map(str, numbers))}:"
+            f"Reach {target} from {', '.join(map(str, numbers))} in this order"
         )
 
 
@@ -54,8 +54,7 @@ def test_reaches_counts_up_to_its_stop():
 def test_the_question_hides_the_operators():
     for problem in envs.make_task("reach", size=200, difficulty=[1, 2, 3]).source:
         assert re.fullmatch(
-            r"Reach \d+ from \d(, \d){2,4}: keep the numbers in this order and put \+, - or \* "
-            r"between them, working left to right\.",
+            r"Reach \d+ from \d(, \d){2,4} in this order with \+ - \* \(left to right\)\.",
             problem["question"],
         )
 

@@ -18,6 +18,7 @@ from trainers.embedded import EmbeddedRecipe
 # leave it random enough to answer right now and then (the DPO and PPO tests need such turns).
 TINY = EmbeddedRecipe(
     num_problems=12,
+    reach_problems=0,
     max_steps=2,
     batch_size=4,
     hidden_size=32,
@@ -29,6 +30,7 @@ TINY = EmbeddedRecipe(
     number_features=0,
     vocab_size=300,
     drill_rows=0,
+    drill_reach_share=0.0,
     calibration_problems=0,
     threads=1,
 )

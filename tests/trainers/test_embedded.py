@@ -29,6 +29,9 @@ from trainers.embedded.transcripts import (
     plan_reply,
     program_reply,
     program_slip,
+    reach_check_reply,
+    reach_fact,
+    reach_slip,
     repair_reply,
     sft_rows,
     slip,
@@ -218,6 +221,74 @@ def test_sft_rows_use_the_envs_own_prompts_and_are_seeded():
     assert 0.3 < sum(critic_truths) / len(critic_truths) < 0.7  # balanced verdicts
     assert sft_rows(problems, 0, 1.0, 1.0, 1.0) == rows
     assert sft_rows(problems, 1, 1.0, 1.0, 1.0) != rows
+
+
+def test_reach_rows_are_right_and_their_checks_judge_by_the_replay():
+    """Every target reply of a ``reach`` row is right: the solver's, variant's and debater's
+    chains and the refiner's after a rejection score 1 with the verifier, a kept chain is the one
+    under review, and each check's verdict is the truth of the chain it reviewed."""
+    verifier = envs.make_task("reach").verifier
+    problems = list(envs.make_task("reach", size=60, difficulty=[1, 2, 3, 4]).source)
+    rows = sft_rows(problems, seed=0, review_fraction=1.0, second_round=1.0, team_fraction=1.0)
+    assert {r["role"] for r in rows} == {"solver", "critic", "refiner", "variant", "debater"}
+    env = envs.make("math/reflection-v0", task="reach", rounds=2)
+    env.reset(options={"problem": problems[0]})
+    assert rows[0]["messages"][0]["content"] == env.observe("solver_0")["instruction"]
+    verdicts = []
+    for row in rows:
+        problem = next(p for p in problems if p["question"] in row["messages"][1]["content"])
+        reply, prompt = row["messages"][-1]["content"], row["messages"][1]["content"]
+        if row["role"] == "critic":
+            shown = prompt.split("Proposed solution:\n")[1].split("\n\nReview")[0]
+            truth = verifier.verify(shown, problem["answer"]).correct
+            assert parse_verdict(reply) is truth, (shown, reply)
+            assert reply.startswith("Check ")
+            verdicts.append(truth)
+        elif row["role"] == "refiner" and reply.startswith("The check passed"):
+            shown = prompt.split("Latest solution:\n")[1].split("\n\nReviewer")[0]
+            assert verifier.verify(shown, problem["answer"]).correct
+            assert claimed_chain(reply) == claimed_chain(shown)
+        else:
+            assert verifier.verify(reply, problem["answer"]).correct, reply
+    assert 0.3 < sum(verdicts) / len(verdicts) < 0.7  # balanced verdicts
+
+
+def claimed_chain(text):
+    from rewards.extract import last_boxed
+
+    return last_boxed(text)
+
+
+def test_reach_checks_replay_with_their_own_results_and_slips_are_wrong():
+    import random
+
+    verifier = envs.make_task("reach").verifier
+    problem = envs.make_task("reach", difficulty=2).source[0]
+    meta = problem["metadata"]
+    # A chain that "lands" on the target by a false last step is replayed, not copied.
+    rng = random.Random(0)
+    slips = [reach_slip(problem, rng) for _ in range(200)]
+    assert not any(verifier.verify(f"\\boxed{{{c}}}", problem["answer"]).correct for c in slips)
+    landed = [c for c in slips if c.endswith(f"= {meta['target']}")]
+    assert landed  # half the slips end on the target by false arithmetic
+    check = reach_check_reply(problem, f"\\boxed{{{landed[0]}}}")
+    assert check.endswith("Verdict: incorrect") and "too" in check
+    right = reach_check_reply(problem, f"\\boxed{{{problem['answer']}}}")
+    assert right.endswith(f"{meta['target']} - {meta['target']} = 0: it checks.\nVerdict: correct")
+    assert (
+        reach_check_reply(problem, "no chain") == "There is no answer to check.\nVerdict: incorrect"
+    )
+
+
+def test_reach_facts_hold():
+    import random
+
+    from rewards.arithmetic import false_equations
+
+    rng = random.Random(0)
+    facts = " ".join(reach_fact(rng) for _ in range(2000))
+    assert false_equations(facts) == []
+    assert "*" in facts
 
 
 def test_number_embeddings_are_cos_sin_features_of_the_number():

@@ -97,3 +97,14 @@ def test_the_report_gives_each_levels_split_sizes_marking_lower_bounds():
     assert not sizes["3"]["exact"] and sizes["3"]["test"] > 0
     text = "\n".join(split_size_report(sizes))
     assert "| 1 | 333 | 47 | 48 |" in text and "| 3 | >= " in text
+
+
+def test_a_run_defaults_to_the_levels_the_embedded_model_was_built_on_for_its_task():
+    from trainers.embedded import EMBEDDED_TASK, EmbeddedRecipe, embedded_levels
+
+    recipe = EmbeddedRecipe()
+    assert EMBEDDED_TASK == "reach"
+    assert _args().difficulty == list(recipe.reach_difficulty) == embedded_levels("reach")
+    assert _args(task="unknown").difficulty == list(recipe.difficulty)
+    assert _args(task="unknown", difficulty=[3]).difficulty == [3]
+    assert run.eval_config(_args(), "model", CONFIG).difficulty == [1, 2, 3, 4]

@@ -1,18 +1,24 @@
-"""The embedded default model: a small LM warm-started on ``unknown`` transcripts, shipped.
+"""The embedded default model: a small LM warm-started on ``reach`` and ``unknown`` transcripts.
 
 Every script uses it when no model is given, so the whole pipeline runs offline on a CPU. The
 built files (config, tokenizer, safetensors, ``recipe.json`` with each file's sha256) are
 committed under ``trainers/embedded/model/`` and installed as package data: a fresh clone trains
 at once. ``python scripts/build_embedded.py`` rebuilds them from `EmbeddedRecipe` (seeded; on a
-CPU with the recipe's thread count the rebuild is bit-identical), in about 21 minutes on 2 cores:
+CPU with the recipe's thread count, 2, the rebuild is bit-identical). It is built on two task
+families: ``reach`` (put + - * between numbers to reach a target: checking a chain is far
+cheaper than finding it, the gap family and the scripts' default) and ``unknown`` (find the
+start of a chain: checking costs as much as solving, the control).
 
-1. transcripts (`trainers.embedded.transcripts`): ``unknown`` train problems played through the
-   real environments with scripted replies. The solver answers at a glance or, in 35% of its
+1. transcripts (`trainers.embedded.transcripts`): ``reach`` and ``unknown`` train problems,
+   interleaved, played through the real environments with scripted replies. On ``reach`` the
+   solver guesses a chain at a glance, the critic replays the chain's operators on the numbers
+   and compares the end with the target, the refiner keeps an accepted chain or gives another
+   (`transcripts.reach_rows`). On ``unknown`` the solver answers at a glance or, in 35% of its
    replies, works back from the stated end one step at a time; the critic checks by substitution
    (replays the steps from the answer one equation each, subtracts the stated result and judges
    by whether that is 0); the refiner keeps an accepted answer and repairs a rejected one by the
-   miss or, in half of its repairs, works it out afresh. Arithmetic drill rows (16 sums and
-   differences each) are mixed in;
+   miss or, in half of its repairs, works it out afresh. Arithmetic drill rows (12 facts each;
+   half of them a ``reach`` check's, products among them) are mixed in;
 2. a byte-level BPE tokenizer trained on those transcripts, with every number below 200 a single
    token, and a Mistral-style model (a folder whose tokenizer transformers loads as saved) built
    from a config with random weights (`agents.tiny`), number embeddings starting as cos/sin
@@ -40,8 +46,10 @@ from typing import Any
 
 logger = logging.getLogger(__name__)
 
-EMBEDDED_TASK = "unknown"  # the task the embedded model is built on: the scripts' default
-RECIPE_VERSION = 13  # bump whenever the transcripts or the training change
+# The scripts' default task: ``reach``, the family with a generation-verification gap; the
+# embedded model is built on it and on ``unknown``, the control without one.
+EMBEDDED_TASK = "reach"
+RECIPE_VERSION = 14  # bump whenever the transcripts or the training change
 SHIPPED = Path(__file__).resolve().parent / "model"
 REBUILD = "python scripts/build_embedded.py"
 MODEL_FILES = (  # at least these; recipe.json lists every file with its sha256
@@ -65,6 +73,9 @@ class EmbeddedRecipe:
         seed (`int`, 0): seeds the transcripts, the weights and the SFT data order.
         num_problems (`int`): ``unknown`` train problems turned into transcripts.
         difficulty (`tuple[int, ...]`): ``unknown`` levels (steps to undo) of the transcripts.
+        reach_problems (`int`): ``reach`` train problems turned into transcripts (the gap
+            family, `transcripts.reach_rows`).
+        reach_difficulty (`tuple[int, ...]`): ``reach`` levels of the transcripts.
         arch (`str`, "mistral"): the `build_tiny_model` architecture; "mistral" because
             transformers loads its folders with the saved tokenizer pipeline as is.
         whole_numbers (`bool`, True): numbers are single tokens (`build_tokenizer`), so copying
@@ -89,6 +100,8 @@ class EmbeddedRecipe:
             none.
         drill_rows, drill_facts: arithmetic drill rows mixed into the SFT data
             (`transcripts.drill_rows`), each stating that many facts.
+        drill_reach_share (`float`, 0.5): share of the drill rows whose facts are a ``reach``
+            check's (products, values up to 150; `transcripts.reach_fact`).
         max_steps, batch_size, learning_rate: SFT.
         calibration_problems (`int`, 300): ``unknown`` train problems the SFT never saw whose
             transcripts fit the model's logit scale after SFT (`calibrate`); 0: no calibration.
@@ -99,14 +112,16 @@ class EmbeddedRecipe:
             noise a real LM does not make when it copies a number. The fitted scale cannot remove
             it, since the few tokens the model gets wrong with confidence hold it down. Folded
             in by the calibration: with ``calibration_problems`` 0, neither is.
-        threads (`int`, 1): torch threads of the build; the same count gives the same bits. One:
-            the build runs alike on any machine, and beside other jobs (two threads of this
-            small model slowed ten-fold when another process shared the two cores).
+        threads (`int`, 2): torch threads of the build; the same count gives the same bits.
+            Two: on an idle 2-core machine a step takes 0.54 s against 0.84 s on one thread
+            (beside another job two threads slow down far more than one: build alone).
     """
 
     seed: int = 0
-    num_problems: int = 13000
+    num_problems: int = 4000
     difficulty: tuple[int, ...] = (1, 2, 3)
+    reach_problems: int = 8000
+    reach_difficulty: tuple[int, ...] = (1, 2, 3, 4)
     arch: str = "mistral"
     whole_numbers: bool = True
     number_features: int = 32
@@ -121,14 +136,15 @@ class EmbeddedRecipe:
     work_fraction: float = 0.35
     rework_fraction: float = 0.5
     tool_fraction: float = 0.0
-    drill_rows: int = 20000
-    drill_facts: int = 16
-    max_steps: int = 3500
+    drill_rows: int = 4000
+    drill_facts: int = 12
+    drill_reach_share: float = 0.5
+    max_steps: int = 2500
     batch_size: int = 16
     learning_rate: float = 2e-3
     calibration_problems: int = 300
     sharpen: float = 1.5
-    threads: int = 1
+    threads: int = 2
 
     def __post_init__(self) -> None:
         if not self.sharpen > 0:
@@ -222,20 +238,46 @@ def build_embedded(
     return out_dir
 
 
-def recipe_problems(recipe: EmbeddedRecipe, size: int) -> list[Any]:
-    """The first `size` ``unknown`` train problems of the recipe's levels (a small level's
-    problems cycled: level 1 holds 333 train problems); the build reads no other split."""
+def embedded_levels(task: str, recipe: EmbeddedRecipe | None = None) -> list[int]:
+    """The levels the embedded model was built on for `task` (``reach``: the recipe's
+    `reach_difficulty`; any other task: its `difficulty`): a run's default levels."""
+    recipe = recipe or EmbeddedRecipe()
+    return list(recipe.reach_difficulty if task == "reach" else recipe.difficulty)
+
+
+def recipe_problems(recipe: EmbeddedRecipe, size: int, task: str = "unknown") -> list[Any]:
+    """The first `size` train problems of `task` (``unknown`` or ``reach``) at the recipe's
+    levels for it (a small level's problems cycled: ``unknown`` level 1 holds 333 train
+    problems); the build reads no other split."""
     import envs
 
     source = envs.make_task(
-        EMBEDDED_TASK,
+        task,
         split="train",
         size=size,
-        difficulty=list(recipe.difficulty),
+        difficulty=embedded_levels(task, recipe),
         seed=recipe.seed,
         repeat=True,
     ).source
     return list(source)
+
+
+def recipe_families(recipe: EmbeddedRecipe) -> dict[str, int]:
+    """The task families of the recipe and how many train problems of each it turns into
+    transcripts."""
+    return {"unknown": recipe.num_problems, "reach": recipe.reach_problems}
+
+
+def mixed_problems(recipe: EmbeddedRecipe) -> list[Any]:
+    """Each family's first train problems (`recipe_families`), interleaved in a seeded order,
+    so the SFT's batches mix the families."""
+    import random
+
+    families = {task: count for task, count in recipe_families(recipe).items() if count > 0}
+    problems = [p for task, count in families.items() for p in recipe_problems(recipe, count, task)]
+    if len(families) > 1:
+        random.Random(f"mix-{recipe.seed}").shuffle(problems)
+    return problems
 
 
 def recipe_transcripts(
@@ -263,14 +305,20 @@ def calibration_rows(recipe: EmbeddedRecipe) -> list[dict[str, Any]]:
     none), played like the training transcripts. No validation or test problem is read."""
     from envs.splits import canonical_text
 
-    seen = {canonical_text(p["question"]) for p in recipe_problems(recipe, recipe.num_problems)}
-    pool = recipe_problems(recipe, recipe.num_problems + 4 * recipe.calibration_problems)
-    fresh = [p for p in pool[recipe.num_problems :] if canonical_text(p["question"]) not in seen]
-    if len(fresh) < recipe.calibration_problems:
-        raise ValueError(
-            f"the recipe's train split gives {len(fresh)} problems the SFT never saw, fewer than "
-            f"calibration_problems={recipe.calibration_problems}"
-        )
+    fresh = []
+    families = {task: count for task, count in recipe_families(recipe).items() if count}
+    share = -(-recipe.calibration_problems // len(families))
+    for task, count in families.items():
+        seen = {canonical_text(p["question"]) for p in recipe_problems(recipe, count, task)}
+        pool = recipe_problems(recipe, count + 4 * share, task)[count:]
+        unseen = [p for p in pool if canonical_text(p["question"]) not in seen]
+        if len(unseen) < share:
+            raise ValueError(
+                f"the recipe's {task} train split gives {len(unseen)} problems the SFT never "
+                f"saw, fewer than its share {share} of calibration_problems="
+                f"{recipe.calibration_problems}"
+            )
+        fresh += unseen[:share]
     return recipe_transcripts(recipe, fresh[: recipe.calibration_problems], recipe.seed + 1, 1.0)
 
 
@@ -409,10 +457,10 @@ def _recipe_rows(recipe: EmbeddedRecipe) -> tuple[list[dict[str, Any]], list[str
     the tokenizer's corpus (the first 2,000 transcripts' messages)."""
     from trainers.embedded.transcripts import drill_rows
 
-    problems = recipe_problems(recipe, recipe.num_problems)
+    problems = mixed_problems(recipe)
     rows = recipe_transcripts(recipe, problems, recipe.seed, recipe.review_fraction)
     corpus = [m["content"] for r in rows[:2000] for m in r["messages"]]
-    rows += drill_rows(recipe.drill_rows, recipe.drill_facts, recipe.seed)
+    rows += drill_rows(recipe.drill_rows, recipe.drill_facts, recipe.seed, recipe.drill_reach_share)
     return rows, corpus
 
 

@@ -29,6 +29,20 @@ Each role does what it does in the real setting, scaled down:
   flipped). (v12b's executor undid the steps itself, ``print(21 + 4 - 7)``: its programs
   followed the plan's signs in 17% of episodes and it was right 20% of the time.)
 
+On ``reach`` (put + - * between numbers to reach a target, `envs.reach`), the gap family:
+
+- the solver answers at a glance with a chain (``The answer is \\boxed{3 * 4 = 12, 12 + 8 =
+  20}.``): choosing the operators is a search that one reply does not make, so a small model
+  guesses, and its guesses are often wrong (`reach_solve_reply`);
+- the critic replays the answer's operators on the problem's numbers, one step each, with its
+  own results (not the answer's), then subtracts the target and judges by whether that is 0
+  (``Check * +: 3 * 4 = 12. 12 + 8 = 20. 20 - 20 = 0: it checks.``, `reach_check_reply`): the
+  same kind of check as on ``unknown``, but here it is far cheaper than solving;
+- the refiner keeps an accepted chain and, after a rejection, answers with another chain
+  (`reach_repair_reply`). The answers under review are right or carry the slips a guessing solver
+  makes: one operator changed, a wholly other sequence, and either with the last result
+  written as the target, as a solver that has learnt where chains end does (`reach_slip`).
+
 The rows are played through the real environments, so the prompts are exactly those the agents
 see later. Every target reply is right; the answers under review are right or carry the slips a
 solver makes (off by a little, a step undone with the wrong sign, off by a lot).
@@ -42,8 +56,11 @@ from typing import Any
 import envs
 from agents.prompts import build_messages
 from envs.arithmetic import APPLY
+from envs.reach import OPERATORS as REACH_OPERATORS
+from envs.reach import chain_text, evaluate
 from envs.unknown import INVERSE, replay, undo_steps
 from rewards.extract import last_boxed
+from rewards.reach import Chain, parse_chain
 
 
 def solve_reply(problem: dict[str, Any], value: int | None = None) -> str:
@@ -209,19 +226,112 @@ def _answer_text(
     return revision(max(value + rng.choice([-4, -2, -1, 0, 1, 3, 5]), 0), value)
 
 
-def drill_rows(count: int, facts: int, seed: int) -> list[dict[str, Any]]:
+# ---------------------------------------------------------------- reach (the gap family)
+
+
+def reach_chain(problem: dict[str, Any], ops: Any = None, fudge: bool = False) -> str:
+    """The chain of the problem's numbers under `ops` (default: the right ones); with `fudge`,
+    the last result is written as the target whatever the step gives."""
+    meta = problem["metadata"]
+    ops = list(meta["operators"] if ops is None else ops)
+    text = chain_text(meta["numbers"], ops)
+    if not fudge:
+        return text
+    chain = parse_chain(text)
+    assert chain is not None
+    *head, (left, op, right, _) = chain.steps
+    return Chain((*head, (left, op, right, meta["target"]))).text()
+
+
+def reach_solve_reply(problem: dict[str, Any], chain: str | None = None) -> str:
+    """A solver's chain at a glance (`chain`, default the right one), no search written."""
+    return f"The answer is \\boxed{{{reach_chain(problem) if chain is None else chain}}}."
+
+
+def reach_slip(problem: dict[str, Any], rng: random.Random) -> str:
+    """A wrong chain of the kind a guessing solver gives: one operator changed (60%) or another
+    sequence (40%), its last result written as the target half the time (a chain that "lands"
+    by false arithmetic)."""
+    meta = problem["metadata"]
+    right = list(meta["operators"])
+    if rng.random() < 0.6:
+        ops = list(right)
+        i = rng.randrange(len(ops))
+        ops[i] = rng.choice([op for op in REACH_OPERATORS if op != ops[i]])
+    else:
+        ops = right
+        while ops == right:
+            ops = [rng.choice(REACH_OPERATORS) for _ in right]
+    fudge = rng.random() < 0.5
+    return reach_chain(problem, ops, fudge)
+
+
+def reach_check_reply(problem: dict[str, Any], answer: str | None) -> str:
+    """A critic reply on the chain stated in `answer` (a reply's text): replay its operators on
+    the problem's numbers with its own results, subtract the target, judge by whether that is 0.
+
+    ``Check * -: 3 * 4 = 12. 12 - 8 = 4. 4 - 20 = -16: 16 too few.``
+    """
+    meta = problem["metadata"]
+    boxed = last_boxed(answer) if answer else None
+    chain = parse_chain(boxed) if boxed is not None else None
+    if chain is None or len(chain.steps) != len(meta["numbers"]) - 1:
+        return "There is no answer to check.\nVerdict: incorrect"
+    ops = [op for _, op, _, _ in chain.steps]
+    values = evaluate(meta["numbers"], ops)
+    steps = " ".join(
+        f"{values[i]} {op} {meta['numbers'][i + 1]} = {values[i + 1]}." for i, op in enumerate(ops)
+    )
+    end, target = values[-1], meta["target"]
+    head = f"Check {' '.join(ops)}: {steps} {end} - {target} = {end - target}"
+    if end == target:
+        return f"{head}: it checks.\nVerdict: correct"
+    miss = f"{target - end} too few" if end < target else f"{end - target} too many"
+    return f"{head}: {miss}.\nVerdict: incorrect"
+
+
+def reach_repair_reply(problem: dict[str, Any], answer: str | None, accepted: bool) -> str:
+    """A refiner reply: keep an accepted chain, or answer a rejected one with the right chain."""
+    boxed = last_boxed(answer) if answer else None
+    if accepted and boxed is not None:
+        return f"The check passed. The answer is \\boxed{{{boxed}}}."
+    return f"The check failed. The answer is \\boxed{{{reach_chain(problem)}}}."
+
+
+def reach_fact(rng: random.Random) -> str:
+    """One fact of the kinds a ``reach`` check states: a step of 2..9 on a value up to 150
+    (a product kept below 200, where every number is one token), or a value minus a target."""
+    kind = rng.random()
+    if kind < 0.4:
+        k = rng.randint(2, 9)
+        a = rng.randint(1, 199 // k)
+        return f"{a} * {k} = {a * k}."
+    if kind < 0.75:
+        a, k, op = rng.randint(1, 150), rng.randint(2, 9), rng.choice("+-")
+        return f"{a} {op} {k} = {APPLY[op](a, k)}."
+    b = rng.randint(1, 150)
+    a = max(0, b + rng.choice([0, 0, rng.randint(-40, 40)]))
+    return f"{a} - {b} = {a - b}."
+
+
+def drill_rows(count: int, facts: int, seed: int, reach_share: float = 0.0) -> list[dict[str, Any]]:
     """Arithmetic drill rows (``role`` "drill"): each reply states `facts` sums and differences
-    of the kinds the critic and the refiner work out (``17 + 6 = 23. 25 - 21 = 4.``).
+    of the kinds the critic and the refiner work out (``17 + 6 = 23. 25 - 21 = 4.``), a share
+    `reach_share` of the rows those of a ``reach`` check instead (`reach_fact`: products too).
 
     A transcript row holds two or three such facts; a drill row holds many, so the small model
     meets each fact of its table far more often for the same compute.
     """
     rng = random.Random(seed)
+    reach_rows = random.Random(f"reach-drill-{seed}")
     rows = []
     for _ in range(count):
         stated = []
+        reach = reach_share > 0 and reach_rows.random() < reach_share
         for _ in range(facts):
-            if rng.random() < 0.6:  # a step of the chain: a value and a step of 2..9
+            if reach:
+                stated.append(reach_fact(reach_rows))
+            elif rng.random() < 0.6:  # a step of the chain: a value and a step of 2..9
                 a, k = rng.randint(0, 70), rng.randint(2, 9)
                 op = rng.choice("+-")
                 stated.append(f"{a} {op} {k} = {APPLY[op](a, k)}.")
@@ -255,7 +365,7 @@ def sft_rows(
     """Chat rows (``messages`` and ``role``) for every role, played through the real envs.
 
     Args:
-        problems: ``unknown`` problems.
+        problems: ``unknown`` and ``reach`` problems (`reach_rows` plays the latter).
         seed: seeds the answers under review.
         review_fraction: share of problems that give a first-round critic and refiner row.
         second_round: share of those that also give a second-round critic and refiner row.
@@ -276,6 +386,11 @@ def sft_rows(
     ensemble = envs.make("math/ensemble-v0", num_agents=4, task="unknown")
     debate = envs.make("math/debate-v0", num_agents=2, rounds=2, task="unknown")
     tool = envs.make("math/tool-v0", rounds=2, task="unknown", wrapped=False)
+    reach_envs = (
+        envs.make("math/reflection-v0", rounds=2, task="reach", wrapped=False),
+        envs.make("math/ensemble-v0", num_agents=4, task="reach"),
+        envs.make("math/debate-v0", num_agents=2, rounds=2, task="reach"),
+    )
     rows: list[dict[str, Any]] = []
 
     def add(obs: dict[str, str], reply: str, role: str) -> None:
@@ -287,6 +402,11 @@ def sft_rows(
         )
 
     for problem in problems:
+        if problem["metadata"].get("source") == "reach":
+            rows.extend(
+                reach_rows(problem, rng, *reach_envs, review_fraction, second_round, team_fraction)
+            )
+            continue
         start = problem["metadata"]["start"]
         reflection.reset(options={"problem": problem})
         add(reflection.observe("solver_0"), solver_reply(problem, rng, work_fraction), "solver")
@@ -338,4 +458,59 @@ def sft_rows(
             add(tool.observe("verifier_0"), check, "verifier")
             tool.step(check)
             add(tool.observe("executor_0"), program_reply(problem), "executor")
+    return rows
+
+
+def reach_rows(
+    problem: dict[str, Any],
+    rng: random.Random,
+    reflection: Any,
+    ensemble: Any,
+    debate: Any,
+    review_fraction: float,
+    second_round: float,
+    team_fraction: float,
+) -> list[dict[str, Any]]:
+    """The rows of one ``reach`` problem, played through the given (``reach``) envs: a solver
+    row; with chance `review_fraction` a critic and refiner row (and with `second_round` a
+    second pair, on a revision right or slipped); with `team_fraction` a variant or debater
+    row. Every target reply is right."""
+    rows: list[dict[str, Any]] = []
+
+    def add(obs: dict[str, str], reply: str, role: str) -> None:
+        rows.append(
+            {
+                "messages": [*build_messages(obs), {"role": "assistant", "content": reply}],
+                "role": role,
+            }
+        )
+
+    def answer() -> str:
+        return reach_solve_reply(problem, None if rng.random() < 0.5 else reach_slip(problem, rng))
+
+    reflection.reset(options={"problem": problem})
+    add(reflection.observe("solver_0"), reach_solve_reply(problem), "solver")
+    if rng.random() < review_fraction:
+        for round_ in range(2):
+            if round_ == 1 and rng.random() >= second_round:
+                break
+            shown = answer()
+            reflection.step(shown)
+            check = reach_check_reply(problem, shown)
+            add(reflection.observe("critic_0"), check, "critic")
+            reflection.step(check)
+            accepted = check.endswith("Verdict: correct")
+            add(
+                reflection.observe("refiner_0"),
+                reach_repair_reply(problem, shown, accepted),
+                "refiner",
+            )
+    if rng.random() < team_fraction:
+        if rng.random() < 0.5:
+            obs, _ = ensemble.reset(options={"problem": problem})
+            add(obs[rng.choice(ensemble.agents)], reach_solve_reply(problem), "variant")
+        else:
+            debate.reset(options={"problem": problem})
+            obs, *_ = debate.step({"debater_0": answer(), "debater_1": answer()})
+            add(obs["debater_0"], reach_solve_reply(problem), "debater")
     return rows

@@ -19,7 +19,7 @@ from envs.arithmetic import split_sizes
 from envs.roles import answer_roles, role_of
 from envs.solve import SolveEnv
 from envs.tasks import PROCEDURAL_TASKS
-from trainers.embedded import EMBEDDED_TASK, EmbeddedRecipe
+from trainers.embedded import EMBEDDED_TASK, embedded_levels
 from trainers.evaluation.metrics import (
     TEAM_FIGURES,
     alone_curve,
@@ -122,7 +122,7 @@ class EvalConfig:
         return held_levels(
             self.task,
             self.split or "test",
-            list(candidates or EmbeddedRecipe().difficulty),
+            list(candidates or embedded_levels(self.task)),
             self.offset + self.num_problems,
         )
 

@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass, field
 
 from envs.tasks import PROCEDURAL_TASKS
-from trainers.embedded import EMBEDDED_TASK, EmbeddedRecipe
+from trainers.embedded import EMBEDDED_TASK, embedded_levels
 
 
 def comma_items(text: str) -> list[str]:
@@ -68,8 +68,11 @@ class EnvArguments:
     data_path: str | None = field(default=None, metadata={"help": "Local JSONL for the task."})
     split: str | None = field(default=None, metadata={"help": "Training split of the task."})
     difficulty: list[int] = field(
-        default_factory=lambda: list(EmbeddedRecipe().difficulty),
-        metadata={"help": "Levels of a generated task (unknown, arithmetic)."},
+        default_factory=list,
+        metadata={
+            "help": "Levels of a generated task (reach, unknown, arithmetic); default: those "
+            "the embedded model was built on for the task."
+        },
     )
     rounds: int | None = field(
         default=None, metadata={"help": "Env rounds (reflection, debate, tool)."}
@@ -136,6 +139,8 @@ class EnvArguments:
     )
 
     def __post_init__(self) -> None:
+        if not self.difficulty:
+            self.difficulty = embedded_levels(self.task)
         if self.train_problems < 1:
             raise ValueError(f"train_problems must be >= 1, got {self.train_problems}")
         if self.max_train_minutes is not None and not self.max_train_minutes > 0:

@@ -46,7 +46,7 @@ from typing import Any
 
 import envs
 from envs.roles import env_roles as roles_of_env
-from trainers.embedded import EMBEDDED_TASK, EmbeddedRecipe
+from trainers.embedded import EmbeddedRecipe
 from trainers.run.args import RunArguments
 from trainers.run.console import Console, install
 
@@ -59,12 +59,15 @@ REPLAY_SHARE = 1 / 3  # of the embedded demonstrations: rows of roles other than
 BATCH = 16
 PROBLEM_CHUNK = 400
 DONE = "warmup.json"
+# The task whose tool transcripts (analyzer, executor, verifier) the embedded recipe writes
+# (`trainers.embedded.transcripts.program_reply`): the warm-up's demonstrations are of it.
+TRANSCRIPT_TASK = "unknown"
 
 
 def env_roles(env_id: str) -> list[str]:
     """The roles of `env_id`'s agents (``executor_0`` -> ``executor``), in turn order
     (`envs.roles.env_roles`)."""
-    env = envs.make(env_id, task=EMBEDDED_TASK)
+    env = envs.make(env_id, task=TRANSCRIPT_TASK)
     try:
         return roles_of_env(env)
     finally:
@@ -87,7 +90,7 @@ def default_steps(env_args: RunArguments, model_path: str) -> int:
     """`AUTO_STEPS` when an embedded build starts an env with a role it was never trained on
     (``unknown`` task); else 0."""
     manifest = embedded_manifest(model_path)
-    if manifest is None or env_args.task != EMBEDDED_TASK or env_args.data_path:
+    if manifest is None or env_args.task != TRANSCRIPT_TASK or env_args.data_path:
         return 0
     trained = set(manifest.get("sft", {}).get("rows_per_role", {}))
     return AUTO_STEPS if set(env_roles(env_args.env_id)) - trained else 0
@@ -107,9 +110,9 @@ def embedded_demonstrations(
     problems, with `REPLAY_SHARE` of the recipe's other rows and drills, shuffled."""
     from trainers.embedded.transcripts import drill_rows, sft_rows
 
-    if env_args.task != EMBEDDED_TASK or env_args.data_path:
+    if env_args.task != TRANSCRIPT_TASK or env_args.data_path:
         raise ValueError(
-            f"--warmup_data embedded has transcripts of the {EMBEDDED_TASK!r} task only, not "
+            f"--warmup_data embedded has transcripts of the {TRANSCRIPT_TASK!r} task only, not "
             f"task={env_args.task!r}{' with --data_path' if env_args.data_path else ''}; pass "
             '--warmup_data PATH.jsonl (one {"messages": [...]} chat per line)'
         )
@@ -122,7 +125,7 @@ def embedded_demonstrations(
     chunk = 0
     while len(own) < wanted:
         problems = envs.make_task(
-            EMBEDDED_TASK,
+            TRANSCRIPT_TASK,
             split="train",
             size=min(PROBLEM_CHUNK, wanted),  # a problem gives each role at least one row
             difficulty=list(env_args.difficulty),
