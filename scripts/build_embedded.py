@@ -26,14 +26,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from trainers.embedded import SHIPPED, EmbeddedRecipe, build_embedded, file_digest
+from trainers.embedded import REACH_VARIANT, SHIPPED, EmbeddedRecipe, build_embedded, file_digest
 
 
-def recipe_with(settings: list[str]) -> EmbeddedRecipe:
-    """The default `EmbeddedRecipe` with each ``FIELD=VALUE`` of `settings` applied (the value
-    converted to the field's type; a tuple field takes comma-separated items)."""
+def recipe_with(settings: list[str], variant: str | None = None) -> EmbeddedRecipe:
+    """The default `EmbeddedRecipe` (with `variant` "reach": `REACH_VARIANT`'s fields, the build
+    on both task families) with each ``FIELD=VALUE`` of `settings` applied (the value converted
+    to the field's type; a tuple field takes comma-separated items)."""
     types = {f.name: type(getattr(EmbeddedRecipe(), f.name)) for f in fields(EmbeddedRecipe)}
-    changes: dict[str, object] = {}
+    changes: dict[str, object] = dict(REACH_VARIANT) if variant == "reach" else {}
     for setting in settings:
         name, sep, value = setting.partition("=")
         name = name.strip()
@@ -77,9 +78,16 @@ def main(argv: list[str] | None = None) -> int:
         metavar="FIELD=VALUE",
         help="change one EmbeddedRecipe field (repeatable), e.g. tool_fraction=0.1",
     )
+    parser.add_argument(
+        "--variant",
+        choices=["reach"],
+        default=None,
+        help="reach: the build on both task families (REACH_VARIANT; not shipped, see "
+        "docs/results.md); give it its own --out",
+    )
     args = parser.parse_args(argv)
-    recipe = recipe_with(args.set)
-    if args.set and not args.check and Path(args.out) == SHIPPED:
+    recipe = recipe_with(args.set, args.variant)
+    if (args.set or args.variant) and not args.check and Path(args.out) == SHIPPED:
         parser.error("--set builds a variant: give it its own --out (the shipped files stay)")
     print(f"recipe {recipe.key()}: {json.dumps(asdict(recipe))}")
     began = time.perf_counter()

@@ -464,6 +464,23 @@ def test_build_script_sets_recipe_fields_by_their_type():
     assert recipe.key() != EmbeddedRecipe().key()
 
 
+def test_the_reach_variant_builds_on_both_families_and_keys_apart():
+    from trainers.embedded import REACH_VARIANT, mixed_problems
+
+    recipe_with = _build_script()["recipe_with"]
+    variant = recipe_with(["max_steps=3"], "reach")
+    assert variant == dataclasses.replace(EmbeddedRecipe(), **{**REACH_VARIANT, "max_steps": 3})
+    assert variant.key() != EmbeddedRecipe().key()
+    # the shipped recipe, with no reach rows, keeps the key it had before reach's fields existed
+    assert (
+        EmbeddedRecipe().key() == dataclasses.replace(EmbeddedRecipe(), reach_difficulty=(2,)).key()
+    )
+    small = dataclasses.replace(variant, num_problems=6, reach_problems=6)
+    sources = [p["metadata"]["source"] for p in mixed_problems(small)]
+    assert sorted(sources) == ["reach"] * 6 + ["unknown"] * 6
+    assert sources != sorted(sources)  # interleaved, so the SFT's batches mix the families
+
+
 @pytest.mark.parametrize(
     ("setting", "message"),
     [

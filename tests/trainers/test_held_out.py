@@ -103,8 +103,7 @@ def test_a_run_defaults_to_the_levels_the_embedded_model_was_built_on_for_its_ta
     from trainers.embedded import EMBEDDED_TASK, EmbeddedRecipe, embedded_levels
 
     recipe = EmbeddedRecipe()
-    assert EMBEDDED_TASK == "reach"
-    assert _args().difficulty == list(recipe.reach_difficulty) == embedded_levels("reach")
-    assert _args(task="unknown").difficulty == list(recipe.difficulty)
+    assert _args().difficulty == embedded_levels(EMBEDDED_TASK) == list(recipe.difficulty)
+    assert _args(task="reach").difficulty == list(recipe.reach_difficulty) == [1, 2, 3, 4]
     assert _args(task="unknown", difficulty=[3]).difficulty == [3]
-    assert run.eval_config(_args(), "model", CONFIG).difficulty == [1, 2, 3, 4]
+    assert run.eval_config(_args(task="reach"), "model", CONFIG).difficulty == [1, 2, 3, 4]
