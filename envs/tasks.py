@@ -1,9 +1,9 @@
 """Tasks: a problem source, a verifier and prompt settings, registered by name.
 
 Built-in: ``arithmetic`` (procedural, offline; the envs' default), ``unknown`` (procedural,
-offline: find the start; checking costs as much as solving), ``reach`` (procedural, offline: put
-operators between numbers to reach a target; checking is much cheaper than solving; the training
-scripts' default), ``gsm8k``, ``math`` and ``anli`` (hub id through `datasets`, or ``data_path=`` a local JSONL file).
+offline: find the start; checking costs as much as solving; the training scripts' default),
+``reach`` (procedural, offline: put operators between numbers to reach a target; checking is much
+cheaper than solving), ``gsm8k``, ``math`` and ``anli`` (hub id through `datasets`, or ``data_path=`` a local JSONL file).
 
 Register your own::
 
