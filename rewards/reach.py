@@ -34,7 +34,7 @@ import re
 from dataclasses import dataclass
 
 from rewards.base import Verdict
-from rewards.extract import find_boxed
+from rewards.extract import find_boxed, sanitize
 from rewards.verifiers import check_reference, not_a_string
 
 __all__ = ["MAX_CHAIN_CHARS", "MAX_DIGITS", "Chain", "ReachVerifier", "apply", "parse_chain"]
@@ -162,7 +162,7 @@ class ReachVerifier:
         rejected = not_a_string(response)
         if rejected is not None:
             return rejected
-        boxes = find_boxed(response[-20 * MAX_CHAIN_CHARS :])
+        boxes = find_boxed(sanitize(response, 20 * MAX_CHAIN_CHARS))  # printable, bounded
         if not boxes:
             return Verdict(0.0, None, "no \\boxed{} chain of steps")
         chains = [parse_chain(box) for box in boxes]

@@ -51,7 +51,7 @@ NOT_STRINGS = [None, 18, 1.5, b"\\boxed{18}", ["#### 18"], {"content": "#### 18"
 
 
 def _reference(name: str) -> str:
-    return "e" if name == "label" else "18"
+    return {"label": "e", "reach": "3 * 4 = 12, 12 + 8 = 20"}.get(name, "18")
 
 
 def _verifier(name: str, **math_options: object):

@@ -26,6 +26,7 @@ from rewards import extract as rx
 from tests.fuzz.harness.generators import (
     KNOWN_SLOW,
     NON_STRINGS,
+    REACH_REFERENCES,
     TASKS,
     adversarial_text,
     references_for,
@@ -294,7 +295,7 @@ def known_slow_target(math_timeout: float | None = None) -> Target:
         for key, (text, bound) in KNOWN_SLOW.items():
             COLLECTOR.input(target)
             for name, verifier in verifiers.items():
-                reference = "e" if name == "label" else "18"
+                reference = {"label": "e", "reach": REACH_REFERENCES[0]}.get(name, "18")
                 limit = bound + symbolic_budget(verifier)
                 with timed(target, lambda b=limit: b, f"{name}.verify on {key!r}", text) as box:
                     verdict = verifier.verify(text, reference)
