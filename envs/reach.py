@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import itertools
 import random
-from typing import Any
 
 from envs.sources import Problem
 from rewards.reach import Chain, apply
@@ -126,7 +125,3 @@ def generate_problem(index: int, *, difficulty: int = 1, seed: int = 0) -> Probl
         },
     )
 
-
-def replay(metadata: dict[str, Any], ops: list[str] | tuple[str, ...]) -> list[int]:
-    """The running values of the problem's numbers under `ops` (a check's replay)."""
-    return evaluate(metadata["numbers"], ops)

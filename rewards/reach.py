@@ -72,10 +72,6 @@ class Chain:
         return [self.steps[0][0], *(right for _, _, right, _ in self.steps)]
 
     @property
-    def operators(self) -> str:
-        return " ".join(op for _, op, _, _ in self.steps)
-
-    @property
     def end(self) -> int:
         return self.steps[-1][3]
 

@@ -11,6 +11,7 @@ import pytest
 
 import envs
 from envs.reflection import parse_verdict
+from rewards.extract import last_boxed
 from tests.trainers.helpers import TINY, TINY_NUMBERS
 from trainers.embedded import (
     MODEL_FILES,
@@ -247,16 +248,10 @@ def test_reach_rows_are_right_and_their_checks_judge_by_the_replay():
         elif row["role"] == "refiner" and reply.startswith("The check passed"):
             shown = prompt.split("Latest solution:\n")[1].split("\n\nReviewer")[0]
             assert verifier.verify(shown, problem["answer"]).correct
-            assert claimed_chain(reply) == claimed_chain(shown)
+            assert last_boxed(reply) == last_boxed(shown)
         else:
             assert verifier.verify(reply, problem["answer"]).correct, reply
     assert 0.3 < sum(verdicts) / len(verdicts) < 0.7  # balanced verdicts
-
-
-def claimed_chain(text):
-    from rewards.extract import last_boxed
-
-    return last_boxed(text)
 
 
 def test_reach_checks_replay_with_their_own_results_and_slips_are_wrong():
