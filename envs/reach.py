@@ -124,4 +124,3 @@ def generate_problem(index: int, *, difficulty: int = 1, seed: int = 0) -> Probl
             "target": value,
         },
     )
-
