@@ -10,8 +10,10 @@ from pathlib import Path
 import pytest
 
 import envs
+from envs.reach import evaluate
 from envs.reflection import parse_verdict
 from rewards.extract import last_boxed
+from rewards.reach import parse_chain
 from tests.trainers.helpers import TINY, TINY_NUMBERS
 from trainers.embedded import (
     MODEL_FILES,
@@ -260,16 +262,39 @@ def test_reach_checks_replay_with_their_own_results_and_slips_are_wrong():
     verifier = envs.make_task("reach").verifier
     problem = envs.make_task("reach", difficulty=2).source[0]
     meta = problem["metadata"]
-    # A chain that "lands" on the target by a false last step is replayed, not copied.
+    target = meta["target"]
     rng = random.Random(0)
-    slips = [reach_slip(problem, rng) for _ in range(200)]
+    slips = [reach_slip(problem, rng) for _ in range(300)]
     assert not any(verifier.verify(f"\\boxed{{{c}}}", problem["answer"]).correct for c in slips)
-    landed = [c for c in slips if c.endswith(f"= {meta['target']}")]
-    assert landed  # half the slips end on the target by false arithmetic
+    # A chain that "lands" on the target by a false last step is replayed, not copied: the
+    # check's own last result is set beside the stated one.
+    landed = [c for c in slips if c.endswith(f"= {target}")]
+    assert landed
     check = reach_check_reply(problem, f"\\boxed{{{landed[0]}}}")
-    assert check.endswith("Verdict: incorrect") and "too" in check
+    assert check.endswith(f", not {target}: wrong.\nVerdict: incorrect"), check
+    # A chain with the right operators and one result slipped is caught at that step, and the
+    # check goes on from nothing the chain states.
+    right_ops = [
+        c for c in slips if [s[1] for s in parse_chain(c).steps] == list(meta["operators"])
+    ]
+    assert right_ops  # slips on the right operators exist, so the operators alone do not judge
+    chain = parse_chain(right_ops[0])
+    check = reach_check_reply(problem, f"\\boxed{{{right_ops[0]}}}")
+    first_bad = next(
+        i
+        for i, s in enumerate(chain.steps)
+        if s[3] != evaluate(meta["numbers"], meta["operators"])[i + 1]
+    )
+    assert check.count(". ") == first_bad and check.endswith(": wrong.\nVerdict: incorrect")
+    # A wrong chain worked right ends elsewhere than the target.
+    missed = [
+        c
+        for c in slips
+        if reach_check_reply(problem, f"\\boxed{{{c}}}").endswith("missed.\nVerdict: incorrect")
+    ]
+    assert missed
     right = reach_check_reply(problem, f"\\boxed{{{problem['answer']}}}")
-    assert right.endswith(f"{meta['target']} - {meta['target']} = 0: it checks.\nVerdict: correct")
+    assert right.endswith(f"Ends at {target}, target {target}: it checks.\nVerdict: correct")
     assert (
         reach_check_reply(problem, "no chain") == "There is no answer to check.\nVerdict: incorrect"
     )

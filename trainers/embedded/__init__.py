@@ -51,6 +51,12 @@ logger = logging.getLogger(__name__)
 # generation-verification gap) joins it in `REACH_VARIANT`, not shipped (docs/results.md).
 EMBEDDED_TASK = "unknown"
 RECIPE_VERSION = 13  # bump whenever the transcripts or the training change
+# bump whenever ``reach``'s transcripts change (`transcripts.reach_rows`, `reach_fact`); keyed
+# only into recipes with reach rows, so the shipped (``unknown``-only) key stays as it is.
+# 2: the check sets each result beside the answer's and the end beside the target (v1 worked out
+# ``end - target``, and its critic wrote "= 0" for wrong chains), and slips include one slipped
+# result carried on.
+REACH_VERSION = 2
 SHIPPED = Path(__file__).resolve().parent / "model"
 REBUILD = "python scripts/build_embedded.py"
 MODEL_FILES = (  # at least these; recipe.json lists every file with its sha256
@@ -165,6 +171,8 @@ class EmbeddedRecipe:
             fields.pop("reach_difficulty")
         if not self.drill_reach_share:
             fields.pop("drill_reach_share")
+        if self.reach_problems or self.drill_reach_share:
+            fields["reach_version"] = REACH_VERSION
         blob = json.dumps({"version": RECIPE_VERSION, **fields}, sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
 

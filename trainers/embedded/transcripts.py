@@ -35,13 +35,18 @@ On ``reach`` (put + - * between numbers to reach a target, `envs.reach`), the ga
   20}.``): choosing the operators is a search that one reply does not make, so a small model
   guesses, and its guesses are often wrong (`reach_solve_reply`);
 - the critic replays the answer's operators on the problem's numbers, one step each, with its
-  own results (not the answer's), then subtracts the target and judges by whether that is 0
-  (``Check * +: 3 * 4 = 12. 12 + 8 = 20. 20 - 20 = 0: it checks.``, `reach_check_reply`): the
-  same kind of check as on ``unknown``, but here it is far cheaper than solving;
+  own results (not the answer's), sets each result beside the one the answer states and stops
+  at the first that differs (``12 - 8 = 4, not 5: wrong.``), then sets the end beside the target
+  (``Ends at 20, target 20: it checks.``, `reach_check_reply`). Each judgement is an equality of
+  two numbers, not a difference: v1 of these transcripts ended with ``end - target = ...``, and
+  its critic wrote "= 0" under most wrong chains of the real solver (balanced accuracy 0.57-0.73
+  a level on its own answers, greedy), and copied the answer's slipped results, which no
+  transcript had shown it;
 - the refiner keeps an accepted chain and, after a rejection, answers with another chain
   (`reach_repair_reply`). The answers under review are right or carry the slips a guessing solver
-  makes: one operator changed, a wholly other sequence, and either with the last result
-  written as the target, as a solver that has learnt where chains end does (`reach_slip`).
+  makes: one operator changed or a wholly other sequence, left as worked, with the last result
+  written as the target (as a solver that has learnt where chains end does), or with one result
+  slipped by a little and the later steps worked on from it (`reach_slip`).
 
 The rows are played through the real environments, so the prompts are exactly those the agents
 see later. Every target reply is right; the answers under review are right or carry the slips a
@@ -248,10 +253,24 @@ def reach_solve_reply(problem: dict[str, Any], chain: str | None = None) -> str:
     return f"The answer is \\boxed{{{reach_chain(problem) if chain is None else chain}}}."
 
 
+def slipped_chain(numbers: list[int], ops: list[str], step: int, off: int) -> str:
+    """The chain of `numbers` under `ops` with the result of step `step` written `off` away from
+    the truth and every later step worked on from the wrong value, as a solver that slips once
+    and carries on does (``22 - 9 = 12, 12 + 5 = 17``)."""
+    steps, value = [], numbers[0]
+    for i, (op, number) in enumerate(zip(ops, numbers[1:], strict=True)):
+        result = APPLY[op](value, number) + (off if i == step else 0)
+        steps.append((value, op, number, result))
+        value = result
+    return Chain(tuple(steps)).text()
+
+
 def reach_slip(problem: dict[str, Any], rng: random.Random) -> str:
-    """A wrong chain of the kind a guessing solver gives: one operator changed (60%) or another
-    sequence (40%), its last result written as the target half the time (a chain that "lands"
-    by false arithmetic)."""
+    """A wrong chain of the kinds a guessing solver gives: one operator changed (60%) or another
+    sequence (40%), and then either left as worked (30%), its last result written as the target
+    (35%: a chain that "lands" by false arithmetic) or one result slipped by a little with the
+    later steps worked on from it (35%, `slipped_chain`; on the right operators too, so that
+    a chain whose operators are right is not right by that alone)."""
     meta = problem["metadata"]
     right = list(meta["operators"])
     if rng.random() < 0.6:
@@ -262,15 +281,27 @@ def reach_slip(problem: dict[str, Any], rng: random.Random) -> str:
         ops = right
         while ops == right:
             ops = [rng.choice(REACH_OPERATORS) for _ in right]
-    fudge = rng.random() < 0.5
-    return reach_chain(problem, ops, fudge)
+    kind = rng.random()
+    if kind < 0.35:
+        return reach_chain(problem, ops, fudge=True)
+    if kind < 0.7:
+        if rng.random() < 0.5:
+            ops = right
+        off = rng.choice([-1, 1]) * rng.choice([1, 1, 2, 3, 10])
+        return slipped_chain(meta["numbers"], ops, rng.randrange(len(ops)), off)
+    return reach_chain(problem, ops)
 
 
 def reach_check_reply(problem: dict[str, Any], answer: str | None) -> str:
     """A critic reply on the chain stated in `answer` (a reply's text): replay its operators on
-    the problem's numbers with its own results, subtract the target, judge by whether that is 0.
+    the problem's numbers with its own results, set each beside the result the answer states
+    (stopping at the first that differs), then set the end beside the target.
 
-    ``Check * -: 3 * 4 = 12. 12 - 8 = 4. 4 - 20 = -16: 16 too few.``
+    ``Check * - +: 3 * 4 = 12. 12 - 8 = 4, not 5: wrong.`` or ``Check * +: 3 * 4 = 12. 12 + 8 =
+    20. Ends at 20, target 20: it checks.`` Each judgement is an equality of two numbers, one
+    just written and one found by the step it belongs to, not a difference to work out; the
+    results are the critic's own, so a chain that copies well but works badly is caught where it
+    goes wrong.
     """
     meta = problem["metadata"]
     boxed = last_boxed(answer) if answer else None
@@ -279,15 +310,19 @@ def reach_check_reply(problem: dict[str, Any], answer: str | None) -> str:
         return "There is no answer to check.\nVerdict: incorrect"
     ops = [op for _, op, _, _ in chain.steps]
     values = evaluate(meta["numbers"], ops)
-    steps = " ".join(
-        f"{values[i]} {op} {meta['numbers'][i + 1]} = {values[i + 1]}." for i, op in enumerate(ops)
-    )
+    parts = []
+    for i, op in enumerate(ops):
+        step = f"{values[i]} {op} {meta['numbers'][i + 1]} = {values[i + 1]}"
+        stated = chain.steps[i][3]
+        if stated != values[i + 1]:
+            parts.append(f"{step}, not {stated}: wrong.")
+            return f"Check {' '.join(ops)}: {' '.join(parts)}\nVerdict: incorrect"
+        parts.append(f"{step}.")
     end, target = values[-1], meta["target"]
-    head = f"Check {' '.join(ops)}: {steps} {end} - {target} = {end - target}"
+    head = f"Check {' '.join(ops)}: {' '.join(parts)} Ends at {end}, target {target}"
     if end == target:
         return f"{head}: it checks.\nVerdict: correct"
-    miss = f"{target - end} too few" if end < target else f"{end - target} too many"
-    return f"{head}: {miss}.\nVerdict: incorrect"
+    return f"{head}: missed.\nVerdict: incorrect"
 
 
 def reach_repair_reply(problem: dict[str, Any], answer: str | None, accepted: bool) -> str:
@@ -299,19 +334,14 @@ def reach_repair_reply(problem: dict[str, Any], answer: str | None, accepted: bo
 
 
 def reach_fact(rng: random.Random) -> str:
-    """One fact of the kinds a ``reach`` check states: a step of 2..9 on a value up to 150
-    (a product kept below 200, where every number is one token), or a value minus a target."""
-    kind = rng.random()
-    if kind < 0.4:
-        k = rng.randint(2, 9)
+    """One fact of the kinds a ``reach`` check states: a step of 2..9 on a value below 200,
+    where every number is one token (half of them products, kept below 200)."""
+    k = rng.randint(2, 9)
+    if rng.random() < 0.5:
         a = rng.randint(1, 199 // k)
         return f"{a} * {k} = {a * k}."
-    if kind < 0.75:
-        a, k, op = rng.randint(1, 150), rng.randint(2, 9), rng.choice("+-")
-        return f"{a} {op} {k} = {APPLY[op](a, k)}."
-    b = rng.randint(1, 150)
-    a = max(0, b + rng.choice([0, 0, rng.randint(-40, 40)]))
-    return f"{a} - {b} = {a - b}."
+    a, op = rng.randint(1, 190), rng.choice("+-")
+    return f"{a} {op} {k} = {APPLY[op](a, k)}."
 
 
 def drill_rows(count: int, facts: int, seed: int, reach_share: float = 0.0) -> list[dict[str, Any]]:
