@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -309,6 +310,10 @@ def test_reach_facts_hold():
     facts = " ".join(reach_fact(rng) for _ in range(2000))
     assert false_equations(facts) == []
     assert "*" in facts
+    judged = re.findall(r"Ends at (\d+), target (\d+): (it checks|missed)\.", facts)
+    assert 300 < len(judged) < 1000
+    assert all((end == target) == (verdict == "it checks") for end, target, verdict in judged)
+    assert 0.4 < sum(verdict == "missed" for *_, verdict in judged) / len(judged) < 0.6
 
 
 def test_number_embeddings_are_cos_sin_features_of_the_number():
@@ -484,7 +489,8 @@ def test_build_script_sets_recipe_fields_by_their_type():
     assert recipe.key() != EmbeddedRecipe().key()
 
 
-def test_the_reach_variant_builds_on_both_families_and_keys_apart():
+def test_the_reach_variant_builds_on_both_families_and_keys_apart(monkeypatch):
+    from trainers import embedded
     from trainers.embedded import REACH_VARIANT, mixed_problems
 
     recipe_with = _build_script()["recipe_with"]
@@ -495,6 +501,10 @@ def test_the_reach_variant_builds_on_both_families_and_keys_apart():
     assert (
         EmbeddedRecipe().key() == dataclasses.replace(EmbeddedRecipe(), reach_difficulty=(2,)).key()
     )
+    # new reach transcripts (REACH_VERSION) key the variant apart, and leave the shipped key
+    shipped, before = EmbeddedRecipe().key(), variant.key()
+    monkeypatch.setattr(embedded, "REACH_VERSION", embedded.REACH_VERSION + 1)
+    assert variant.key() != before and EmbeddedRecipe().key() == shipped
     small = dataclasses.replace(variant, num_problems=6, reach_problems=6)
     sources = [p["metadata"]["source"] for p in mixed_problems(small)]
     assert sorted(sources) == ["reach"] * 6 + ["unknown"] * 6

@@ -55,8 +55,9 @@ RECIPE_VERSION = 13  # bump whenever the transcripts or the training change
 # only into recipes with reach rows, so the shipped (``unknown``-only) key stays as it is.
 # 2: the check sets each result beside the answer's and the end beside the target (v1 worked out
 # ``end - target``, and its critic wrote "= 0" for wrong chains), and slips include one slipped
-# result carried on.
-REACH_VERSION = 2
+# result carried on. 3: the drill states the last judgement too (v2's critic, with none drilled,
+# judged nearly every end "it checks").
+REACH_VERSION = 3
 SHIPPED = Path(__file__).resolve().parent / "model"
 REBUILD = "python scripts/build_embedded.py"
 MODEL_FILES = (  # at least these; recipe.json lists every file with its sha256
@@ -186,7 +187,7 @@ class EmbeddedRecipe:
 REACH_VARIANT = {
     "num_problems": 4000,
     "reach_problems": 8000,
-    "drill_rows": 4000,
+    "drill_rows": 6000,
     "drill_facts": 12,
     "drill_reach_share": 0.5,
     "max_steps": 2500,

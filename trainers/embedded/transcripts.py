@@ -334,14 +334,27 @@ def reach_repair_reply(problem: dict[str, Any], answer: str | None, accepted: bo
 
 
 def reach_fact(rng: random.Random) -> str:
-    """One fact of the kinds a ``reach`` check states: a step of 2..9 on a value below 200,
-    where every number is one token (half of them products, kept below 200)."""
-    k = rng.randint(2, 9)
-    if rng.random() < 0.5:
+    """One fact of the kinds a ``reach`` check states, on values below 200 (each one token): a
+    step of 2..9 (products kept below 200), or the check's last judgement, the end set beside
+    the target (``Ends at 26, target 27: missed.``; equal half the time, and otherwise near or
+    far). A transcript gives the critic one judgement a row; a drill row gives many, and v2 of
+    these transcripts, which drilled none, judged nearly every end "it checks"."""
+    kind = rng.random()
+    if kind < 0.35:
+        k = rng.randint(2, 9)
         a = rng.randint(1, 199 // k)
         return f"{a} * {k} = {a * k}."
-    a, op = rng.randint(1, 190), rng.choice("+-")
-    return f"{a} {op} {k} = {APPLY[op](a, k)}."
+    if kind < 0.65:
+        a, k, op = rng.randint(1, 190), rng.randint(2, 9), rng.choice("+-")
+        return f"{a} {op} {k} = {APPLY[op](a, k)}."
+    end = rng.randint(1, 199)
+    if rng.random() < 0.5:
+        return f"Ends at {end}, target {end}: it checks."
+    target = end
+    while target == end or not 1 <= target <= 199:
+        near = end + rng.choice([-1, 1]) * rng.randint(1, 10)
+        target = near if rng.random() < 0.5 else rng.randint(1, 150)
+    return f"Ends at {end}, target {target}: missed."
 
 
 def drill_rows(count: int, facts: int, seed: int, reach_share: float = 0.0) -> list[dict[str, Any]]:
