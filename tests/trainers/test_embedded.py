@@ -234,7 +234,8 @@ def test_reach_rows_are_right_and_their_checks_judge_by_the_replay():
     verifier = envs.make_task("reach").verifier
     problems = list(envs.make_task("reach", size=60, difficulty=[1, 2, 3, 4]).source)
     rows = sft_rows(problems, seed=0, review_fraction=1.0, second_round=1.0, team_fraction=1.0)
-    assert {r["role"] for r in rows} == {"solver", "critic", "refiner", "variant", "debater"}
+    roles = {"solver", "critic", "refiner", "variant", "debater", "drill"}
+    assert {r["role"] for r in rows} == roles
     env = envs.make("math/reflection-v0", task="reach", rounds=2)
     env.reset(options={"problem": problems[0]})
     assert rows[0]["messages"][0]["content"] == env.observe("solver_0")["instruction"]
@@ -248,6 +249,14 @@ def test_reach_rows_are_right_and_their_checks_judge_by_the_replay():
             assert parse_verdict(reply) is truth, (shown, reply)
             assert reply.startswith("Check ")
             verdicts.append(truth)
+        elif row["role"] == "drill":  # judgements of ends under the question: each one true
+            judged = re.findall(
+                r"Reach (-?\d+)(: no, the target is (\d+)| from them: it checks)", reply
+            )
+            assert len(judged) == 8 and prompt.startswith(problem["question"])
+            target = problem["metadata"]["target"]
+            assert all((int(end) == target) == (not t) for end, _, t in judged)
+            assert all(int(t) == target for *_, t in judged if t)
         elif row["role"] == "refiner" and reply.startswith("The check passed"):
             shown = prompt.split("Latest solution:\n")[1].split("\n\nReviewer")[0]
             assert verifier.verify(shown, problem["answer"]).correct
@@ -268,34 +277,18 @@ def test_reach_checks_replay_with_their_own_results_and_slips_are_wrong():
     slips = [reach_slip(problem, rng) for _ in range(300)]
     assert not any(verifier.verify(f"\\boxed{{{c}}}", problem["answer"]).correct for c in slips)
     # A chain that "lands" on the target by a false last step is replayed, not copied: the
-    # check's own last result is set beside the stated one.
+    # check's results are its own, so its end is where the chain's operators really lead.
     landed = [c for c in slips if c.endswith(f"= {target}")]
-    assert landed
-    check = reach_check_reply(problem, f"\\boxed{{{landed[0]}}}")
-    assert check.endswith(f", not {target}: wrong.\nVerdict: incorrect"), check
-    # A chain with the right operators and one result slipped is caught at that step, and the
-    # check goes on from nothing the chain states.
-    right_ops = [
-        c for c in slips if [s[1] for s in parse_chain(c).steps] == list(meta["operators"])
-    ]
-    assert right_ops  # slips on the right operators exist, so the operators alone do not judge
-    chain = parse_chain(right_ops[0])
-    check = reach_check_reply(problem, f"\\boxed{{{right_ops[0]}}}")
-    first_bad = next(
-        i
-        for i, s in enumerate(chain.steps)
-        if s[3] != evaluate(meta["numbers"], meta["operators"])[i + 1]
-    )
-    assert check.count(". ") == first_bad and check.endswith(": wrong.\nVerdict: incorrect")
-    # A wrong chain worked right ends elsewhere than the target.
-    missed = [
-        c
-        for c in slips
-        if reach_check_reply(problem, f"\\boxed{{{c}}}").endswith("missed.\nVerdict: incorrect")
-    ]
-    assert missed
+    slipped = [c for c in slips if parse_chain(c).fault() is not None and c not in landed]
+    assert landed and slipped  # the answers under review state false results
+    for chain in landed + slipped:
+        ops = [step[1] for step in parse_chain(chain).steps]
+        end = evaluate(meta["numbers"], ops)[-1]
+        check = reach_check_reply(problem, f"\\boxed{{{chain}}}")
+        assert check.endswith(f"Reach {end}: no, the target is {target}.\nVerdict: incorrect")
+        assert parse_chain(chain).fault() is None or f"= {end}." in check
     right = reach_check_reply(problem, f"\\boxed{{{problem['answer']}}}")
-    assert right.endswith(f"Ends at {target}, target {target}: it checks.\nVerdict: correct")
+    assert right.endswith(f"= {target}. Reach {target} from them: it checks.\nVerdict: correct")
     assert (
         reach_check_reply(problem, "no chain") == "There is no answer to check.\nVerdict: incorrect"
     )
@@ -310,10 +303,6 @@ def test_reach_facts_hold():
     facts = " ".join(reach_fact(rng) for _ in range(2000))
     assert false_equations(facts) == []
     assert "*" in facts
-    judged = re.findall(r"Ends at (\d+), target (\d+): (it checks|missed)\.", facts)
-    assert 300 < len(judged) < 1000
-    assert all((end == target) == (verdict == "it checks") for end, target, verdict in judged)
-    assert 0.4 < sum(verdict == "missed" for *_, verdict in judged) / len(judged) < 0.6
 
 
 def test_number_embeddings_are_cos_sin_features_of_the_number():

@@ -56,8 +56,10 @@ RECIPE_VERSION = 13  # bump whenever the transcripts or the training change
 # 2: the check sets each result beside the answer's and the end beside the target (v1 worked out
 # ``end - target``, and its critic wrote "= 0" for wrong chains), and slips include one slipped
 # result carried on. 3: the drill states the last judgement too (v2's critic, with none drilled,
-# judged nearly every end "it checks").
-REACH_VERSION = 3
+# judged nearly every end "it checks"; v3's judged equality at chance). 4: the judgement is a copy
+# (``Reach 20 from them: it checks.``, `transcripts.reach_judgement`), drilled under the question
+# (`transcripts.judgement_row`); the check replays every step with no comparison per step.
+REACH_VERSION = 4
 SHIPPED = Path(__file__).resolve().parent / "model"
 REBUILD = "python scripts/build_embedded.py"
 MODEL_FILES = (  # at least these; recipe.json lists every file with its sha256

@@ -269,8 +269,8 @@ def reach_slip(problem: dict[str, Any], rng: random.Random) -> str:
     """A wrong chain of the kinds a guessing solver gives: one operator changed (60%) or another
     sequence (40%), and then either left as worked (30%), its last result written as the target
     (35%: a chain that "lands" by false arithmetic) or one result slipped by a little with the
-    later steps worked on from it (35%, `slipped_chain`; on the right operators too, so that
-    a chain whose operators are right is not right by that alone)."""
+    later steps worked on from it (35%, `slipped_chain`), so that the critic, whose results are
+    its own, learns not to copy the answer's."""
     meta = problem["metadata"]
     right = list(meta["operators"])
     if rng.random() < 0.6:
@@ -285,23 +285,41 @@ def reach_slip(problem: dict[str, Any], rng: random.Random) -> str:
     if kind < 0.35:
         return reach_chain(problem, ops, fudge=True)
     if kind < 0.7:
-        if rng.random() < 0.5:
-            ops = right
         off = rng.choice([-1, 1]) * rng.choice([1, 1, 2, 3, 10])
         return slipped_chain(meta["numbers"], ops, rng.randrange(len(ops)), off)
     return reach_chain(problem, ops)
 
 
+JUDGEMENT_FRACTION = 0.5  # share of reach problems that also give a `judgement_row`
+
+
+def reach_judgement(end: int, target: int) -> str:
+    """The check's last sentence: the end it worked out, written as a question's start, then
+    whether that is the problem's target (``Reach 20 from them: it checks.`` or ``Reach 26: no,
+    the target is 20.``).
+
+    Writing ``Reach 20`` makes the verdict a copy, not a comparison: when the end is the target,
+    the question's own ``Reach 20 from`` is the one earlier text that goes on from it, and
+    continuing a text seen before is what a transformer does first and best (induction). v1-v3
+    of these transcripts compared the two numbers instead, by a difference (``20 - 20 = 0``) or
+    an equality (``Ends at 26, target 20: missed.``), and no build learnt either: their critics
+    judged nearly every end "it checks", and v3's judged the equality of two numbers at chance
+    even in drill rows."""
+    if end == target:
+        return f"Reach {end} from them: it checks."
+    return f"Reach {end}: no, the target is {target}."
+
+
 def reach_check_reply(problem: dict[str, Any], answer: str | None) -> str:
     """A critic reply on the chain stated in `answer` (a reply's text): replay its operators on
-    the problem's numbers with its own results, set each beside the result the answer states
-    (stopping at the first that differs), then set the end beside the target.
+    the problem's numbers with its own results (not the answer's, which may be false), then
+    judge the end against the target (`reach_judgement`).
 
-    ``Check * - +: 3 * 4 = 12. 12 - 8 = 4, not 5: wrong.`` or ``Check * +: 3 * 4 = 12. 12 + 8 =
-    20. Ends at 20, target 20: it checks.`` Each judgement is an equality of two numbers, one
-    just written and one found by the step it belongs to, not a difference to work out; the
-    results are the critic's own, so a chain that copies well but works badly is caught where it
-    goes wrong.
+    ``Check * +: 3 * 4 = 12. 12 + 8 = 20. Reach 20 from them: it checks.``
+
+    A chain whose operators are right but whose stated results are not is judged right by this
+    check (its verdict is then wrong): the transcripts' answers under review carry no such slip,
+    and the verifier still refuses the chain.
     """
     meta = problem["metadata"]
     boxed = last_boxed(answer) if answer else None
@@ -310,19 +328,35 @@ def reach_check_reply(problem: dict[str, Any], answer: str | None) -> str:
         return "There is no answer to check.\nVerdict: incorrect"
     ops = [op for _, op, _, _ in chain.steps]
     values = evaluate(meta["numbers"], ops)
-    parts = []
-    for i, op in enumerate(ops):
-        step = f"{values[i]} {op} {meta['numbers'][i + 1]} = {values[i + 1]}"
-        stated = chain.steps[i][3]
-        if stated != values[i + 1]:
-            parts.append(f"{step}, not {stated}: wrong.")
-            return f"Check {' '.join(ops)}: {' '.join(parts)}\nVerdict: incorrect"
-        parts.append(f"{step}.")
+    steps = " ".join(
+        f"{values[i]} {op} {meta['numbers'][i + 1]} = {values[i + 1]}." for i, op in enumerate(ops)
+    )
     end, target = values[-1], meta["target"]
-    head = f"Check {' '.join(ops)}: {' '.join(parts)} Ends at {end}, target {target}"
-    if end == target:
-        return f"{head}: it checks.\nVerdict: correct"
-    return f"{head}: missed.\nVerdict: incorrect"
+    verdict = "correct" if end == target else "incorrect"
+    return f"Check {' '.join(ops)}: {steps} {reach_judgement(end, target)}\nVerdict: {verdict}"
+
+
+def judgement_row(problem: dict[str, Any], rng: random.Random, count: int = 8) -> dict[str, Any]:
+    """A drill row (``role`` "drill") of `count` judgements (`reach_judgement`) under the
+    problem's question, half of them of its target and half of ends its wrong chains reach:
+    a transcript gives the critic one judgement, this row many, each against the question."""
+    meta = problem["metadata"]
+    numbers, target = meta["numbers"], meta["target"]
+    ends = []
+    for _ in range(count):
+        end = target
+        while rng.random() >= 0.5 and end == target:
+            ops = [rng.choice(REACH_OPERATORS) for _ in numbers[1:]]
+            end = evaluate(numbers, ops)[-1]
+        ends.append(end)
+    return {
+        "messages": [
+            {"role": "system", "content": "Practice."},
+            {"role": "user", "content": f"{problem['question']}\nJudge each end."},
+            {"role": "assistant", "content": " ".join(reach_judgement(e, target) for e in ends)},
+        ],
+        "role": "drill",
+    }
 
 
 def reach_repair_reply(problem: dict[str, Any], answer: str | None, accepted: bool) -> str:
@@ -334,27 +368,14 @@ def reach_repair_reply(problem: dict[str, Any], answer: str | None, accepted: bo
 
 
 def reach_fact(rng: random.Random) -> str:
-    """One fact of the kinds a ``reach`` check states, on values below 200 (each one token): a
-    step of 2..9 (products kept below 200), or the check's last judgement, the end set beside
-    the target (``Ends at 26, target 27: missed.``; equal half the time, and otherwise near or
-    far). A transcript gives the critic one judgement a row; a drill row gives many, and v2 of
-    these transcripts, which drilled none, judged nearly every end "it checks"."""
-    kind = rng.random()
-    if kind < 0.35:
-        k = rng.randint(2, 9)
+    """One fact of the kinds a ``reach`` check states: a step of 2..9 on a value below 200,
+    where every number is one token (half of them products, kept below 200)."""
+    k = rng.randint(2, 9)
+    if rng.random() < 0.5:
         a = rng.randint(1, 199 // k)
         return f"{a} * {k} = {a * k}."
-    if kind < 0.65:
-        a, k, op = rng.randint(1, 190), rng.randint(2, 9), rng.choice("+-")
-        return f"{a} {op} {k} = {APPLY[op](a, k)}."
-    end = rng.randint(1, 199)
-    if rng.random() < 0.5:
-        return f"Ends at {end}, target {end}: it checks."
-    target = end
-    while target == end or not 1 <= target <= 199:
-        near = end + rng.choice([-1, 1]) * rng.randint(1, 10)
-        target = near if rng.random() < 0.5 else rng.randint(1, 150)
-    return f"Ends at {end}, target {target}: missed."
+    a, op = rng.randint(1, 190), rng.choice("+-")
+    return f"{a} {op} {k} = {APPLY[op](a, k)}."
 
 
 def drill_rows(count: int, facts: int, seed: int, reach_share: float = 0.0) -> list[dict[str, Any]]:
@@ -517,7 +538,8 @@ def reach_rows(
     """The rows of one ``reach`` problem, played through the given (``reach``) envs: a solver
     row; with chance `review_fraction` a critic and refiner row (and with `second_round` a
     second pair, on a revision right or slipped); with `team_fraction` a variant or debater
-    row. Every target reply is right."""
+    row; with `JUDGEMENT_FRACTION` a row of judgements (`judgement_row`). Every target reply is
+    right."""
     rows: list[dict[str, Any]] = []
 
     def add(obs: dict[str, str], reply: str, role: str) -> None:
@@ -556,4 +578,6 @@ def reach_rows(
             debate.reset(options={"problem": problem})
             obs, *_ = debate.step({"debater_0": answer(), "debater_1": answer()})
             add(obs["debater_0"], reach_solve_reply(problem), "debater")
+    if rng.random() < JUDGEMENT_FRACTION:
+        rows.append(judgement_row(problem, rng))
     return rows
