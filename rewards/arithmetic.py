@@ -2,8 +2,7 @@
 annotations: a process check that needs no reference answer.
 
 `false_equations` finds every plain equation of numbers ``a op b [op c ...] = r`` (``+ - * /``,
-also ``×`` and ``÷``; usual precedence; ``is`` read as ``=``, so ``12 - 8 is 5`` is one too) and
-returns those that do not hold. It is conservative:
+also ``×`` and ``÷``; usual precedence) and returns those that do not hold. It is conservative:
 what it cannot read unambiguously it skips rather than judges (an expression continued by a word
 or a bracket, a right side that goes on with an operator, a question such as ``20 + 7 = 21?``,
 numbers with thousands separators, numbers of more than `MAX_DIGITS` digits). A right side
@@ -16,8 +15,6 @@ Examples:
     ['23 - 21 = 0']
     >>> false_equations("2 * 3 + 4 = 10, 7 / 2 = 3.5, so x = 5.")
     []
-    >>> false_equations("3 * 4 is 12. 12 - 8 is 5.")
-    ['12 - 8 is 5']
 """
 
 from __future__ import annotations
@@ -35,7 +32,7 @@ _OP = r"[-+*/×÷]"
 _EQUATION = re.compile(
     # Not inside a longer expression, word, number or bracket on the left ...
     rf"(?<![\w.,)\]])(?<!{_OP})(?<!{_OP} )(?<!= )(?<!=)"
-    rf"(?P<lhs>-?{_NUM}(?: ?{_OP} ?{_NUM})+)(?: ?= ?| is )(?P<rhs>-?{_NUM})"
+    rf"(?P<lhs>-?{_NUM}(?: ?{_OP} ?{_NUM})+) ?= ?(?P<rhs>-?{_NUM})"
     # ... nor going on to the right (another operator, digit, bracket or decimal), nor asked.
     rf"(?![\d(\[]|\.\d| ?{_OP} ?[\d(]| ?\?)"
 )

@@ -59,8 +59,7 @@ RECIPE_VERSION = 13  # bump whenever the transcripts or the training change
 # judged nearly every end "it checks"; v3's judged equality at chance). 4: the judgement is a copy
 # (``Reach 20 from them: it checks.``, `transcripts.reach_judgement`), drilled under the question
 # (`transcripts.judgement_row`); the check replays every step with no comparison per step.
-# 5: the check's steps say "is", not the answer's "=", so they are not completed by copying it.
-REACH_VERSION = 5
+REACH_VERSION = 4
 SHIPPED = Path(__file__).resolve().parent / "model"
 REBUILD = "python scripts/build_embedded.py"
 MODEL_FILES = (  # at least these; recipe.json lists every file with its sha256

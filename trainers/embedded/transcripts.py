@@ -35,13 +35,13 @@ On ``reach`` (put + - * between numbers to reach a target, `envs.reach`), the ga
   20}.``): choosing the operators is a search that one reply does not make, so a small model
   guesses, and its guesses are often wrong (`reach_solve_reply`);
 - the critic replays the answer's operators on the problem's numbers, one step each, with its
-  own results (not the answer's) and in its own form (``12 - 8 is 4.``, so that the answer's
-  ``12 - 8 = 5`` is not there to copy), then writes its end as a question's start and judges it
-  against the target (``Reach 20 from them: it checks.`` or ``Reach 4: no, the target is 20.``,
-  `reach_check_reply`, `reach_judgement`): the verdict is a copy of the question's text, not a
-  comparison of two numbers, which no build learnt (v1 ended with ``end - target = ...`` and
-  wrote "= 0" under most wrong chains of the real solver; v2-v3's equality judgements were at
-  chance). Rows of judgements under the question drill it (`judgement_row`);
+  own results (not the answer's), sets each result beside the one the answer states and stops
+  at the first that differs (``12 - 8 = 4, not 5: wrong.``), then sets the end beside the target
+  (``Ends at 20, target 20: it checks.``, `reach_check_reply`). Each judgement is an equality of
+  two numbers, not a difference: v1 of these transcripts ended with ``end - target = ...``, and
+  its critic wrote "= 0" under most wrong chains of the real solver (balanced accuracy 0.57-0.73
+  a level on its own answers, greedy), and copied the answer's slipped results, which no
+  transcript had shown it;
 - the refiner keeps an accepted chain and, after a rejection, answers with another chain
   (`reach_repair_reply`). The answers under review are right or carry the slips a guessing solver
   makes: one operator changed or a wholly other sequence, left as worked, with the last result
@@ -315,12 +315,7 @@ def reach_check_reply(problem: dict[str, Any], answer: str | None) -> str:
     the problem's numbers with its own results (not the answer's, which may be false), then
     judge the end against the target (`reach_judgement`).
 
-    ``Check * +: 3 * 4 is 12. 12 + 8 is 20. Reach 20 from them: it checks.``
-
-    The steps say "is" where the answer says "=": written in the answer's own form, ``20 - 7 =``
-    was completed by copying the answer's ``20 - 7 = 12`` (a false result the critic then
-    passed) rather than by working it out; v4's critic, which wrote "=", rejected 38-48% of its
-    own solver's wrong chains, and most of those it passed it had copied.
+    ``Check * +: 3 * 4 = 12. 12 + 8 = 20. Reach 20 from them: it checks.``
 
     A chain whose operators are right but whose stated results are not is judged right by this
     check (its verdict is then wrong): the transcripts' answers under review carry no such slip,
@@ -334,7 +329,7 @@ def reach_check_reply(problem: dict[str, Any], answer: str | None) -> str:
     ops = [op for _, op, _, _ in chain.steps]
     values = evaluate(meta["numbers"], ops)
     steps = " ".join(
-        f"{values[i]} {op} {meta['numbers'][i + 1]} is {values[i + 1]}." for i, op in enumerate(ops)
+        f"{values[i]} {op} {meta['numbers'][i + 1]} = {values[i + 1]}." for i, op in enumerate(ops)
     )
     end, target = values[-1], meta["target"]
     verdict = "correct" if end == target else "incorrect"
@@ -373,15 +368,14 @@ def reach_repair_reply(problem: dict[str, Any], answer: str | None, accepted: bo
 
 
 def reach_fact(rng: random.Random) -> str:
-    """One fact of the kinds a ``reach`` check states, in its form (``12 * 3 is 36.``): a step of
-    2..9 on a value below 200, where every number is one token (half of them products, kept
-    below 200)."""
+    """One fact of the kinds a ``reach`` check states: a step of 2..9 on a value below 200,
+    where every number is one token (half of them products, kept below 200)."""
     k = rng.randint(2, 9)
     if rng.random() < 0.5:
         a = rng.randint(1, 199 // k)
-        return f"{a} * {k} is {a * k}."
+        return f"{a} * {k} = {a * k}."
     a, op = rng.randint(1, 190), rng.choice("+-")
-    return f"{a} {op} {k} is {APPLY[op](a, k)}."
+    return f"{a} {op} {k} = {APPLY[op](a, k)}."
 
 
 def drill_rows(count: int, facts: int, seed: int, reach_share: float = 0.0) -> list[dict[str, Any]]:
