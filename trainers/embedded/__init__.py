@@ -59,7 +59,10 @@ RECIPE_VERSION = 13  # bump whenever the transcripts or the training change
 # judged nearly every end "it checks"; v3's judged equality at chance). 4: the judgement is a copy
 # (``Reach 20 from them: it checks.``, `transcripts.reach_judgement`), drilled under the question
 # (`transcripts.judgement_row`); the check replays every step with no comparison per step.
-REACH_VERSION = 4
+# 5 (withdrawn): the check's steps said "is", not the answer's "=", against copying; the critic
+# lost its arithmetic and judged every end "it checks". 6: v4, with ends near the target among
+# the drilled judgements' wrong ends.
+REACH_VERSION = 6
 SHIPPED = Path(__file__).resolve().parent / "model"
 REBUILD = "python scripts/build_embedded.py"
 MODEL_FILES = (  # at least these; recipe.json lists every file with its sha256

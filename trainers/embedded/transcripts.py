@@ -338,16 +338,22 @@ def reach_check_reply(problem: dict[str, Any], answer: str | None) -> str:
 
 def judgement_row(problem: dict[str, Any], rng: random.Random, count: int = 8) -> dict[str, Any]:
     """A drill row (``role`` "drill") of `count` judgements (`reach_judgement`) under the
-    problem's question, half of them of its target and half of ends its wrong chains reach:
-    a transcript gives the critic one judgement, this row many, each against the question."""
+    problem's question, half of them of its target and half of other ends: one its wrong chains
+    reach (two thirds) or one near the target (a third; 1 to 10 away, where a guessing solver
+    lands and where numbers look most alike). A transcript gives the critic one judgement, this
+    row many, each against the question."""
     meta = problem["metadata"]
     numbers, target = meta["numbers"], meta["target"]
     ends = []
     for _ in range(count):
         end = target
-        while rng.random() >= 0.5 and end == target:
-            ops = [rng.choice(REACH_OPERATORS) for _ in numbers[1:]]
-            end = evaluate(numbers, ops)[-1]
+        if rng.random() < 0.5:
+            while end == target:
+                if rng.random() < 1 / 3:
+                    end = target + rng.choice([-1, 1]) * rng.randint(1, 10)
+                else:
+                    ops = [rng.choice(REACH_OPERATORS) for _ in numbers[1:]]
+                    end = evaluate(numbers, ops)[-1]
         ends.append(end)
     return {
         "messages": [
