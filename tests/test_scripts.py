@@ -31,6 +31,10 @@ SMOKE = {
     ),
     "fuzz.py": (["--examples", "1", "--only", "^extract$", "--json", "{tmp}/f.json"], "0 failures"),
     "play.py": (["--seed", "2"], "return per agent:"),
+    "probe_critic.py": (
+        ["--problems", "8", "--show", "1"],
+        "its own solver's answers",
+    ),
     "probe_embedded.py": (["--help"], "usage"),  # a run: test_probe_embedded_end_to_end
     "robustness.py": (["--check"], "identical to a fresh build"),
     # Training runs end to end: test_train_script_end_to_end and tests/trainers, in-process.

@@ -4,17 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import re
 import shutil
 from pathlib import Path
 
 import pytest
 
 import envs
-from envs.reach import evaluate
 from envs.reflection import parse_verdict
 from rewards.extract import last_boxed
-from rewards.reach import parse_chain
 from tests.trainers.helpers import TINY, TINY_NUMBERS
 from trainers.embedded import (
     MODEL_FILES,
@@ -234,8 +231,7 @@ def test_reach_rows_are_right_and_their_checks_judge_by_the_replay():
     verifier = envs.make_task("reach").verifier
     problems = list(envs.make_task("reach", size=60, difficulty=[1, 2, 3, 4]).source)
     rows = sft_rows(problems, seed=0, review_fraction=1.0, second_round=1.0, team_fraction=1.0)
-    roles = {"solver", "critic", "refiner", "variant", "debater", "drill"}
-    assert {r["role"] for r in rows} == roles
+    assert {r["role"] for r in rows} == {"solver", "critic", "refiner", "variant", "debater"}
     env = envs.make("math/reflection-v0", task="reach", rounds=2)
     env.reset(options={"problem": problems[0]})
     assert rows[0]["messages"][0]["content"] == env.observe("solver_0")["instruction"]
@@ -249,14 +245,6 @@ def test_reach_rows_are_right_and_their_checks_judge_by_the_replay():
             assert parse_verdict(reply) is truth, (shown, reply)
             assert reply.startswith("Check ")
             verdicts.append(truth)
-        elif row["role"] == "drill":  # judgements of ends under the question: each one true
-            judged = re.findall(
-                r"Reach (-?\d+)(: no, the target is (\d+)| from them: it checks)", reply
-            )
-            assert len(judged) == 8 and prompt.startswith(problem["question"])
-            target = problem["metadata"]["target"]
-            assert all((int(end) == target) == (not t) for end, _, t in judged)
-            assert all(int(t) == target for *_, t in judged if t)
         elif row["role"] == "refiner" and reply.startswith("The check passed"):
             shown = prompt.split("Latest solution:\n")[1].split("\n\nReviewer")[0]
             assert verifier.verify(shown, problem["answer"]).correct
@@ -272,23 +260,16 @@ def test_reach_checks_replay_with_their_own_results_and_slips_are_wrong():
     verifier = envs.make_task("reach").verifier
     problem = envs.make_task("reach", difficulty=2).source[0]
     meta = problem["metadata"]
-    target = meta["target"]
+    # A chain that "lands" on the target by a false last step is replayed, not copied.
     rng = random.Random(0)
-    slips = [reach_slip(problem, rng) for _ in range(300)]
+    slips = [reach_slip(problem, rng) for _ in range(200)]
     assert not any(verifier.verify(f"\\boxed{{{c}}}", problem["answer"]).correct for c in slips)
-    # A chain that "lands" on the target by a false last step is replayed, not copied: the
-    # check's results are its own, so its end is where the chain's operators really lead.
-    landed = [c for c in slips if c.endswith(f"= {target}")]
-    slipped = [c for c in slips if parse_chain(c).fault() is not None and c not in landed]
-    assert landed and slipped  # the answers under review state false results
-    for chain in landed + slipped:
-        ops = [step[1] for step in parse_chain(chain).steps]
-        end = evaluate(meta["numbers"], ops)[-1]
-        check = reach_check_reply(problem, f"\\boxed{{{chain}}}")
-        assert check.endswith(f"Reach {end}: no, the target is {target}.\nVerdict: incorrect")
-        assert parse_chain(chain).fault() is None or f"= {end}." in check
+    landed = [c for c in slips if c.endswith(f"= {meta['target']}")]
+    assert landed  # half the slips end on the target by false arithmetic
+    check = reach_check_reply(problem, f"\\boxed{{{landed[0]}}}")
+    assert check.endswith("Verdict: incorrect") and "too" in check
     right = reach_check_reply(problem, f"\\boxed{{{problem['answer']}}}")
-    assert right.endswith(f"= {target}. Reach {target} from them: it checks.\nVerdict: correct")
+    assert right.endswith(f"{meta['target']} - {meta['target']} = 0: it checks.\nVerdict: correct")
     assert (
         reach_check_reply(problem, "no chain") == "There is no answer to check.\nVerdict: incorrect"
     )

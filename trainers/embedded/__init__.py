@@ -51,18 +51,12 @@ logger = logging.getLogger(__name__)
 # generation-verification gap) joins it in `REACH_VARIANT`, not shipped (docs/results.md).
 EMBEDDED_TASK = "unknown"
 RECIPE_VERSION = 13  # bump whenever the transcripts or the training change
-# bump whenever ``reach``'s transcripts change (`transcripts.reach_rows`, `reach_fact`); keyed
-# only into recipes with reach rows, so the shipped (``unknown``-only) key stays as it is.
-# 2: the check sets each result beside the answer's and the end beside the target (v1 worked out
-# ``end - target``, and its critic wrote "= 0" for wrong chains), and slips include one slipped
-# result carried on. 3: the drill states the last judgement too (v2's critic, with none drilled,
-# judged nearly every end "it checks"; v3's judged equality at chance). 4: the judgement is a copy
-# (``Reach 20 from them: it checks.``, `transcripts.reach_judgement`), drilled under the question
-# (`transcripts.judgement_row`); the check replays every step with no comparison per step.
-# 5 (withdrawn): the check's steps said "is", not the answer's "=", against copying; the critic
-# lost its arithmetic and judged every end "it checks". 6: v4, with ends near the target among
-# the drilled judgements' wrong ends.
-REACH_VERSION = 6
+# bump whenever ``reach``'s transcripts change (`transcripts.reach_rows`, `reach_fact`); keyed only
+# into recipes with reach rows, so the shipped (``unknown``-only) key stays as it is. Five other
+# checks were built and measured on the model's own answers (set each result beside the answer's;
+# judge the end by an equality, drilled; judge it by copying the question, ``Reach 20 from them:
+# it checks``; steps written with "is"): none beat this one's (issue 40's notes).
+REACH_VERSION = 1
 SHIPPED = Path(__file__).resolve().parent / "model"
 REBUILD = "python scripts/build_embedded.py"
 MODEL_FILES = (  # at least these; recipe.json lists every file with its sha256
@@ -192,7 +186,7 @@ class EmbeddedRecipe:
 REACH_VARIANT = {
     "num_problems": 4000,
     "reach_problems": 8000,
-    "drill_rows": 6000,
+    "drill_rows": 4000,
     "drill_facts": 12,
     "drill_reach_share": 0.5,
     "max_steps": 2500,

@@ -35,18 +35,13 @@ On ``reach`` (put + - * between numbers to reach a target, `envs.reach`), the ga
   20}.``): choosing the operators is a search that one reply does not make, so a small model
   guesses, and its guesses are often wrong (`reach_solve_reply`);
 - the critic replays the answer's operators on the problem's numbers, one step each, with its
-  own results (not the answer's), sets each result beside the one the answer states and stops
-  at the first that differs (``12 - 8 = 4, not 5: wrong.``), then sets the end beside the target
-  (``Ends at 20, target 20: it checks.``, `reach_check_reply`). Each judgement is an equality of
-  two numbers, not a difference: v1 of these transcripts ended with ``end - target = ...``, and
-  its critic wrote "= 0" under most wrong chains of the real solver (balanced accuracy 0.57-0.73
-  a level on its own answers, greedy), and copied the answer's slipped results, which no
-  transcript had shown it;
+  own results (not the answer's), then subtracts the target and judges by whether that is 0
+  (``Check * +: 3 * 4 = 12. 12 + 8 = 20. 20 - 20 = 0: it checks.``, `reach_check_reply`): the
+  same kind of check as on ``unknown``, but here it is far cheaper than solving;
 - the refiner keeps an accepted chain and, after a rejection, answers with another chain
   (`reach_repair_reply`). The answers under review are right or carry the slips a guessing solver
-  makes: one operator changed or a wholly other sequence, left as worked, with the last result
-  written as the target (as a solver that has learnt where chains end does), or with one result
-  slipped by a little and the later steps worked on from it (`reach_slip`).
+  makes: one operator changed, a wholly other sequence, and either with the last result
+  written as the target, as a solver that has learnt where chains end does (`reach_slip`).
 
 The rows are played through the real environments, so the prompts are exactly those the agents
 see later. Every target reply is right; the answers under review are right or carry the slips a
@@ -253,24 +248,10 @@ def reach_solve_reply(problem: dict[str, Any], chain: str | None = None) -> str:
     return f"The answer is \\boxed{{{reach_chain(problem) if chain is None else chain}}}."
 
 
-def slipped_chain(numbers: list[int], ops: list[str], step: int, off: int) -> str:
-    """The chain of `numbers` under `ops` with the result of step `step` written `off` away from
-    the truth and every later step worked on from the wrong value, as a solver that slips once
-    and carries on does (``22 - 9 = 12, 12 + 5 = 17``)."""
-    steps, value = [], numbers[0]
-    for i, (op, number) in enumerate(zip(ops, numbers[1:], strict=True)):
-        result = APPLY[op](value, number) + (off if i == step else 0)
-        steps.append((value, op, number, result))
-        value = result
-    return Chain(tuple(steps)).text()
-
-
 def reach_slip(problem: dict[str, Any], rng: random.Random) -> str:
-    """A wrong chain of the kinds a guessing solver gives: one operator changed (60%) or another
-    sequence (40%), and then either left as worked (30%), its last result written as the target
-    (35%: a chain that "lands" by false arithmetic) or one result slipped by a little with the
-    later steps worked on from it (35%, `slipped_chain`), so that the critic, whose results are
-    its own, learns not to copy the answer's."""
+    """A wrong chain of the kind a guessing solver gives: one operator changed (60%) or another
+    sequence (40%), its last result written as the target half the time (a chain that "lands"
+    by false arithmetic)."""
     meta = problem["metadata"]
     right = list(meta["operators"])
     if rng.random() < 0.6:
@@ -281,45 +262,15 @@ def reach_slip(problem: dict[str, Any], rng: random.Random) -> str:
         ops = right
         while ops == right:
             ops = [rng.choice(REACH_OPERATORS) for _ in right]
-    kind = rng.random()
-    if kind < 0.35:
-        return reach_chain(problem, ops, fudge=True)
-    if kind < 0.7:
-        off = rng.choice([-1, 1]) * rng.choice([1, 1, 2, 3, 10])
-        return slipped_chain(meta["numbers"], ops, rng.randrange(len(ops)), off)
-    return reach_chain(problem, ops)
-
-
-JUDGEMENT_FRACTION = 0.5  # share of reach problems that also give a `judgement_row`
-
-
-def reach_judgement(end: int, target: int) -> str:
-    """The check's last sentence: the end it worked out, written as a question's start, then
-    whether that is the problem's target (``Reach 20 from them: it checks.`` or ``Reach 26: no,
-    the target is 20.``).
-
-    Writing ``Reach 20`` makes the verdict a copy, not a comparison: when the end is the target,
-    the question's own ``Reach 20 from`` is the one earlier text that goes on from it, and
-    continuing a text seen before is what a transformer does first and best (induction). v1-v3
-    of these transcripts compared the two numbers instead, by a difference (``20 - 20 = 0``) or
-    an equality (``Ends at 26, target 20: missed.``), and no build learnt either: their critics
-    judged nearly every end "it checks", and v3's judged the equality of two numbers at chance
-    even in drill rows."""
-    if end == target:
-        return f"Reach {end} from them: it checks."
-    return f"Reach {end}: no, the target is {target}."
+    fudge = rng.random() < 0.5
+    return reach_chain(problem, ops, fudge)
 
 
 def reach_check_reply(problem: dict[str, Any], answer: str | None) -> str:
     """A critic reply on the chain stated in `answer` (a reply's text): replay its operators on
-    the problem's numbers with its own results (not the answer's, which may be false), then
-    judge the end against the target (`reach_judgement`).
+    the problem's numbers with its own results, subtract the target, judge by whether that is 0.
 
-    ``Check * +: 3 * 4 = 12. 12 + 8 = 20. Reach 20 from them: it checks.``
-
-    A chain whose operators are right but whose stated results are not is judged right by this
-    check (its verdict is then wrong): the transcripts' answers under review carry no such slip,
-    and the verifier still refuses the chain.
+    ``Check * -: 3 * 4 = 12. 12 - 8 = 4. 4 - 20 = -16: 16 too few.``
     """
     meta = problem["metadata"]
     boxed = last_boxed(answer) if answer else None
@@ -332,37 +283,11 @@ def reach_check_reply(problem: dict[str, Any], answer: str | None) -> str:
         f"{values[i]} {op} {meta['numbers'][i + 1]} = {values[i + 1]}." for i, op in enumerate(ops)
     )
     end, target = values[-1], meta["target"]
-    verdict = "correct" if end == target else "incorrect"
-    return f"Check {' '.join(ops)}: {steps} {reach_judgement(end, target)}\nVerdict: {verdict}"
-
-
-def judgement_row(problem: dict[str, Any], rng: random.Random, count: int = 8) -> dict[str, Any]:
-    """A drill row (``role`` "drill") of `count` judgements (`reach_judgement`) under the
-    problem's question, half of them of its target and half of other ends: one its wrong chains
-    reach (two thirds) or one near the target (a third; 1 to 10 away, where a guessing solver
-    lands and where numbers look most alike). A transcript gives the critic one judgement, this
-    row many, each against the question."""
-    meta = problem["metadata"]
-    numbers, target = meta["numbers"], meta["target"]
-    ends = []
-    for _ in range(count):
-        end = target
-        if rng.random() < 0.5:
-            while end == target:
-                if rng.random() < 1 / 3:
-                    end = target + rng.choice([-1, 1]) * rng.randint(1, 10)
-                else:
-                    ops = [rng.choice(REACH_OPERATORS) for _ in numbers[1:]]
-                    end = evaluate(numbers, ops)[-1]
-        ends.append(end)
-    return {
-        "messages": [
-            {"role": "system", "content": "Practice."},
-            {"role": "user", "content": f"{problem['question']}\nJudge each end."},
-            {"role": "assistant", "content": " ".join(reach_judgement(e, target) for e in ends)},
-        ],
-        "role": "drill",
-    }
+    head = f"Check {' '.join(ops)}: {steps} {end} - {target} = {end - target}"
+    if end == target:
+        return f"{head}: it checks.\nVerdict: correct"
+    miss = f"{target - end} too few" if end < target else f"{end - target} too many"
+    return f"{head}: {miss}.\nVerdict: incorrect"
 
 
 def reach_repair_reply(problem: dict[str, Any], answer: str | None, accepted: bool) -> str:
@@ -374,14 +299,19 @@ def reach_repair_reply(problem: dict[str, Any], answer: str | None, accepted: bo
 
 
 def reach_fact(rng: random.Random) -> str:
-    """One fact of the kinds a ``reach`` check states: a step of 2..9 on a value below 200,
-    where every number is one token (half of them products, kept below 200)."""
-    k = rng.randint(2, 9)
-    if rng.random() < 0.5:
+    """One fact of the kinds a ``reach`` check states: a step of 2..9 on a value up to 150
+    (a product kept below 200, where every number is one token), or a value minus a target."""
+    kind = rng.random()
+    if kind < 0.4:
+        k = rng.randint(2, 9)
         a = rng.randint(1, 199 // k)
         return f"{a} * {k} = {a * k}."
-    a, op = rng.randint(1, 190), rng.choice("+-")
-    return f"{a} {op} {k} = {APPLY[op](a, k)}."
+    if kind < 0.75:
+        a, k, op = rng.randint(1, 150), rng.randint(2, 9), rng.choice("+-")
+        return f"{a} {op} {k} = {APPLY[op](a, k)}."
+    b = rng.randint(1, 150)
+    a = max(0, b + rng.choice([0, 0, rng.randint(-40, 40)]))
+    return f"{a} - {b} = {a - b}."
 
 
 def drill_rows(count: int, facts: int, seed: int, reach_share: float = 0.0) -> list[dict[str, Any]]:
@@ -544,8 +474,7 @@ def reach_rows(
     """The rows of one ``reach`` problem, played through the given (``reach``) envs: a solver
     row; with chance `review_fraction` a critic and refiner row (and with `second_round` a
     second pair, on a revision right or slipped); with `team_fraction` a variant or debater
-    row; with `JUDGEMENT_FRACTION` a row of judgements (`judgement_row`). Every target reply is
-    right."""
+    row. Every target reply is right."""
     rows: list[dict[str, Any]] = []
 
     def add(obs: dict[str, str], reply: str, role: str) -> None:
@@ -584,6 +513,4 @@ def reach_rows(
             debate.reset(options={"problem": problem})
             obs, *_ = debate.step({"debater_0": answer(), "debater_1": answer()})
             add(obs["debater_0"], reach_solve_reply(problem), "debater")
-    if rng.random() < JUDGEMENT_FRACTION:
-        rows.append(judgement_row(problem, rng))
     return rows
