@@ -28,29 +28,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
-def generate(model, tokenizer, prompts: list[str], sample: bool, max_new_tokens: int) -> list[str]:
-    import torch
-
-    outs = []
-    for i in range(0, len(prompts), 64):
-        batch = tokenizer(
-            prompts[i : i + 64], return_tensors="pt", padding=True, add_special_tokens=False
-        )
-        with torch.no_grad():
-            ids = model.generate(
-                **batch,
-                max_new_tokens=max_new_tokens,
-                do_sample=sample,
-                temperature=1.0 if sample else None,
-                top_p=1.0 if sample else None,
-                pad_token_id=tokenizer.pad_token_id,
-            )
-        outs += tokenizer.batch_decode(
-            ids[:, batch["input_ids"].shape[1] :], skip_special_tokens=True
-        )
-    return outs
-
-
 def table(name: str, rows: list[tuple[int, bool, bool, bool]]) -> None:
     """Prints per-level TPR, TNR, balanced accuracy and exact-check rate of (level, truth,
     verdict, exact) rows."""
@@ -85,40 +62,43 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--show", type=int, default=0, help="wrong verdicts to print")
     args = parser.parse_args(argv)
 
+    import dataclasses
+
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
 
     import envs
-    from agents.prompts import build_messages
+    from agents.base import GenerationArguments
+    from agents.hf import HFPolicy
     from envs.reflection import parse_verdict
     from trainers.embedded import resolve_model
     from trainers.embedded.transcripts import reach_check_reply, reach_slip, reach_solve_reply
 
-    args.model = resolve_model(args.model)
-
     torch.manual_seed(args.seed)
     torch.set_num_threads(args.threads)
-    tokenizer = AutoTokenizer.from_pretrained(args.model)
-    tokenizer.padding_side = "left"
-    model = AutoModelForCausalLM.from_pretrained(args.model).eval()
+    sampled = GenerationArguments(max_new_tokens=90, seed=args.seed, max_batch_size=64)
+    solver = HFPolicy.from_pretrained(resolve_model(args.model), sampled)
+    critic = HFPolicy(
+        solver.model,
+        solver.tokenizer,
+        dataclasses.replace(sampled, max_new_tokens=120, do_sample=not args.greedy),
+    )
     task = envs.make_task(
         "reach", split=args.split, size=args.problems, difficulty=args.difficulty, seed=args.seed
     )
     problems, verifier = list(task.source), task.verifier
     rng = random.Random(args.seed)
 
-    def prompt(env, agent: str) -> str:
-        messages = build_messages(env.observe(agent))
-        return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    def observe(problem: dict, answer: str | None = None) -> dict[str, str]:
+        """What the solver sees (no `answer`) or the critic sees after the solver's `answer`."""
+        env = envs.make("math/reflection-v0", rounds=2, task="reach", wrapped=False)
+        env.reset(options={"problem": problem})
+        if answer is None:
+            return env.observe("solver_0")
+        env.step(answer)
+        return env.observe("critic_0")
 
     def critic_rows(answers: list[str]) -> tuple[list, list[str]]:
-        played = []
-        for problem, answer in zip(problems, answers, strict=True):
-            env = envs.make("math/reflection-v0", rounds=2, task="reach", wrapped=False)
-            env.reset(options={"problem": problem})
-            env.step(answer)
-            played.append(prompt(env, "critic_0"))
-        checks = generate(model, tokenizer, played, not args.greedy, 120)
+        checks = critic.act([observe(p, a) for p, a in zip(problems, answers, strict=True)])
         rows = []
         for problem, answer, check in zip(problems, answers, checks, strict=True):
             truth = verifier.verify(answer, problem["answer"]).correct
@@ -133,12 +113,7 @@ def main(argv: list[str] | None = None) -> None:
     ]
     table("scripted answers (right or a transcript slip)", critic_rows(scripted)[0])
 
-    solvers = []
-    for problem in problems:
-        env = envs.make("math/reflection-v0", rounds=2, task="reach", wrapped=False)
-        env.reset(options={"problem": problem})
-        solvers.append(prompt(env, "solver_0"))
-    own = generate(model, tokenizer, solvers, True, 90)
+    own = solver.act([observe(p) for p in problems])
     rows, checks = critic_rows(own)
     table("its own solver's answers (sampled)", rows)
     shown = [i for i, r in enumerate(rows) if r[1] != r[2]][: args.show]
