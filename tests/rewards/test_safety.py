@@ -13,6 +13,7 @@ import pytest
 
 from rewards import MathVerifier, Verdict, get_verifier, list_verifiers, symbolic
 from tests.fuzz.harness import loopback_math_verifier
+from tests.fuzz.harness.generators import references_for
 
 TOWER = "\\boxed{2^{2^{2^{2^{100}}}}}"  # sympy would try to build a number with 2^(2^100) digits
 
@@ -51,7 +52,7 @@ NOT_STRINGS = [None, 18, 1.5, b"\\boxed{18}", ["#### 18"], {"content": "#### 18"
 
 
 def _reference(name: str) -> str:
-    return {"label": "e", "reach": "3 * 4 = 12, 12 + 8 = 20"}.get(name, "18")
+    return references_for(name)[0]  # "e", "18" or a reach chain
 
 
 def _verifier(name: str, **math_options: object):

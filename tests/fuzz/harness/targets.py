@@ -26,7 +26,6 @@ from rewards import extract as rx
 from tests.fuzz.harness.generators import (
     KNOWN_SLOW,
     NON_STRINGS,
-    REACH_REFERENCES,
     TASKS,
     adversarial_text,
     references_for,
@@ -295,7 +294,7 @@ def known_slow_target(math_timeout: float | None = None) -> Target:
         for key, (text, bound) in KNOWN_SLOW.items():
             COLLECTOR.input(target)
             for name, verifier in verifiers.items():
-                reference = {"label": "e", "reach": REACH_REFERENCES[0]}.get(name, "18")
+                reference = references_for(name)[0]  # "e", "18" or a reach chain
                 limit = bound + symbolic_budget(verifier)
                 with timed(target, lambda b=limit: b, f"{name}.verify on {key!r}", text) as box:
                     verdict = verifier.verify(text, reference)
