@@ -2,7 +2,10 @@
 
 - `envs.serving.server`: the FastAPI env server (``python scripts/serve_envs.py``); many
   sessions at once, and a stock OpenEnv client plays a server that serves one env.
-- `envs.serving.sessions`: the session store both transports drive, the limits and the errors.
+- `envs.serving.sessions`: the session store both transports drive.
+- `envs.serving.limits`: what a server serves and its limits (`EnvServerConfig`), and the check
+  of a client's kwargs against them.
+- `envs.serving.bodies`: the request bodies both transports read, and `ApiError`, every refusal.
 - `envs.serving.openenv`: OpenEnv's own routes and WebSocket messages over the same store.
 - `envs.serving.client`: `remote` (``remote(url, env_id, **kwargs)``), a `RemoteAECEnv` or
   `RemoteParallelEnv` whose every call goes to the server.

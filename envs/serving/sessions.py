@@ -1,33 +1,38 @@
-"""The sessions of an env server, its limits and its refusals; both transports drive them.
+"""The sessions of an env server; both transports drive them.
 
 `SessionStore` holds every open session (one env of one client) and does everything done to
-them: make (with the client's kwargs checked against `EnvServerConfig`), fork, reset, step, read
-the state, render, close, and reap the idle ones. Env work runs on a thread pool, never on the
-event loop; requests to one session wait for each other. Everything refused raises `ApiError`
-(an HTTP status, the field at fault, a stable code); `envs.serving.server` answers it over HTTP
-or WebSocket, and its module docstring lists the routes, messages and limits.
+them: make (with the client's kwargs checked against `EnvServerConfig`, `envs.serving.limits`),
+fork, reset, step, read the state, render, close, and reap the idle ones. Env work runs on a
+thread pool, never on the event loop; requests to one session wait for each other. Everything
+refused raises `ApiError` (`envs.serving.bodies`: an HTTP status, the field at fault, a stable
+code); `envs.serving.server` answers it over HTTP or WebSocket, and its module docstring lists
+the routes, messages and limits.
 
-`request_models`, `parse_json` and `validate` read request bodies the same way for every
-transport (strict: unknown fields are refused, naming them).
+The limits (`envs.serving.limits`) and the reading of request bodies (`envs.serving.bodies`:
+`request_models`, `parse_json`, `validate`) are re-exported here, where they lived first.
 """
 
 import asyncio
 import copy
-import json
 import logging
-import re
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from envs.errors import RegistryError, UnknownEnvError
 from envs.registry import list_envs, make, spec
+from envs.serving.bodies import ApiError, parse_json, request_models, validate, validation_error
+from envs.serving.limits import (
+    DEFAULT_BLOCKED_KWARGS,
+    DEFAULT_KWARG_LIMITS,
+    MAX_SEED,
+    EnvServerConfig,
+    kwarg_named,
+)
 from envs.serving.protocol import describe_space, jsonable
-from rewards.serving.http import field_name
 
 __all__ = [
     "DEFAULT_BLOCKED_KWARGS",
@@ -44,137 +49,7 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-# Keyword arguments only the operator may set: they name files or hosts, or loosen the sandbox.
-DEFAULT_BLOCKED_KWARGS = ("data_path", "hub_id", "sandbox", "wrapped")
-# Upper bounds on integer keyword arguments (at any depth of `task_kwargs` too); other integers
-# are bounded by `max_int_kwarg`. They keep one request from building an env that never finishes.
-DEFAULT_KWARG_LIMITS = {
-    "num_agents": 64,
-    "rounds": 64,
-    "max_action_chars": 1 << 20,
-    "max_obs_chars": 1 << 20,
-    "max_output_chars": 1 << 20,
-    "cache_size": 4096,
-}
-MAX_SEED = 2**63
 MAX_EXPIRED_REMEMBERED = 4096
-
-
-@dataclass(frozen=True)
-class EnvServerConfig:
-    """What an env server serves and its limits.
-
-    Args:
-        envs: the env ids served (None: every registered id, looked up per request).
-        env_kwargs: env id -> keyword arguments the operator sets for every session of that env
-            (e.g. ``{"math/solve-v0": {"task": "gsm8k", "data_path": "test.jsonl"}}``); a client's
-            kwargs override them, except those in `blocked_kwargs`.
-        max_sessions: sessions open at once (HTTP and WebSocket) before new ones get 429.
-        idle_timeout_s: seconds without a request after which a session is closed.
-        max_body_bytes: bytes per request body or WebSocket message.
-        workers: threads running env work.
-        blocked_kwargs: keyword arguments clients may not set, also inside ``task_kwargs``.
-        kwarg_limits: the largest integer a client may give each named keyword argument.
-        max_int_kwarg: the largest magnitude of any other integer in a client's kwargs.
-        max_agents: the most agents a session's env may have.
-        step_timeout_s: seconds a session's reset, step, state or render may take (waiting for
-            a worker included) before the request is answered 504 ``STEP_TIMEOUT`` and the
-            session closed (its env's state is unknown once a step is cut off); the worker
-            finishes the env call, bounded by the env's own limits (verifier timeouts, the
-            sandbox's wall clock), and then closes the env.
-    """
-
-    envs: tuple[str, ...] | None = None
-    env_kwargs: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
-    max_sessions: int = 256
-    idle_timeout_s: float = 300.0
-    max_body_bytes: int = 16 * 1024 * 1024
-    workers: int = 8
-    blocked_kwargs: tuple[str, ...] = DEFAULT_BLOCKED_KWARGS
-    kwarg_limits: Mapping[str, int] = field(default_factory=lambda: dict(DEFAULT_KWARG_LIMITS))
-    max_int_kwarg: int = 10**9
-    max_agents: int = 64
-    step_timeout_s: float = 60.0
-
-    def __post_init__(self) -> None:
-        for key in (
-            "max_sessions",
-            "idle_timeout_s",
-            "max_body_bytes",
-            "workers",
-            "max_int_kwarg",
-            "max_agents",
-            "step_timeout_s",
-        ):
-            value = getattr(self, key)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-                raise ValueError(f"EnvServerConfig.{key} must be a positive number, got {value!r}")
-        if self.envs is not None:
-            object.__setattr__(self, "envs", tuple(self.envs))
-            for env_id in self.envs:
-                spec(env_id)  # raises naming the unknown id, with a "did you mean"
-        for env_id, kwargs in self.env_kwargs.items():
-            spec(env_id)
-            if not isinstance(kwargs, Mapping):
-                raise TypeError(f"EnvServerConfig.env_kwargs[{env_id!r}] must be a mapping")
-        if isinstance(self.blocked_kwargs, str):
-            raise TypeError("EnvServerConfig.blocked_kwargs must be a sequence of names, not a str")
-        object.__setattr__(self, "blocked_kwargs", tuple(self.blocked_kwargs))
-
-    def limits(self) -> dict[str, Any]:
-        """The limits a client may want to know (``GET /envs``)."""
-        shown = asdict(self)
-        shown.pop("env_kwargs")  # the operator's settings (paths) are not the clients' business
-        return jsonable(shown)
-
-
-class ApiError(Exception):
-    """A request the server refuses: an HTTP status, the field at fault and a message.
-
-    Attributes:
-        status: the HTTP status (WebSocket errors carry it too).
-        field: the request field at fault (``env_id``, ``kwargs.rounds``, ``action``, ...).
-        code: a stable machine-readable name (``UNKNOWN_ENV``, ``NOT_YOUR_TURN``, ...).
-    """
-
-    def __init__(
-        self,
-        status: int,
-        field: str,
-        code: str,
-        message: str,
-        headers: Mapping[str, str] | None = None,
-    ) -> None:
-        super().__init__(f"{field}: {message}")
-        self.status, self.field, self.code = status, field, code
-        self.headers = dict(headers or {})
-
-    def body(self) -> dict[str, Any]:
-        return {"error": str(self), "field": self.field, "code": self.code}
-
-
-def validation_error(errors: Sequence[Mapping[str, Any]]) -> ApiError:
-    """A pydantic error list as one 422 naming the first field at fault."""
-    problems = [f"{field_name(e.get('loc', ()))}: {e.get('msg', 'invalid')}" for e in errors]
-    first = field_name(errors[0].get("loc", ())) if errors else "body"
-    rest = "; ".join(problems[1:10])
-    message = errors[0].get("msg", "invalid") if errors else "invalid"
-    return ApiError(422, first, "VALIDATION_ERROR", message + (f" (also {rest})" if rest else ""))
-
-
-def _kwarg_named(message: str, kwargs: Mapping[str, Any]) -> str:
-    """The field of the keyword argument an env's error names first (``kwargs.rounds``,
-    ``kwargs.task_kwargs.difficulty``), or ``kwargs``: envs name the argument they refuse."""
-    candidates = {name: f"kwargs.{name}" for name in kwargs}
-    task_kwargs = kwargs.get("task_kwargs")
-    if isinstance(task_kwargs, Mapping):
-        candidates.update({name: f"kwargs.task_kwargs.{name}" for name in task_kwargs})
-    found = [
-        (m.start(), where)
-        for name, where in candidates.items()
-        if (m := re.search(rf"(?<![\w.]){re.escape(str(name))}(?!\w)", message))
-    ]
-    return min(found)[1] if found else "kwargs"
 
 
 class Session:
@@ -255,47 +130,6 @@ class SessionStore:
                 404, "env_id", "UNKNOWN_ENV", f"{env_id!r} is not served here; served: {served}"
             )
 
-    def _check_kwargs(self, kwargs: Mapping[str, Any], prefix: str = "kwargs") -> None:
-        from rewards import list_verifiers
-
-        for key, value in kwargs.items():
-            where = f"{prefix}.{key}"
-            if key in self.config.blocked_kwargs:
-                raise ApiError(
-                    422,
-                    where,
-                    "BLOCKED_KWARG",
-                    f"{key!r} is set by the server's operator only (blocked_kwargs="
-                    f"{list(self.config.blocked_kwargs)})",
-                )
-            if key == "verifier" and value is not None and value not in list_verifiers():
-                raise ApiError(
-                    422,
-                    where,
-                    "VALIDATION_ERROR",
-                    f"verifier must be a registered name, one of {list_verifiers()}; got "
-                    f"{value!r:.80} (import paths and remote verifiers are not taken from clients)",
-                )
-            self._check_numbers(key, value, where)
-            if key == "task_kwargs" and isinstance(value, Mapping):
-                self._check_kwargs(value, where)
-
-    def _check_numbers(self, key: str, value: Any, where: str) -> None:
-        if isinstance(value, bool):
-            return
-        if isinstance(value, int):
-            limit = self.config.kwarg_limits.get(key, self.config.max_int_kwarg)
-            if abs(value) > limit:
-                raise ApiError(
-                    422, where, "KWARG_TOO_LARGE", f"{value} exceeds this server's limit of {limit}"
-                )
-        elif isinstance(value, list):
-            for index, item in enumerate(value):
-                self._check_numbers(key, item, f"{where}.{index}")
-        elif isinstance(value, Mapping) and key != "task_kwargs":
-            for inner, item in value.items():
-                self._check_numbers(inner, item, f"{where}.{inner}")
-
     def _build(self, env_id: str, kwargs: dict[str, Any]) -> Any:
         """Make the env (on a worker thread); ApiError for what the env refuses."""
         from pettingzoo import AECEnv, ParallelEnv
@@ -306,7 +140,7 @@ class SessionStore:
         except (TypeError, ValueError, KeyError) as exc:  # KeyError: a task's missing option
             message = str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)
             raise ApiError(
-                422, _kwarg_named(message, kwargs), "INVALID_KWARGS", f"{env_id} refused: {message}"
+                422, kwarg_named(message, kwargs), "INVALID_KWARGS", f"{env_id} refused: {message}"
             ) from exc
         raw = getattr(env, "unwrapped", env)
         problem = None
@@ -365,7 +199,7 @@ class SessionStore:
         """A new session of `env_id` built with the client's `kwargs`."""
         self._check_env_id(env_id)
         kwargs = dict(kwargs)
-        self._check_kwargs(kwargs)
+        self.config.check_kwargs(kwargs)
         self._reserve()
         try:
             env = await self._run(self._build, env_id, kwargs)
@@ -651,63 +485,3 @@ class SessionStore:
             except Exception:
                 logger.exception("closing session %s at shutdown failed", session.id)
         self.executor.shutdown(wait=False, cancel_futures=True)
-
-
-# ---------------------------------------------------------------------- request bodies
-
-
-def request_models() -> dict[str, Any]:
-    from pydantic import BaseModel, ConfigDict, Field
-
-    strict = ConfigDict(extra="forbid", strict=True)
-
-    class CreateRequest(BaseModel):
-        model_config = strict
-        env_id: str
-        kwargs: dict[str, Any] = Field(default_factory=dict)
-
-    class AttachRequest(BaseModel):
-        model_config = strict
-        session_id: str
-
-    class ResetRequest(BaseModel):
-        model_config = strict
-        seed: int | None = None
-        options: dict[str, Any] | None = None
-        episode_id: str | None = Field(default=None, max_length=255)
-
-    class AECStepRequest(BaseModel):
-        model_config = strict
-        action: str | None
-        agent: str | None = None
-
-    class ParallelStepRequest(BaseModel):
-        model_config = strict
-        actions: dict[str, str]
-
-    return {
-        "create": CreateRequest,
-        "attach": AttachRequest,
-        "reset": ResetRequest,
-        "aec_step": AECStepRequest,
-        "parallel_step": ParallelStepRequest,
-    }
-
-
-def parse_json(text: str | bytes) -> Any:
-    """JSON text as data (Python's parser: it reads the lone surrogate escapes of model output);
-    ApiError 422 for anything else, absurd nesting included."""
-    try:
-        return json.loads(text) if text else {}
-    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
-        raise ApiError(422, "body", "INVALID_JSON", f"not JSON: {exc}") from exc
-
-
-def validate(data: Any, model: Any) -> Any:
-    """`data` validated by `model`; ApiError 422 naming the first field at fault otherwise."""
-    from pydantic import ValidationError
-
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        raise validation_error(exc.errors(include_url=False, include_input=False)) from exc
