@@ -9,6 +9,8 @@
 - `envs.serving.openenv`: OpenEnv's own routes and WebSocket messages over the same store.
 - `envs.serving.client`: `remote` (``remote(url, env_id, **kwargs)``), a `RemoteAECEnv` or
   `RemoteParallelEnv` whose every call goes to the server.
+- `envs.serving.connections`: the client's connection to the server, over HTTP or WebSocket, and
+  the errors it raises.
 - `envs.serving.protocol`: the wire format they share (`jsonable`, space descriptions).
 
 ``import envs`` does not import this package: `envs.remote` and the other client names are

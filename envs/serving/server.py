@@ -474,7 +474,7 @@ def serve(
         port=port,
         log_level=log_level,
         ws_max_size=config.max_body_bytes + 1024,
-        # longer than the client's keep-alive (envs.serving.client.KEEPALIVE_EXPIRY_S), so that the
-        # client, not the server, ends an idle connection
+        # longer than the client's keep-alive (envs.serving.connections.KEEPALIVE_EXPIRY_S), so
+        # that the client, not the server, ends an idle connection
         timeout_keep_alive=75,
     )
