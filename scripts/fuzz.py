@@ -1,13 +1,13 @@
 """Fuzz every environment and every verifier with adversarial text, with a large budget.
 
-Runs the properties of ``tests.fuzz.harness`` (the same ones the test suite runs with a small
+Runs the properties of ``envs.testing.fuzz`` (the same ones the test suite runs with a small
 budget) outside pytest: every env in ``envs.list_envs()`` on the ``arithmetic`` task and on a
 task with LaTeX/fraction references, every verifier in ``rewards.list_verifiers()`` (responses, bad
 references, from a thread), ``verify_batch``, the TRL reward adapter, the extraction functions
 and the inputs the fuzz once found slow. Every time bound is enforced here (the test suite only
 reports them). Failing examples are counted, not shrunk, and the run goes on; it prints a table
 (target, inputs tried, failures, symbolic timeouts, calls over their bound, slowest call) and
-exits 1 on any failure. Needs Hypothesis (``pip install 'mathteams[dev]'``).
+exits 1 on any failure. Needs Hypothesis (``pip install 'mathteams[fuzz]'``).
 
     python scripts/fuzz.py --examples 2000 --json fuzz.json
     python scripts/fuzz.py --examples 200 --only 'env\\[' --env-examples math/tool-v0=20
@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:  # run as a file: make the project packages importable
+if str(REPO) not in sys.path:  # run as a file from a checkout that is not pip-installed
     sys.path.insert(0, str(REPO))
 
 
@@ -75,8 +75,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = make_parser().parse_args(argv)
     if args.examples < 1:
         raise SystemExit(f"--examples must be >= 1, got {args.examples}")
-    try:  # tests.fuzz.harness says what to install when Hypothesis is missing
-        from tests.fuzz import harness
+    try:  # envs.testing.fuzz says what to install when Hypothesis is missing
+        from envs.testing import fuzz as harness
     except ImportError as err:
         raise SystemExit(f"scripts/fuzz.py: {err}") from err
     import hypothesis

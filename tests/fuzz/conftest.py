@@ -1,4 +1,4 @@
-"""The fuzz tests' Hypothesis profiles (``tests.fuzz.harness.PROFILES``).
+"""The fuzz tests' Hypothesis profiles (``envs.testing.fuzz.PROFILES``).
 
 ``MATHTEAMS_FUZZ_PROFILE=long`` (or ``--hypothesis-profile long``) raises the budget. What the
 fuzz measured (inputs tried, calls over their time bound, slowest call) is reported at the end of
@@ -8,6 +8,6 @@ it as JSON.
 
 from __future__ import annotations
 
-from tests.fuzz.harness import register_profiles
+from envs.testing.fuzz import register_profiles
 
 register_profiles()

@@ -1,4 +1,4 @@
-"""Property-based fuzzing of every env and every verifier (see `tests.fuzz.harness`).
+"""Property-based fuzzing of every env and every verifier (see `envs.testing.fuzz`).
 
 Parametrized over ``envs.list_envs()`` and ``rewards.list_verifiers()``, so a new env or verifier
 is fuzzed with no edit here. The default run uses the derandomized ``ci`` profile (50 examples
@@ -13,8 +13,8 @@ from __future__ import annotations
 import pytest
 
 import envs
+from envs.testing import fuzz as harness
 from rewards import list_verifiers
-from tests.fuzz import harness
 
 PROFILE = harness.current_profile()
 SCALES = harness.env_scales()
@@ -73,7 +73,7 @@ def test_known_slow_inputs(run) -> None:
 
 def test_bounds_are_reported_in_the_suite_and_enforced_by_the_script() -> None:
     """A call over its bound is counted when bounds are reported and fails when enforced."""
-    from tests.fuzz.harness.timing import timed
+    from envs.testing.fuzz.timing import timed
 
     def check(data) -> None:
         harness.COLLECTOR.input("bound check")

@@ -1,7 +1,7 @@
 """Regression tests for what the fuzzing found: each input here once crashed or took seconds to
 hours; each now returns a normal answer in milliseconds.
 
-The inputs that were slow live in `tests.fuzz.harness.KNOWN_SLOW`, each with the time a call on
+The inputs that were slow live in `envs.testing.fuzz.KNOWN_SLOW`, each with the time a call on
 it may take now. Here their durations are reported (the ``report_time`` fixture: the suite runs on
 shared, busy machines), not asserted; ``scripts/fuzz.py`` asserts them (its ``known_slow``
 target). What the calls return is asserted here.
@@ -15,11 +15,11 @@ import pytest
 
 import envs
 from envs.reflection import parse_verdict
+from envs.testing.fuzz import KNOWN_SLOW, build_verifier
+from envs.testing.fuzz.generators import REACH_REFERENCES
+from envs.testing.fuzz.properties import check_verdict
 from rewards import canonical_answer, extract_answer, get_verifier, list_verifiers
 from rewards.extract import find_boxed, prepare_reference
-from tests.fuzz.harness import KNOWN_SLOW, build_verifier
-from tests.fuzz.harness.generators import REACH_REFERENCES
-from tests.fuzz.harness.properties import check_verdict
 
 VERDICT_GAPS = [
     "verdict then spaces",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.fuzz.harness.timing import Collector, percentile
+from envs.testing.fuzz.timing import Collector, percentile
 
 
 def test_percentile_is_nearest_rank():

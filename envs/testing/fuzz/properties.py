@@ -9,9 +9,9 @@ from typing import Any
 
 from hypothesis import strategies as st
 
+from envs.testing.fuzz.generators import NON_STRINGS, adversarial_text
+from envs.testing.fuzz.timing import STEP_BOUND_S, ran_symbolic, timed, timed_out
 from rewards import Verdict
-from tests.fuzz.harness.generators import NON_STRINGS, adversarial_text
-from tests.fuzz.harness.timing import STEP_BOUND_S, ran_symbolic, timed, timed_out
 
 LEAK_KEYS = frozenset({"answer", "reference", "ground_truth", "solution"})
 BASE_INFO_KEYS = frozenset({"problem_id", "turn"})

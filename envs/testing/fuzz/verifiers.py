@@ -7,8 +7,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from envs.testing.fuzz.timing import in_thread
 from rewards import CompositeVerifier, get_verifier
-from tests.fuzz.harness.timing import in_thread
 
 _WARM: list[bool] = []
 

@@ -13,8 +13,8 @@ from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 from hypothesis import target as hypothesis_target
 
-from tests.fuzz.harness.targets import Target
-from tests.fuzz.harness.timing import COLLECTOR, Hang, Stats
+from envs.testing.fuzz.targets import Target
+from envs.testing.fuzz.timing import COLLECTOR, Hang, Stats
 
 
 class _StopTarget(BaseException):

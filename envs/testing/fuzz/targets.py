@@ -17,13 +17,7 @@ from pettingzoo import ParallelEnv
 
 import envs
 from envs.reflection import parse_verdict
-from rewards import (
-    as_reward_func,
-    list_verifiers,
-    verify_batch,
-)
-from rewards import extract as rx
-from tests.fuzz.harness.generators import (
+from envs.testing.fuzz.generators import (
     KNOWN_SLOW,
     NON_STRINGS,
     TASKS,
@@ -32,8 +26,8 @@ from tests.fuzz.harness.generators import (
     register_odd_task,
     trl_completion,
 )
-from tests.fuzz.harness.properties import check_verdict, play_aec, play_parallel
-from tests.fuzz.harness.timing import (
+from envs.testing.fuzz.properties import check_verdict, play_aec, play_parallel
+from envs.testing.fuzz.timing import (
     CALL_BOUND_S,
     COLLECTOR,
     in_thread,
@@ -42,7 +36,13 @@ from tests.fuzz.harness.timing import (
     timed,
     timed_out,
 )
-from tests.fuzz.harness.verifiers import build_verifier, helper_start_s, warm_up
+from envs.testing.fuzz.verifiers import build_verifier, helper_start_s, warm_up
+from rewards import (
+    as_reward_func,
+    list_verifiers,
+    verify_batch,
+)
+from rewards import extract as rx
 
 REFERENCE_CHAR_LIMIT = {"similarity": 64}
 """Adversarial references are cut to this many characters for these verifiers. `similarity`
