@@ -20,7 +20,6 @@ from agents.base import (
     Policy,
 )
 from agents.prompts import (
-    DEFAULT_INSTRUCTION_VARIANTS,
     build_messages,
     expand_instructions,
     with_instruction,
@@ -52,7 +51,6 @@ _LAZY = {
 
 __all__ = [
     "DEFAULT_CHARSET",
-    "DEFAULT_INSTRUCTION_VARIANTS",
     "ENSEMBLES",
     "EnsembleGeneration",
     "FinishReason",

@@ -1,4 +1,4 @@
-"""Chat formatting: observations to chat messages, and instruction variants for ensembles.
+"""Chat formatting: observations to chat messages, and their crossing with instruction variants.
 
 The environment writes each role's system prompt into `observation["instruction"]` and the user
 message into `observation["prompt"]`; agents only arrange them as chat messages.
@@ -9,17 +9,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from agents.base import Observation
-
-# Default instruction variants for ensembles (K agents reading the same problem differently).
-DEFAULT_INSTRUCTION_VARIANTS: tuple[str, ...] = (
-    "You are a careful math solver. Think step by step, then give the final answer in \\boxed{}.",
-    "Solve the problem. Check each step before moving on. End with \\boxed{answer}.",
-    (
-        "You are an expert mathematician. Work backwards from what is asked, then write the "
-        "answer as \\boxed{answer}."
-    ),
-    "Estimate the answer first, then compute it exactly and put it in \\boxed{}.",
-)
 
 
 def build_messages(
