@@ -8,11 +8,18 @@ import dataclasses
 import inspect
 import random
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from gymnasium import spaces
 
+from envs.options import (  # noqa: F401 - re-exported: envs.core was their home
+    REVISION_REWARDS,
+    TaskOptions,
+    check_choice,
+    check_count,
+    check_revision_reward,
+    check_weight,
+)
 from envs.sources import Problem, make_problem
 from envs.tasks import Task, make_task
 from rewards import Verdict, Verifier
@@ -39,43 +46,6 @@ GRADED_INFO_KEYS = frozenset(
 # 20 != 17"). The trainer's record (`turn_results`) keeps them.
 PRIVATE_INFO_KEYS = frozenset({"reason"})
 
-# How a revising turn (reflection's refiner, a debater after round 0, the tool env's executor
-# after round 0) is paid: "score", its answer's own score; "improvement", that score plus
-# `improvement_bonus` times the change it made against the answer it revised (SCoRe's shaped
-# second-attempt reward): with the bonus at 1, a fix earns 2, a kept right answer 1, a kept wrong
-# one 0 and a break -1, so breaking a right answer costs more than failing to fix a wrong one.
-REVISION_REWARDS = ("score", "improvement")
-
-
-def check_revision_reward(revision_reward: str, improvement_bonus: float) -> float:
-    """Validate a revising role's reward settings; returns the bonus as a float."""
-    check_choice("revision_reward", revision_reward, REVISION_REWARDS)
-    return check_weight("improvement_bonus", improvement_bonus)
-
-
-def check_choice(name: str, value: Any, choices: Sequence[str]) -> str:
-    """`value` if it is one of `choices`, else an error naming `name` and the choices."""
-    if value not in choices:
-        raise ValueError(f"{name} must be one of {tuple(choices)}, got {value!r}")
-    return value
-
-
-def check_count(name: str, value: Any, low: int) -> int:
-    """`value` if it is an int >= `low` (not a bool), else an error naming `name`: the one check
-    of every count an env takes (``rounds``, ``num_agents``, ``max_action_chars``, ...)."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
-    return value
-
-
-def check_weight(name: str, value: float) -> float:
-    """A reward weight: a finite number >= 0, as a float, or an error naming `name`."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{name} must be a number >= 0, got {value!r}")
-    if not 0.0 <= value < float("inf"):
-        raise ValueError(f"{name} must be a finite number >= 0, got {value}")
-    return float(value)
-
 
 def revision_reward(score: float, before: float | None, mode: str, bonus: float) -> float:
     """A revising turn's reward: its `score`, plus ``bonus * (score - before)`` with mode
@@ -90,90 +60,63 @@ def render_transcript(turns: list[tuple[str, str]]) -> str:
     return "\n\n".join(f"[{agent}]\n{text}" for agent, text in turns)
 
 
-@dataclass(frozen=True)
-class TaskOptions:
-    """The arguments every env takes for its task and its text bounds, checked once here.
+def options_signature(
+    init: Callable[..., None], options_class: type[TaskOptions]
+) -> inspect.Signature:
+    """`init`'s signature with the fields of `options_class` in place of its ``**kwargs``: its
+    positional parameters, the env's own options, its other keywords (``options``,
+    ``task_options``), then the task's (`TaskOptions`), so `inspect.signature` and `help()` show
+    every keyword an env takes."""
+    kinds = inspect.Parameter
+    names = options_class.names()
+    params = [
+        p
+        for p in inspect.signature(init).parameters.values()
+        if p.kind is not kinds.VAR_KEYWORD and p.name not in names
+    ]
+    fields = {f.name: f for f in dataclasses.fields(options_class)}
 
-    Every env accepts these as keyword arguments (``envs.make("math/reflection-v0",
-    task="gsm8k", split="test")``) or as one ``task_options=TaskOptions(...)``; keyword arguments
-    override the object's fields.
+    def keyword(name: str) -> inspect.Parameter:
+        f = fields[name]
+        default = f.default
+        if default is dataclasses.MISSING and f.default_factory is not dataclasses.MISSING:
+            default = f.default_factory()
+        default = kinds.empty if default is dataclasses.MISSING else default
+        return kinds(name, kinds.KEYWORD_ONLY, default=default, annotation=f.type)
 
-    Args:
-        task (`str | Task`, "arithmetic"): a registered task name or a `Task`.
-        data_path (`str | None`): a local JSONL file instead of the task's source.
-        split (`str | None`): the task's split ("train", "validation", "test").
-        verifier (`str | Verifier | None`): a verifier or its name; None: the task's own.
-        task_kwargs (`Mapping | None`): further options of the task (size, difficulty, ...).
-        max_action_chars (`int`, 8192), max_obs_chars (`int`, 32768): text bounds, >= 64.
-        render_mode (`str | None`): "ansi" makes `render()` return the transcript.
-        per_step_rewards (`bool`, False): show each reward on its step and full infos (the
-            trainer's view; never a policy's input).
+    positional = [p for p in params if p.kind is not kinds.KEYWORD_ONLY]
+    keywords = [
+        p.replace(annotation=f"{options_class.__name__} | None") if p.name == "options" else p
+        for p in params
+        if p.kind is kinds.KEYWORD_ONLY
+    ]
+    own = [keyword(n) for n in options_class.own_names()]
+    task = [keyword(n) for n in TaskOptions.names()]
+    return inspect.Signature(positional + own + keywords + task)
 
-    Raises:
-        ValueError, TypeError: an argument out of range or of the wrong type, named.
-    """
 
-    task: str | Task = "arithmetic"
-    data_path: str | None = None
-    split: str | None = None
-    verifier: str | Verifier | None = None
-    task_kwargs: Mapping[str, Any] | None = None
-    max_action_chars: int = 8192
-    max_obs_chars: int = 32768
-    render_mode: str | None = None
-    per_step_rewards: bool = False
-
-    def __post_init__(self) -> None:
-        if self.render_mode not in (None, "ansi"):
-            raise ValueError(f"render_mode must be None or 'ansi', got {self.render_mode!r}")
-        if not isinstance(self.per_step_rewards, bool):
-            raise TypeError(f"per_step_rewards must be a bool, got {self.per_step_rewards!r}")
-        check_count("max_action_chars", self.max_action_chars, 64)
-        check_count("max_obs_chars", self.max_obs_chars, 64)
-
-    @classmethod
-    def names(cls) -> tuple[str, ...]:
-        """The field names: the keyword arguments every env takes for its task."""
-        return tuple(f.name for f in dataclasses.fields(cls))
-
-    @classmethod
-    def build(
-        cls, owner: str, base: TaskOptions | None, overrides: Mapping[str, Any]
-    ) -> TaskOptions:
-        """`base` (or the defaults) with `overrides`; an unknown name raises as Python does for
-        an unexpected keyword argument of `owner`."""
-        if base is not None and not isinstance(base, TaskOptions):
-            raise TypeError(f"task_options must be a TaskOptions or None, got {base!r}")
-        for name in overrides:
-            if name not in cls.names():
-                raise TypeError(f"{owner}() got an unexpected keyword argument {name!r}")
-        return dataclasses.replace(base or cls(), **overrides)
+def _takes_option_keywords(init: Callable[..., None]) -> bool:
+    params = inspect.signature(init).parameters.values()
+    return any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
 
 
 _EnvClass = TypeVar("_EnvClass", bound=type)
 
 
 def task_signature(cls: _EnvClass) -> _EnvClass:
-    """Class decorator: `cls.__init__`'s signature lists `TaskOptions`'s fields in place of its
-    ``**task_args``, so `inspect.signature` and `help()` show every keyword an env takes."""
+    """Class decorator: `cls.__init__`'s signature lists its options class's fields in place of
+    its ``**kwargs`` (`options_signature`). Every `TaskEnvMixin` subclass whose ``__init__``
+    takes ``**kwargs`` gets it without the decorator; kept for envs written before."""
     init: Callable[..., None] = cls.__init__  # type: ignore[misc]
-    own = [
-        p
-        for p in inspect.signature(init).parameters.values()
-        if p.kind is not inspect.Parameter.VAR_KEYWORD and p.name not in TaskOptions.names()
-    ]
-    defaults = TaskOptions()
-    fields = [
-        inspect.Parameter(
-            f.name,
-            inspect.Parameter.KEYWORD_ONLY,
-            default=getattr(defaults, f.name),
-            annotation=f.type,
-        )
-        for f in dataclasses.fields(TaskOptions)
-    ]
-    init.__signature__ = inspect.Signature(own + fields)  # type: ignore[attr-defined]
+    options_class = getattr(cls, "options_class", TaskOptions)
+    init.__signature__ = options_signature(init, options_class)  # type: ignore[attr-defined]
     return cls
+
+
+def from_options(name: str) -> property:
+    """An env attribute read from its checked options (``rounds = from_options("rounds")``):
+    the env keeps its settings in one place, `options`, and reads them where they were."""
+    return property(lambda env: getattr(env.options, name), doc=f"``options.{name}`` (read-only).")
 
 
 class AnyText(spaces.Text):
@@ -205,10 +148,12 @@ def clip(text: str, limit: int) -> str:
 class TaskEnvMixin:
     """Task loading, problem choice, action checking and scoring for the math environments.
 
-    Subclasses call `_setup_task(TaskOptions.build(...))` in `__init__` (decorated with
-    `task_signature`), `_start_episode(seed, options)` in `reset`, `_begin_step(action)` (AEC) or
-    `_begin_parallel_step(actions)` (Parallel) first in `step` and `_score(text)` in it, and end
-    each step with `_show(acting, rewards, graded, to_come)`.
+    Subclasses name their options' class (`options_class`, a `TaskOptions` of `envs.options`)
+    and call `_setup_options(options, task_options, kwargs)` in an ``__init__(self, *,
+    options=None, task_options=None, **kwargs)`` (whose signature then lists the options'
+    fields: `options_signature`), `_start_episode(seed, options)` in `reset`,
+    `_begin_step(action)` (AEC) or `_begin_parallel_step(actions)` (Parallel) first in `step` and
+    `_score(text)` in it, and end each step with `_show(acting, rewards, graded, to_come)`.
 
     No peeking: an env grades every turn when it is taken (the step's rewards, each acting
     agent's full info: ``correct``, ``score``, the verifier's ``reason``...), but by default an
@@ -225,6 +170,9 @@ class TaskEnvMixin:
     """
 
     metadata: dict[str, Any]
+    # The class of the env's options: its keyword arguments, checked once (`envs.options`).
+    options_class: ClassVar[type[TaskOptions]] = TaskOptions
+    options: TaskOptions
     task: Task
     verifier: Verifier
     problem: Problem
@@ -235,6 +183,59 @@ class TaskEnvMixin:
     # can then sample every turn several times from one history (`RolloutEngine.run(branch=True)`).
     immediate_rewards: bool = False
     per_step_rewards: bool = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Give a subclass's ``__init__(..., **kwargs)`` the signature of its options
+        (`options_signature`); a subclass that names another `options_class` and has no
+        ``__init__`` gets one that hands its keywords on."""
+        super().__init_subclass__(**kwargs)
+        init = cls.__dict__.get("__init__")
+        if init is None:
+            if "options_class" not in cls.__dict__:
+                return  # its parent's __init__, options and signature
+
+            def init(
+                self: Any,
+                *,
+                options: TaskOptions | None = None,
+                task_options: TaskOptions | None = None,
+                **kwargs: Any,
+            ) -> None:
+                parent: Any = super(cls, self)
+                parent.__init__(options=options, task_options=task_options, **kwargs)
+
+            init.__qualname__ = f"{cls.__qualname__}.__init__"
+            cls.__init__ = init  # type: ignore[misc]
+        if _takes_option_keywords(init):
+            init.__signature__ = options_signature(init, cls.options_class)
+
+    def _setup_options(
+        self,
+        options: TaskOptions | None,
+        task_options: TaskOptions | None,
+        overrides: Mapping[str, Any],
+    ) -> None:
+        """Set `options` from an env's arguments and build its task from them.
+
+        Args:
+            options (`TaskOptions | None`): all the env's options, an `options_class`.
+            task_options (`TaskOptions | None`): the task's options (a `TaskOptions`; an
+                `options_class` gives all its fields).
+            overrides (`Mapping`): keyword arguments, over the fields of either.
+
+        Raises:
+            TypeError: both objects given, one of the wrong class, or an unknown keyword.
+            ValueError: an option out of range (the options class's checks).
+        """
+        cls = self.options_class
+        if options is not None:
+            if task_options is not None:
+                raise TypeError("give options or task_options, not both")
+            if not isinstance(options, cls):
+                raise TypeError(f"options must be a {cls.__name__} or None, got {options!r}")
+        base = options if options is not None else task_options
+        self.options = cls.build(type(self).__name__, base, overrides)
+        self._setup_task(self.options)
 
     def _setup_task(self, options: TaskOptions) -> None:
         """Build the task and the text spaces from checked `options`."""

@@ -42,8 +42,9 @@ Arguments:
     max_action_chars (`int`, 8192), max_obs_chars (`int`, 32768), render_mode (None | "ansi").
     per_step_rewards (`bool`, False): return each round's rewards and full infos as it is played
         (the trainer's view; never a policy's input).
-    task_options (`TaskOptions | None`): the task arguments and text bounds as one object
-        (`envs.core.TaskOptions`); keyword arguments override its fields.
+    options (`DebateOptions | None`): all of the above as one object (`envs.options`);
+        task_options (`TaskOptions | None`): the task arguments and text bounds as one object;
+        keyword arguments override either's fields.
 
 Version history:
     v0: initial release.
@@ -68,49 +69,40 @@ from envs import prompts
 from envs.core import (
     TaskEnvMixin,
     TaskOptions,
-    check_count,
-    check_revision_reward,
+    from_options,
     render_transcript,
     revision_reward,
-    task_signature,
 )
+from envs.options import DebateOptions
 from rewards import Verdict, canonical_answer, majority_vote
 
 
-@task_signature
 class DebateEnv(TaskEnvMixin, ParallelEnv):
     """See the module docstring."""
 
     metadata = {"name": "math/debate-v0", "render_modes": ["ansi"], "is_parallelizable": True}
-    agent_prefix = "debater"
-    answer_roles: tuple[str, ...] = ("debater",)  # envs.roles
+    options_class: type[DebateOptions] = DebateOptions
+    agent_prefix = DebateOptions.AGENT_PREFIX
+    answer_roles: tuple[str, ...] = DebateOptions.ANSWER_ROLES  # envs.roles
     immediate_rewards = True  # each round pays its own answers (the influence bonus included)
+    # The instruction templates when the options give none (None: the task's own instruction).
+    default_instructions: Sequence[str] | None = None
+    rounds = from_options("rounds")
+    influence_discount = from_options("influence_discount")
+    revision_reward = from_options("revision_reward")
+    improvement_bonus = from_options("improvement_bonus")
 
     def __init__(
         self,
         *,
-        num_agents: int = 3,
-        rounds: int = 2,
-        influence_discount: float = 0.0,
-        instructions: Sequence[str] | None = None,
-        revision_reward: str = "score",
-        improvement_bonus: float = 1.0,
+        options: DebateOptions | None = None,
         task_options: TaskOptions | None = None,
-        **task_args: Any,
+        **kwargs: Any,
     ) -> None:
-        check_count("num_agents", num_agents, 1)
-        check_count("rounds", rounds, 1)
-        if not (isinstance(influence_discount, (int, float)) and 0.0 <= influence_discount <= 1.0):
-            raise ValueError(f"influence_discount must be in [0, 1], got {influence_discount!r}")
-        self._setup_task(TaskOptions.build(type(self).__name__, task_options, task_args))
-        self.rounds, self.influence_discount = rounds, float(influence_discount)
-        self.revision_reward = revision_reward
-        self.improvement_bonus = check_revision_reward(revision_reward, improvement_bonus)
-        self.possible_agents = [f"{self.agent_prefix}_{i}" for i in range(num_agents)]
-        self.max_turns = rounds
-        templates = list(instructions) if instructions else [None]
-        if not all(t is None or isinstance(t, str) for t in templates):
-            raise TypeError("instructions must be a sequence of str")
+        self._setup_options(options, task_options, kwargs)
+        self.possible_agents = list(self.options.facts().agents)
+        self.max_turns = self.rounds
+        templates = list(self.options.instructions or self.default_instructions or [None])
         self._instructions = {
             a: self.task.instruction(self._role, templates[i % len(templates)])
             for i, a in enumerate(self.possible_agents)

@@ -22,8 +22,9 @@ Arguments:
     instructions (`Sequence[str] | None`): instruction templates; ``{answer_format}`` is filled.
     max_action_chars (`int`, 8192), max_obs_chars (`int`, 32768), render_mode (None | "ansi").
     per_step_rewards (`bool`, False): return full infos (the verifier's ``reason`` too).
-    task_options (`TaskOptions | None`): the task arguments and text bounds as one object
-        (`envs.core.TaskOptions`); keyword arguments override its fields.
+    options (`EnsembleOptions | None`): all of the above as one object (`envs.options`);
+        task_options (`TaskOptions | None`): the task arguments and text bounds as one object;
+        keyword arguments override either's fields.
 
 Version history:
     v0: initial release.
@@ -36,37 +37,25 @@ Version history:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from envs import prompts
-from envs.core import TaskOptions, task_signature
 from envs.debate import DebateEnv
+from envs.options import EnsembleOptions
 
 
-@task_signature
 class EnsembleEnv(DebateEnv):
-    """A one-round `DebateEnv` whose agents differ by instruction; see the module docstring."""
+    """A one-round `DebateEnv` whose agents differ by instruction; see the module docstring.
+
+    Its options (`EnsembleOptions`) fix the debate's round count and pay; the agents' default
+    instructions are the variants."""
 
     metadata = {"name": "math/ensemble-v0", "render_modes": ["ansi"], "is_parallelizable": True}
-    agent_prefix = "variant"
-    answer_roles = ("variant",)  # envs.roles
+    options_class = EnsembleOptions  # type: ignore[assignment]
+    agent_prefix = EnsembleOptions.AGENT_PREFIX
+    answer_roles = EnsembleOptions.ANSWER_ROLES  # envs.roles
+    default_instructions = prompts.VARIANTS
     _role = "solver"
-
-    def __init__(
-        self,
-        *,
-        num_agents: int = 3,
-        instructions: Sequence[str] | None = None,
-        task_options: TaskOptions | None = None,
-        **task_args: Any,
-    ) -> None:
-        super().__init__(
-            num_agents=num_agents,
-            rounds=1,
-            instructions=instructions or prompts.VARIANTS,
-            task_options=TaskOptions.build(type(self).__name__, task_options, task_args),
-        )
 
 
 def env(**kwargs: Any) -> EnsembleEnv:

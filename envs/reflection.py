@@ -95,8 +95,9 @@ Arguments:
         feedback) or "resolve" (after a rejection it solves the problem afresh; above).
     per_step_rewards (`bool`, False): pay each reward on the step it is for and show full infos
         at once (the trainer's view; never a policy's input).
-    task_options (`TaskOptions | None`): the task arguments and text bounds as one object
-        (`envs.core.TaskOptions`); keyword arguments override its fields.
+    options (`ReflectionOptions | None`): all of the above as one object (`envs.options`);
+        task_options (`TaskOptions | None`): the task arguments and text bounds as one object;
+        keyword arguments override either's fields.
 
 Version history:
     v0: initial release.
@@ -114,7 +115,6 @@ Version history:
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 from typing import Any
 
 from pettingzoo import AECEnv
@@ -124,13 +124,14 @@ from envs import prompts
 from envs.core import (
     TaskEnvMixin,
     TaskOptions,
-    check_choice,
-    check_count,
-    check_revision_reward,
-    check_weight,
+    from_options,
     render_transcript,
     revision_reward,
-    task_signature,
+)
+from envs.options import (  # noqa: F401 - the choices, re-exported where they were
+    CRITIC_REWARDS,
+    REFINER_MODES,
+    ReflectionOptions,
 )
 from envs.roles import role_of
 from rewards.arithmetic import false_equations
@@ -143,9 +144,7 @@ VERDICT_RE = re.compile(
 )
 
 
-CRITIC_REWARDS = ("verdict", "balanced", "outcome", "counterfactual")
-ROLES = ("solver", "critic", "refiner")
-REFINER_MODES = ("revise", "resolve")
+ROLES = ReflectionOptions.ROLES  # solver, critic, refiner
 
 
 def parse_verdict(text: str) -> bool | None:
@@ -157,43 +156,33 @@ def parse_verdict(text: str) -> bool | None:
     return word in ("correct", "right")
 
 
-@task_signature
 class ReflectionEnv(TaskEnvMixin, AECEnv):
     """See the module docstring."""
 
     metadata = {"name": "math/reflection-v0", "render_modes": ["ansi"], "is_parallelizable": False}
-    answer_roles = ("solver", "refiner")  # the roles that state answers (envs.roles)
+    options_class = ReflectionOptions
+    answer_roles = ReflectionOptions.ANSWER_ROLES  # the roles that state answers (envs.roles)
+    rounds = from_options("rounds")
+    stop_on_accept = from_options("stop_on_accept")
+    team_reward = from_options("team_reward")
+    critic_reward = from_options("critic_reward")
+    audit = from_options("audit")
+    revision_reward = from_options("revision_reward")
+    improvement_bonus = from_options("improvement_bonus")
+    counterfactual_weight = from_options("counterfactual_weight")
+    refiner_mode = from_options("refiner_mode")
 
     def __init__(
         self,
         *,
-        rounds: int = 2,
-        stop_on_accept: bool = False,
-        team_reward: bool = False,
-        critic_reward: str = "verdict",
-        audit: Sequence[str] = (),
-        revision_reward: str = "score",
-        improvement_bonus: float = 1.0,
-        counterfactual_weight: float = 1.0,
-        refiner_mode: str = "revise",
+        options: ReflectionOptions | None = None,
         task_options: TaskOptions | None = None,
-        **task_args: Any,
+        **kwargs: Any,
     ) -> None:
         super().__init__()
-        check_count("rounds", rounds, 1)
-        self._setup_task(TaskOptions.build(type(self).__name__, task_options, task_args))
-        check_choice("critic_reward", critic_reward, CRITIC_REWARDS)
-        self.rounds, self.stop_on_accept, self.team_reward = rounds, stop_on_accept, team_reward
-        self.critic_reward = critic_reward
-        self.revision_reward = revision_reward
-        self.improvement_bonus = check_revision_reward(revision_reward, improvement_bonus)
-        self.counterfactual_weight = check_weight("counterfactual_weight", counterfactual_weight)
-        self.refiner_mode = check_choice("refiner_mode", refiner_mode, REFINER_MODES)
-        if isinstance(audit, str) or any(role not in ROLES for role in audit):
-            raise ValueError(f"audit must be a sequence of roles from {ROLES}, got {audit!r}")
-        self.audit = tuple(audit)
-        self.possible_agents = [f"{role}_0" for role in ROLES]
-        self.schedule = ["solver_0"] + ["critic_0", "refiner_0"] * rounds
+        self._setup_options(options, task_options, kwargs)
+        self.possible_agents = list(self.options.facts().agents)
+        self.schedule = self.options.schedule()
         self.max_turns = len(self.schedule)
         self._instructions = {a: self.task.instruction(role_of(a)) for a in self.possible_agents}
         self.agents = []

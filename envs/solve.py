@@ -22,7 +22,8 @@ Arguments:
     task, data_path, split, verifier, task_kwargs: the task (see `envs.tasks`).
     max_action_chars (`int`, 8192), max_obs_chars (`int`, 32768), render_mode (None | "ansi").
     per_step_rewards (`bool`, False): show full infos (the verifier's ``reason`` too).
-    task_options (`TaskOptions | None`): the arguments above as one object (`envs.core`).
+    options (`SolveOptions | None`), task_options (`TaskOptions | None`): the arguments above as
+        one object (`envs.options`); keyword arguments override its fields.
 
 Version history:
     v0: initial release.
@@ -42,19 +43,26 @@ from pettingzoo import AECEnv
 from pettingzoo.utils import wrappers
 
 from envs import prompts
-from envs.core import TaskEnvMixin, TaskOptions, render_transcript, task_signature
+from envs.core import TaskEnvMixin, TaskOptions, render_transcript
+from envs.options import SolveOptions
 
 
-@task_signature
 class SolveEnv(TaskEnvMixin, AECEnv):
     """See the module docstring."""
 
     metadata = {"name": "math/solve-v0", "render_modes": ["ansi"], "is_parallelizable": True}
+    options_class = SolveOptions
     answer_roles = ("solver",)  # envs.roles
 
-    def __init__(self, *, task_options: TaskOptions | None = None, **task_args: Any) -> None:
+    def __init__(
+        self,
+        *,
+        options: SolveOptions | None = None,
+        task_options: TaskOptions | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__()
-        self._setup_task(TaskOptions.build(type(self).__name__, task_options, task_args))
+        self._setup_options(options, task_options, kwargs)
         self.possible_agents = ["solver_0"]
         self.max_turns = 1
         self._instruction = self.task.instruction("solver")

@@ -69,8 +69,9 @@ Arguments:
     render_mode (`str | None`): "ansi" makes `render()` return the transcript.
     per_step_rewards (`bool`, False): pay each reward on the step it is for and show full infos
         at once (the trainer's view; never a policy's input).
-    task_options (`TaskOptions | None`): the task arguments and text bounds as one object
-        (`envs.core.TaskOptions`); keyword arguments override its fields.
+    options (`ToolOptions | None`): all of the above as one object (`envs.options`);
+        task_options (`TaskOptions | None`): the task arguments and text bounds as one object;
+        keyword arguments override either's fields.
 
 Many copies in one loop: `run_pending(steps)` runs the programs that the coming steps of several
 copies will run, at once through `envs.sandbox.run_many`; each step then finds its result ready.
@@ -91,7 +92,7 @@ from __future__ import annotations
 
 import re
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from pettingzoo import AECEnv
@@ -101,14 +102,14 @@ from envs import prompts
 from envs.core import (
     TaskEnvMixin,
     TaskOptions,
-    check_choice,
-    check_count,
-    check_revision_reward,
-    check_weight,
     clip,
+    from_options,
     render_transcript,
     revision_reward,
-    task_signature,
+)
+from envs.options import (  # noqa: F401 - the choices, re-exported where they were
+    VERIFIER_REWARDS,
+    ToolOptions,
 )
 from envs.reflection import parse_verdict
 from envs.roles import role_of
@@ -121,7 +122,6 @@ PYTHON_TAGS = ("python", "python3", "py")
 DEFAULT_SANDBOX = SandboxConfig(timeout_s=5.0, cpu_s=5, memory_mb=512, max_output_bytes=16384)
 CALCULATION = re.compile(r"<<([^=<>]+)=([^<>]*)>>")
 ANSWER_CHARS = 200  # the answer shown to the verifier, clipped (its run is shown above it)
-VERIFIER_REWARDS = ("verdict", "counterfactual")  # the verifier's pay (module docstring)
 
 
 def extract_code(text: str) -> tuple[str, bool, str]:
@@ -228,61 +228,43 @@ def run_pending(steps: Iterable[tuple[Any, Any]], max_workers: int | None = None
     return ran
 
 
-def _sandbox_config(sandbox: SandboxConfig | Mapping[str, Any] | None) -> SandboxConfig:
-    if sandbox is None:
-        return DEFAULT_SANDBOX
-    if isinstance(sandbox, SandboxConfig):
-        return sandbox
-    if isinstance(sandbox, Mapping):
-        return SandboxConfig(**dict(sandbox))
-    raise TypeError(
-        f"sandbox must be a SandboxConfig, a mapping of its fields or None, "
-        f"got {type(sandbox).__name__}"
-    )
-
-
-@task_signature
 class ToolEnv(TaskEnvMixin, AECEnv):
     """See the module docstring."""
 
     metadata = {"name": "math/tool-v0", "render_modes": ["ansi"], "is_parallelizable": False}
-    answer_roles = ("executor",)  # envs.roles: its program's output is the answer
+    options_class = ToolOptions
+    answer_roles = ToolOptions.ANSWER_ROLES  # envs.roles: its program's output is the answer
+    rounds = from_options("rounds")
+    stop_on_accept = from_options("stop_on_accept")
+    team_reward = from_options("team_reward")
+    revision_reward = from_options("revision_reward")
+    improvement_bonus = from_options("improvement_bonus")
+    verifier_reward = from_options("verifier_reward")
+    counterfactual_weight = from_options("counterfactual_weight")
+    cache_size = from_options("cache_size")
+    max_output_chars = from_options("max_output_chars")
 
     def __init__(
         self,
         *,
-        rounds: int = 2,
-        stop_on_accept: bool = False,
-        team_reward: bool = False,
-        revision_reward: str = "score",
-        improvement_bonus: float = 1.0,
-        verifier_reward: str = "verdict",
-        counterfactual_weight: float = 1.0,
-        sandbox: SandboxConfig | Mapping[str, Any] | None = None,
-        cache_size: int = 128,
-        max_output_chars: int = 2000,
+        options: ToolOptions | None = None,
         task_options: TaskOptions | None = None,
-        **task_args: Any,
+        **kwargs: Any,
     ) -> None:
         super().__init__()
-        check_count("rounds", rounds, 1)
-        check_count("cache_size", cache_size, 0)
-        check_count("max_output_chars", max_output_chars, 64)
-        self._setup_task(TaskOptions.build(type(self).__name__, task_options, task_args))
-        self.sandbox = _sandbox_config(sandbox)
-        self.revision_reward = revision_reward
-        self.improvement_bonus = check_revision_reward(revision_reward, improvement_bonus)
-        self.verifier_reward = check_choice("verifier_reward", verifier_reward, VERIFIER_REWARDS)
-        self.counterfactual_weight = check_weight("counterfactual_weight", counterfactual_weight)
-        self.rounds, self.stop_on_accept, self.team_reward = rounds, stop_on_accept, team_reward
-        self.cache_size, self.max_output_chars = cache_size, max_output_chars
+        self._setup_options(options, task_options, kwargs)
         self._cache: OrderedDict[str, ExecResult] = OrderedDict()
         self._prepared: dict[str, ExecResult] = {}  # run ahead by `run_pending`, used once
-        self.possible_agents = ["analyzer_0", "executor_0", "verifier_0"]
-        self.schedule = ["analyzer_0"] + ["executor_0", "verifier_0"] * rounds
+        self.possible_agents = list(self.options.facts().agents)
+        self.schedule = self.options.schedule()
         self.max_turns = len(self.schedule)
         self._instructions = {a: self.task.instruction(role_of(a)) for a in self.possible_agents}
         self.agents = []
+
+    @property
+    def sandbox(self) -> SandboxConfig:
+        """The limits of each run: the options', else `DEFAULT_SANDBOX`."""
+        return DEFAULT_SANDBOX if self.options.sandbox is None else self.options.sandbox
 
     # ------------------------------------------------------------------ PettingZoo API
     def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> None:
