@@ -26,18 +26,28 @@ from envs.errors import (
     UnknownEnvError,
     UnknownTaskError,
 )
+from envs.options import (
+    DebateOptions,
+    EnsembleOptions,
+    EnvFacts,
+    ReflectionOptions,
+    SolveOptions,
+    TaskOptions,
+    ToolOptions,
+)
 from envs.registry import EnvSpec, deregister, list_envs, make, register, spec
 from envs.sandbox import ExecResult, SandboxConfig, run_code, run_many
 from envs.sources import ListSource, Problem, ProblemSource, load_jsonl, make_problem
 from envs.splits import overlap
 from envs.tasks import Task, list_tasks, make_task, register_task
 
-# The built-in table: entry points are strings, so listing envs imports no env module.
-register("math/solve-v0", "envs.solve:env", max_turns=1)
-register("math/reflection-v0", "envs.reflection:env", max_turns=5, rounds=2)
-register("math/debate-v0", "envs.debate:env", max_turns=2, num_agents=3, rounds=2)
-register("math/ensemble-v0", "envs.ensemble:env", max_turns=1, num_agents=3)
-register("math/tool-v0", "envs.tool:env", max_turns=5, rounds=2)
+# The built-in table: entry points are strings, so listing envs imports no env module; each
+# env's options class (`envs.options`, no env module either) states its options and its facts.
+register("math/solve-v0", "envs.solve:env", options=SolveOptions)
+register("math/reflection-v0", "envs.reflection:env", options=ReflectionOptions)
+register("math/debate-v0", "envs.debate:env", options=DebateOptions)
+register("math/ensemble-v0", "envs.ensemble:env", options=EnsembleOptions)
+register("math/tool-v0", "envs.tool:env", options=ToolOptions)
 
 
 def _register_gymnasium() -> None:
@@ -77,6 +87,7 @@ __all__ = [
     "DataLoadError",
     "DuplicateEnvError",
     "DuplicateTaskError",
+    "EnvFacts",
     "EnvSpec",
     "ExecResult",
     "ListSource",
@@ -85,6 +96,7 @@ __all__ = [
     "RegistryError",
     "SandboxConfig",
     "Task",
+    "TaskOptions",
     "UnknownEnvError",
     "UnknownTaskError",
     "check_env",

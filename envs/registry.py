@@ -3,10 +3,17 @@
 Ids read ``namespace/name-vN`` (for example ``math/reflection-v0``). Entry points are either a
 callable or a ``"module:callable"`` string, imported only when the env is made, so listing the
 registered envs imports no env module.
+
+A spec may carry the env's options dataclass (``options=ReflectionOptions``, a subclass of
+`envs.options.TaskOptions`, as reasoning-gym's ``config_cls``): then `EnvSpec.options_for`
+checks a set of keyword arguments once, with the env's own errors, and `EnvSpec.facts` states the
+env's agents, roles, answering and reviewing roles and turn slots for them, with no env built.
+Command lines derive their env group from it (`trainers.run.options`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import importlib
 import re
@@ -31,12 +38,41 @@ class EnvSpec:
         kwargs (`dict`): default keyword arguments, overridden by those given to `make`.
         max_turns (`int | None`): upper bound on agent turns (AEC) or rounds (Parallel) with the
             default kwargs; informational, the env's own `max_turns` attribute is authoritative.
+            With `options` and no `max_turns`, the options' facts for the defaults state it.
+        options (`type | None`): the env's options dataclass (an `envs.options.TaskOptions`
+            subclass with a ``facts()`` method): every keyword the env takes, checked in one
+            place. None: an env registered without one (its facts are learnt by making it).
     """
 
     id: str
     entry_point: str | Callable[..., Any]
     kwargs: dict[str, Any] = field(default_factory=dict)
     max_turns: int | None = None
+    options: type | None = None
+
+    def options_for(self, **kwargs: Any) -> Any:
+        """The env's options for `kwargs` over the spec's defaults, checked (the errors the env
+        gives), or a RegistryError when the spec has no options class."""
+        if self.options is None:
+            raise RegistryError(
+                f"{self.id!r} was registered without an options class; pass options= to "
+                "register() to state its options and facts"
+            )
+        merged = {**self.kwargs, **kwargs}
+        merged.pop("wrapped", None)  # make()'s own switch, not an option of the env
+        names = {f.name for f in dataclasses.fields(self.options)}
+        unknown = sorted(set(merged) - names)
+        if unknown:
+            raise TypeError(
+                f"{self.id} takes no option {', '.join(repr(n) for n in unknown)}; its options "
+                f"are {', '.join(sorted(names))}"
+            )
+        return self.options(**merged)
+
+    def facts(self, **kwargs: Any) -> Any:
+        """The env's static facts for `kwargs` (`envs.options.EnvFacts`: agents, roles, answer
+        and review roles, turn slots), from its options class; no env is built."""
+        return self.options_for(**kwargs).facts()
 
     @property
     def namespace(self) -> str:
@@ -91,9 +127,11 @@ def register(
     *,
     max_turns: int | None = None,
     override: bool = False,
+    options: type | None = None,
     **kwargs: Any,
 ) -> EnvSpec:
-    """Register an environment under `env_id`.
+    """Register an environment under `env_id`; `options` is its options dataclass (`EnvSpec`),
+    and `kwargs` its default keyword arguments.
 
     Raises:
         DuplicateEnvError: the id is taken and `override` is False.
@@ -104,7 +142,18 @@ def register(
             f"env id {env_id!r} is already registered; pass override=True to replace it, "
             "or bump the version (-vN+1) if the behaviour changed"
         )
-    env_spec = EnvSpec(env_id, entry_point, dict(kwargs), max_turns)
+    if options is not None and not (
+        isinstance(options, type)
+        and dataclasses.is_dataclass(options)
+        and hasattr(options, "facts")
+    ):
+        raise RegistryError(
+            f"options of {env_id!r} must be a dataclass with a facts() method (an "
+            f"envs.options.TaskOptions subclass), got {options!r}"
+        )
+    env_spec = EnvSpec(env_id, entry_point, dict(kwargs), max_turns, options)
+    if options is not None and max_turns is None:  # stated by the options, for the defaults
+        env_spec = dataclasses.replace(env_spec, max_turns=env_spec.facts().max_turns)
     _REGISTRY[env_id] = env_spec
     return env_spec
 

@@ -12,6 +12,11 @@ episode it plays (`trainers.rollout.records.Episode.answer_roles`), where metric
 a team gave, in order), DPO's refiner pairs and verifier data read them; instruction ensembles
 ask `answer_roles` before playing. An env without a declaration is read with the built-in envs'
 answering roles, found through the registry (`builtin_answer_roles`).
+
+A registered id is answered from its options' facts (`envs.registry.EnvSpec.facts`), with no env
+built; an id registered without an options class is made once to ask it. `review_roles` names
+the roles that judge another's answer with a verdict (reflection's critic, the tool env's
+verifier), whose accuracy is that of their verdicts.
 """
 
 from __future__ import annotations
@@ -28,8 +33,19 @@ def role_of(agent: str) -> str:
     return head if head and tail.isdigit() else agent
 
 
-def env_roles(env: Any) -> list[str]:
-    """The roles of `env`'s agents in turn order, each once (``solver_0`` -> ``solver``)."""
+def env_roles(env: Any, **options: Any) -> list[str]:
+    """The roles of `env`'s agents in turn order, each once (``solver_0`` -> ``solver``): an env
+    instance's, or a registered id's for `options` (its options' facts; an id registered
+    without an options class is made with them once to ask it)."""
+    if isinstance(env, str):
+        current = spec(env)
+        if current.options is not None:
+            return list(current.facts(**options).roles)
+        made = make(env, **options)
+        try:
+            return env_roles(made)
+        finally:
+            made.close()
     return list(dict.fromkeys(role_of(agent) for agent in env.unwrapped.possible_agents))
 
 
@@ -39,6 +55,8 @@ _DECLARED: dict[str, tuple[EnvSpec, tuple[str, ...]]] = {}
 
 def _registered_answer_roles(env_id: str) -> tuple[str, ...]:
     current = spec(env_id)
+    if current.options is not None:  # stated by its options, no env built
+        return tuple(current.facts().answer_roles)
     cached = _DECLARED.get(env_id)
     if cached is not None and cached[0] is current:
         return cached[1]
@@ -73,3 +91,20 @@ def answer_roles(env: Any = None) -> tuple[str, ...]:
     if declared is None:
         return builtin_answer_roles()
     return tuple(declared)
+
+
+def review_roles(env: Any = None) -> tuple[str, ...]:
+    """The roles that judge another's answer with a verdict: an env instance's (its options'
+    facts, else its ``review_roles`` attribute), a registered env id's (its options' facts), or,
+    with no env, every reviewing role of the registered envs that state theirs."""
+    if env is None:
+        specs = [s for s in registered_specs() if s.options is not None]
+        return tuple(dict.fromkeys(r for s in specs for r in s.facts().review_roles))
+    if isinstance(env, str):
+        current = spec(env)
+        return tuple(current.facts().review_roles) if current.options is not None else ()
+    raw = getattr(env, "unwrapped", env)
+    options = getattr(raw, "options", None)
+    if options is not None and hasattr(options, "facts"):
+        return tuple(options.facts().review_roles)
+    return tuple(getattr(raw, "review_roles", ()))

@@ -58,3 +58,57 @@ def test_bad_entry_point_is_reported():
             envs.make("test/broken-v0")
     finally:
         envs.deregister("test/broken-v0")
+
+
+# ---------------------------------------------------------------- options and facts on the spec
+
+
+def test_every_builtin_spec_carries_its_options_class():
+    for env_id in envs.list_envs("math"):
+        spec = envs.spec(env_id)
+        assert spec.options is not None, env_id
+        env = envs.make(env_id, wrapped=False)
+        assert isinstance(env.options, spec.options)
+        assert spec.max_turns == env.max_turns == spec.facts().max_turns
+
+
+def test_facts_come_without_building_an_env(monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError("an env was built to learn a static fact")
+
+    monkeypatch.setattr(envs.registry, "make", refuse)
+    import envs.roles as roles
+
+    monkeypatch.setattr(roles, "make", refuse)
+    facts = envs.spec("math/reflection-v0").facts(rounds=3)
+    assert facts.max_turns == 7 and facts.review_roles == ("critic",)
+    assert roles.answer_roles("math/tool-v0") == ("executor",)
+    assert roles.review_roles("math/tool-v0") == ("verifier",)
+    assert roles.env_roles("math/debate-v0", num_agents=2) == ["debater"]
+    assert set(roles.review_roles()) == {"critic", "verifier"}
+
+
+def test_options_for_checks_once_with_the_envs_errors():
+    spec = envs.spec("math/reflection-v0")
+    assert spec.options_for(rounds=3, audit=["critic"]).audit == ("critic",)
+    with pytest.raises(ValueError, match="critic_reward must be one of"):
+        spec.options_for(critic_reward="vibes")
+    with pytest.raises(TypeError, match="takes no option 'num_agents'"):
+        spec.options_for(num_agents=2)
+
+
+def test_a_spec_without_options_says_so_and_still_answers_by_building(throwaway):
+    from envs.roles import answer_roles, env_roles
+
+    with pytest.raises(RegistryError, match="without an options class"):
+        envs.spec(throwaway).facts()
+    assert answer_roles(throwaway) == ("solver",) and env_roles(throwaway) == ["solver"]
+
+
+def test_register_refuses_an_options_class_without_facts():
+    class NotOptions:
+        pass
+
+    with pytest.raises(RegistryError, match="facts"):
+        envs.register("test/bad_options-v0", "envs.solve:env", options=NotOptions)
+    assert "test/bad_options-v0" not in envs.list_envs()
