@@ -77,7 +77,7 @@ def test_facts_come_without_building_an_env(monkeypatch):
         raise AssertionError("an env was built to learn a static fact")
 
     monkeypatch.setattr(envs.registry, "make", refuse)
-    import envs.roles as roles
+    from envs import roles
 
     monkeypatch.setattr(roles, "make", refuse)
     facts = envs.spec("math/reflection-v0").facts(rounds=3)
