@@ -6,13 +6,17 @@ contract: a `Mapping[str, str]` with at least `"instruction"` (the role's system
 
 Model-backed policies also implement `generate`, returning `Generation` records that carry the
 exact token ids and per-token log-probabilities, so training never re-tokenizes text.
+
+A model-backed policy may also let another decoder run its rows token by token
+(`StepwisePolicy`): continuous batching (`agents.batching`, the rollout engine's default) does,
+for every policy that offers it (`as_stepwise`), whatever its class.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 Observation = Mapping[str, str]
 FinishReason = Literal["stop", "length"]
@@ -34,6 +38,60 @@ class GenerativePolicy(Policy, Protocol):
     def generate(self, observations: Sequence[Observation]) -> list[Generation]:
         """Returns one `Generation` per observation, in order."""
         ...
+
+
+@runtime_checkable
+class StepwisePolicy(GenerativePolicy, Protocol):
+    """A generative policy whose rows another decoder may run token by token, batched with other
+    rows of the same model: continuous batching (`agents.batching.ContinuousBatcher`) prefills and
+    decodes them through `model` with the policy's own settings, and the policy formats the
+    prompts and builds the records, so they are those its own `generate` would make.
+
+    What it offers (`agents.hf.HFPolicy` has them all):
+
+    - ``model``: the transformers causal LM (or peft model) its rows run through;
+    - ``tokenizer``: its tokenizer (``pad_token_id``; ``decode`` to find stop strings);
+    - ``generation_args`` (`GenerationArguments`): how its rows decode;
+    - ``eos_ids``: the token ids that end a row;
+    - ``adapter_name``: the peft adapter its rows run with (None: the model's active one);
+    - ``encode``, ``next_seed``, ``build_generations``: below.
+
+    Policies with equal `stepwise_key` decode in one batch, each row formatted by its own policy.
+    """
+
+    model: Any
+    tokenizer: Any
+    generation_args: GenerationArguments
+    eos_ids: list[int]
+    adapter_name: str | None
+
+    def encode(self, observations: Sequence[Observation]) -> list[list[int]]:
+        """The prompt token ids of each observation, as `generate` feeds them (no padding)."""
+        ...
+
+    def next_seed(self) -> int | None:
+        """The seed of the next sampling stream (None: unseeded, torch's global RNG)."""
+        ...
+
+    def build_generations(
+        self, prompt_ids: list[list[int]], completions: Any, logprobs: Any
+    ) -> list[Generation]:
+        """`Generation` records from padded ``(rows, steps)`` tensors of sampled ids and their
+        logprobs, cut (eos, padding, stop strings) as `generate` cuts them."""
+        ...
+
+
+def as_stepwise(policy: Policy) -> StepwisePolicy | None:
+    """`policy` when it offers everything `StepwisePolicy` declares, else None: the question a
+    decoder asks before running a policy's rows itself (the rollout engine, for continuous
+    batching)."""
+    return policy if isinstance(policy, StepwisePolicy) else None
+
+
+def stepwise_key(policy: StepwisePolicy) -> tuple[int, int, str]:
+    """Stepwise policies with equal keys decode in one batch: the same model and tokenizer objects
+    and equal decoding arguments (their prompt formats and adapters may differ row by row)."""
+    return (id(policy.model), id(policy.tokenizer), repr(policy.generation_args))
 
 
 @dataclass(frozen=True)

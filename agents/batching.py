@@ -1,4 +1,5 @@
-"""Continuous batching for an `HFPolicy`: rows join the batch when submitted, leave when done.
+"""Continuous batching for a `StepwisePolicy` (an `HFPolicy`, or any policy offering what
+`agents.base.StepwisePolicy` declares): rows join the batch when submitted, leave when done.
 
 `model.generate` runs a fixed batch to the end of its longest row: rows that finished early
 keep their seats and their compute, and a row submitted meanwhile waits for the whole call.
@@ -8,14 +9,13 @@ then runs one decode forward for every running row, and hands back the rows that
 eos token (kept, as `generate` keeps it), a stop string, or the token budget. Finished rows are
 dropped from the cache at once, so the batch only computes for rows still going.
 
-The key/value cache is one preallocated buffer per layer (rows x heads x columns x head dim)
-written in place (no concatenation per step, unlike transformers' `DynamicCache`). Rows are
-left-padded, as `generate` pads them: every row writes its next token at the same column, and a
-row admitted later is placed so that its prompt ends at that column; columns no running row
-uses any more are dropped from the left, before the buffer would grow. An admission's prefill
-writes its states straight into the buffer, and runs in chunks of rows of similar prompt length
-(`agents.decoding.length_chunks`) when that saves padding; rows that share a prompt prefix (a
-role's instructions) have it run once.
+The key/value cache (`agents.kv_cache.RowCache`) is one preallocated buffer per layer written in
+place. Rows are left-padded, as `generate` pads them: every row writes its next token at the same
+column, and a row admitted later is placed so that its prompt ends at that column; columns no
+running row uses any more are dropped from the left, before the buffer would grow. An
+admission's prefill writes its states straight into the buffer, and runs in chunks of rows of
+similar prompt length (`agents.decoding.length_chunks`) when that saves padding; rows that share
+a prompt prefix (a role's instructions) have it run once.
 
 The records are the ones `HFPolicy.generate` makes (`Generation`: prompt and completion token
 ids, one log-probability per token from the raw logits at the policy's temperature, the finish
@@ -27,8 +27,8 @@ stream seeded from its key, so a row samples the same tokens whichever rows shar
 (tested).
 
 Supported models: decoder-only transformers models whose attention layers are all full
-attention (Llama, Mistral, Qwen2 and most others); `supports_model` says. Others fall back to
-`HFPolicy.generate` in the rollout engine.
+attention (Llama, Mistral, Qwen2 and most others); `supports_model` (`agents.kv_cache`) says.
+Others fall back to the policy's own `generate` in the rollout engine.
 
 Example:
     >>> batcher = ContinuousBatcher(policy)  # doctest: +SKIP
@@ -47,112 +47,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from transformers import Cache, DynamicLayer
+from transformers import Cache
 
-from agents.base import Generation
+from agents.base import Generation, StepwisePolicy
 from agents.decoding import eval_mode, left_pad, length_chunks, sampling_processors
-from agents.hf import HFPolicy, is_peft_model
+from agents.hf import is_peft_model
+from agents.kv_cache import BufferLayer, RowCache, supports_model
+
+__all__ = ["SHARED_PREFIX_MIN", "ContinuousBatcher", "supports_model"]
 
 SHARED_PREFIX_MIN = 16  # leading prompt tokens rows must share to have their prefix run once
-
-
-def supports_model(model: Any) -> bool:
-    """Whether `ContinuousBatcher` can run `model`: a decoder-only model (not an encoder-decoder)
-    whose attention layers are all full attention (no sliding window, no linear attention)."""
-    config = getattr(model, "config", None)
-    if config is None or getattr(config, "is_encoder_decoder", False):
-        return False
-    text = config.get_text_config() if hasattr(config, "get_text_config") else config
-    layer_types = getattr(text, "layer_types", None)
-    if layer_types is not None:
-        return all(t == "full_attention" for t in layer_types)
-    window = getattr(text, "sliding_window", None)
-    # Mistral-style configs name a window without layer types; it only matters past its width.
-    return window is None or window >= getattr(text, "max_position_embeddings", 0)
-
-
-class _BufferLayer(DynamicLayer):
-    """One layer's keys and values in a preallocated buffer, written in place.
-
-    The running rows hold slots ``0 .. rows - 1``; ``length`` columns are in use. `update` writes
-    the new states at ``length`` and returns views of the used part.
-    """
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.length = 0
-        self.key_buffer: torch.Tensor | None = None
-        self.value_buffer: torch.Tensor | None = None
-        self.fixed = False  # a window into another layer's buffer: never reallocated
-
-    def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
-        self.dtype, self.device = key_states.dtype, key_states.device
-        self.is_initialized = True
-
-    def reserve(self, rows: int, columns: int, like: torch.Tensor) -> None:
-        """Make room for `rows` x `columns`, keeping what is stored (states shaped like `like`:
-        rows x heads x columns x head dim)."""
-        if self.key_buffer is not None:
-            have_rows, _, have_cols, _ = self.key_buffer.shape
-            if have_rows >= rows and have_cols >= columns:
-                return
-            if self.fixed:
-                raise RuntimeError(
-                    f"a cache window of {have_rows} rows x {have_cols} columns cannot hold "
-                    f"{rows} x {columns}: the batcher placed a prefill in too small a window"
-                )
-            # grow by half at least, so a buffer filled a column a step is not copied each step
-            if rows > have_rows:
-                rows = max(rows, have_rows + have_rows // 2)
-            if columns > have_cols:
-                columns = max(columns, have_cols + have_cols // 2)
-            rows, columns = max(rows, have_rows), max(columns, have_cols)
-        _, heads, _, dim = like.shape
-        keys = like.new_zeros((rows, heads, columns, dim))
-        values = like.new_zeros((rows, heads, columns, dim))
-        if self.key_buffer is not None and self.value_buffer is not None:
-            used_rows = self.key_buffer.shape[0]
-            keys[:used_rows, :, : self.length] = self.key_buffer[:, :, : self.length]
-            values[:used_rows, :, : self.length] = self.value_buffer[:, :, : self.length]
-        self.key_buffer, self.value_buffer = keys, values
-        self.lazy_initialization(like, like)
-
-    def update(
-        self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        rows, _, new, _ = key_states.shape
-        end = self.length + new
-        self.reserve(rows, end, key_states)
-        assert self.key_buffer is not None and self.value_buffer is not None
-        self.key_buffer[:rows, :, self.length : end] = key_states
-        self.value_buffer[:rows, :, self.length : end] = value_states
-        self.length = end
-        self.keys = self.key_buffer[:rows, :, :end]
-        self.values = self.value_buffer[:rows, :, :end]
-        return self.keys, self.values
-
-    @classmethod
-    def window(cls, parent: _BufferLayer, rows: slice, first_column: int) -> _BufferLayer:
-        """A layer writing into `parent`'s buffer in place: its `rows`, from `first_column` on
-        (a prefill's states go straight into the running cache, no copy)."""
-        assert parent.key_buffer is not None and parent.value_buffer is not None
-        layer = cls()
-        layer.key_buffer = parent.key_buffer[rows, :, first_column:]
-        layer.value_buffer = parent.value_buffer[rows, :, first_column:]
-        layer.lazy_initialization(layer.key_buffer, layer.value_buffer)
-        layer.fixed = True
-        return layer
-
-    def get_seq_length(self) -> int:
-        return self.length
-
-    def get_mask_sizes(self, query_length: int) -> tuple[int, int]:
-        return self.length + query_length, 0
-
-    def reset(self) -> None:
-        self.length = 0
-        self.key_buffer = self.value_buffer = None
-        super().reset()
 
 
 @dataclass
@@ -172,12 +76,14 @@ class _Row:
 
 
 class ContinuousBatcher:
-    """Decodes rows of one `HFPolicy`'s model step by step, admitting and releasing rows as they
-    come and go (module docstring).
+    """Decodes rows of one stepwise policy's model step by step, admitting and releasing rows as
+    they come and go (module docstring).
 
     Args:
-        policy (`HFPolicy`): Its model, tokenizer and decoding settings are used; rows arrive as
-            token ids (`policy.encode` or a role member's `encode` of the same tokenizer).
+        policy (`StepwisePolicy`): Its model, tokenizer and decoding settings are used, and it
+            builds the records (an `HFPolicy`, or any policy `agents.base.as_stepwise` accepts);
+            rows arrive as token ids (`policy.encode` or that of another stepwise policy of the
+            same `stepwise_key`).
         max_rows (`int` or `None`, defaults to `None`): Rows decoded at once; `None` uses the
             policy's `max_batch_size`, else no limit. Further rows wait their turn.
         seed (`int` or `None`, defaults to `None`): Seeds the sampling stream (`None`: the
@@ -194,7 +100,7 @@ class ContinuousBatcher:
 
     def __init__(
         self,
-        policy: HFPolicy,
+        policy: StepwisePolicy,
         max_rows: int | None = None,
         seed: int | None = None,
         admit_fraction: float = 0.25,
@@ -203,7 +109,7 @@ class ContinuousBatcher:
         if not supports_model(policy.model):
             raise ValueError(
                 f"{type(policy.model).__name__} has attention layers other than full attention "
-                "(sliding window or linear); use HFPolicy.generate for it"
+                "(sliding window or linear); use the policy's own generate for it"
             )
         self.policy = policy
         self.model = policy.model
@@ -218,14 +124,12 @@ class ContinuousBatcher:
         self.processors = sampling_processors(self.args)
         self.eos = torch.tensor(policy.eos_ids, device=self.device)
         self.pad_id = policy.tokenizer.pad_token_id
-        text = self.model.config.get_text_config()
-        self.layers = [_BufferLayer() for _ in range(text.num_hidden_layers)]
-        heads = getattr(text, "num_key_value_heads", None) or text.num_attention_heads
-        dim = getattr(text, "head_dim", None) or text.hidden_size // text.num_attention_heads
-        # the shape (rows x heads x columns x head dim) and dtype of the cache's states
-        self.like = torch.empty((0, heads, 0, dim), dtype=self.model.dtype, device=self.device)
-        self.cache = Cache(layers=list(self.layers))
-        self.mask = torch.zeros((0, 0), dtype=torch.long, device=self.device)
+        self.kv = RowCache(
+            self.model.config.get_text_config(),
+            self.model.dtype,
+            self.device,
+            self.args.max_new_tokens,
+        )
         self.rows: list[_Row] = []
         self.waiting: deque[_Row] = deque()
         self.waited = 0  # steps the oldest waiting row has waited
@@ -329,51 +233,52 @@ class ContinuousBatcher:
             (chunk, max(prefixes[i] for i in chunk), max(suffixes[i] for i in chunk))
             for chunk in chunks
         ]
-        end = self._place(len(new), max(past + suffix for _, past, suffix in plans))
+        end = self.kv.place(len(new), max(past + suffix for _, past, suffix in plans))
         shared = self._prefill_prefixes(new, groups)
         seat, logits, masks = len(self.rows), [], []
         for chunk, past, suffix in plans:
             rows = [new[i] for i in chunk]
-            first = end - past - suffix
-            window = [
-                _BufferLayer.window(layer, slice(seat, seat + len(rows)), first)
-                for layer in self.layers
-            ]
+            window = self.kv.windows(slice(seat, seat + len(rows)), end - past - suffix)
             past_mask = torch.zeros((len(rows), past), dtype=torch.long, device=self.device)
             if past and shared is not None:
                 self._copy_prefixes(window, past_mask, [group_of[i] for i in chunk], shared)
-            ids, suffix_mask = left_pad(
-                [r.prompt_ids[prefixes[i] :] for i, r in zip(chunk, rows, strict=True)],
-                self.pad_id,
-                self.device,
-            )
-            start = torch.tensor([prefixes[i] for i in chunk], device=self.device)[:, None]
-            mask = torch.cat([past_mask, suffix_mask], dim=1)
-            out = self.model(
-                input_ids=ids,
-                attention_mask=mask,
-                position_ids=(start + suffix_mask.cumsum(-1) - 1).clamp(min=0),
-                past_key_values=Cache(layers=list(window)),
-                use_cache=True,
-                logits_to_keep=1,
-                **self._adapter_kwargs(rows),
-            )
-            logits.append(out.logits[:, -1, :])
+            last, mask = self._prefill(rows, [prefixes[i] for i in chunk], window, past_mask)
+            logits.append(last)
             masks.append(mask)
-            self._count_prefill(suffix_mask)
             self.rows += rows
             seat += len(rows)
         self.stats["admitted"] += len(new)
-        grown = torch.zeros((len(self.rows), end), dtype=torch.long, device=self.device)
-        running = len(self.rows) - len(new)
-        if running:
-            grown[:running] = self.mask
-        seat = running
-        for mask in masks:
-            grown[seat : seat + len(mask), end - mask.shape[1] :] = mask
-            seat += len(mask)
-        self.mask = grown
+        self.kv.seat(masks, end)
         return self._sample(torch.cat(logits), start=len(self.rows) - len(new))
+
+    def _prefill(
+        self,
+        rows: Sequence[_Row],
+        prefixes: Sequence[int],
+        window: list[BufferLayer],
+        past_mask: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Runs the prompts of one chunk of admitted `rows` past their shared prefixes (the
+        first `prefixes` tokens of each, already in `window`, marked by `past_mask`), writing
+        their states into `window`; returns their last logits and their attention mask."""
+        ids, suffix_mask = left_pad(
+            [r.prompt_ids[n:] for r, n in zip(rows, prefixes, strict=True)],
+            self.pad_id,
+            self.device,
+        )
+        start = torch.tensor(list(prefixes), device=self.device)[:, None]
+        mask = torch.cat([past_mask, suffix_mask], dim=1)
+        out = self.model(
+            input_ids=ids,
+            attention_mask=mask,
+            position_ids=(start + suffix_mask.cumsum(-1) - 1).clamp(min=0),
+            past_key_values=Cache(layers=list(window)),
+            use_cache=True,
+            logits_to_keep=1,
+            **self._adapter_kwargs(rows),
+        )
+        self._count_prefill(suffix_mask)
+        return out.logits[:, -1, :], mask
 
     def _shared_prefixes(self, rows: Sequence[_Row]) -> list[tuple[list[int], int]]:
         """Groups of admitted rows that share a prompt prefix, as (row indices, prefix length):
@@ -402,7 +307,7 @@ class ContinuousBatcher:
 
     def _prefill_prefixes(
         self, rows: Sequence[_Row], groups: list[tuple[list[int], int]]
-    ) -> tuple[list[_BufferLayer], torch.Tensor] | None:
+    ) -> tuple[list[BufferLayer], torch.Tensor] | None:
         """Runs each group's shared prefix (`_shared_prefixes`) once, left-padded to the widest:
         returns the layers holding their states (one row per group) and their attention mask,
         or ``None`` without groups."""
@@ -414,7 +319,7 @@ class ContinuousBatcher:
             self.pad_id,
             self.device,
         )
-        layers = [_BufferLayer() for _ in self.layers]
+        layers = self.kv.fresh_layers()
         self.model(
             input_ids=ids,
             attention_mask=mask,
@@ -435,10 +340,10 @@ class ContinuousBatcher:
 
     def _copy_prefixes(
         self,
-        window: list[_BufferLayer],
+        window: list[BufferLayer],
         past_mask: torch.Tensor,
         groups: list[int],
-        shared: tuple[list[_BufferLayer], torch.Tensor],
+        shared: tuple[list[BufferLayer], torch.Tensor],
     ) -> None:
         """Copies the shared prefix states of a chunk's rows (``groups``: each row's group, -1
         for none) into the chunk's `window`, right-aligned at its ``past`` columns, and fills
@@ -459,65 +364,24 @@ class ContinuousBatcher:
             target.value_buffer[index, :, :past] = fresh.values[source, :, width - past :]
             target.length = past
 
-    def _place(self, count: int, width: int) -> int:
-        """Makes room for `count` more rows whose prompts take `width` columns, ending at the
-        running rows' current column (the running rows move right when the prompts are wider);
-        returns that column."""
-        length = self.layers[0].length if self.rows else 0
-        buffer = self.layers[0].key_buffer
-        if self.rows and buffer is not None and max(width, length) >= buffer.shape[2]:
-            first = self._first_used_column()
-            if first:  # reclaim unused columns before growing
-                self._drop_columns(first)
-                length -= first
-        shift = max(0, width - length)
-        end = length + shift
-        running = len(self.rows)
-        # The first buffer has room for the rows' replies; later ones grow as decoding needs
-        # (`_make_room` reclaims the columns of finished rows first).
-        columns = end + 1 if buffer is not None else end + self.args.max_new_tokens + 1
-        for layer in self.layers:
-            layer.reserve(running + count, columns, self.like)
-            assert layer.key_buffer is not None and layer.value_buffer is not None
-            if shift and running:
-                for states in (layer.key_buffer, layer.value_buffer):
-                    states[:running, :, shift:end] = states[:running, :, :length].clone()
-            layer.length = end
-        if shift and running:
-            self.mask = torch.cat(
-                [self.mask.new_zeros((running, shift)), self.mask[:running, :length]], dim=1
-            )
-        return end
-
     def _decode(self) -> list[tuple[Hashable, Generation]]:
         rows = self.rows
         last = torch.tensor([[r.completion_ids[-1]] for r in rows], device=self.device)
         positions = torch.tensor([[r.position] for r in rows], device=self.device)
-        self._make_room()
-        self.mask = torch.cat([self.mask, self.mask.new_ones((len(rows), 1))], dim=1)
+        self.kv.extend()
         out = self.model(
             input_ids=last,
-            attention_mask=self.mask,
+            attention_mask=self.kv.mask,
             position_ids=positions,
-            past_key_values=self.cache,
+            past_key_values=self.kv.cache,
             use_cache=True,
             **self._adapter_kwargs(rows),
         )
         self.stats["steps"] += 1
         self.stats["row_steps"] += len(rows)
-        self.stats["cache_cells"] += self.mask.numel()
-        self.stats["cache_used"] += int(self.mask.sum())
+        self.stats["cache_cells"] += self.kv.mask.numel()
+        self.stats["cache_used"] += int(self.kv.mask.sum())
         return self._sample(out.logits[:, -1, :], start=0)
-
-    def _make_room(self) -> None:
-        """Drops leading columns no running row uses, when the buffer is full."""
-        layer = self.layers[0]
-        assert layer.key_buffer is not None
-        if layer.length < layer.key_buffer.shape[2]:
-            return
-        first = self._first_used_column()
-        if first:  # else `update` grows the buffer
-            self._drop_columns(first)
 
     def _sample(self, logits: torch.Tensor, start: int) -> list[tuple[Hashable, Generation]]:
         """Samples the next token of rows ``start ..`` from their last logits, records it, and
@@ -588,42 +452,7 @@ class ContinuousBatcher:
         count = len(seats)
         holes = [i for i in range(count) if self.rows[i].done]
         movers = [i for i in seats if i >= count]
-        if holes:
-            src = torch.tensor(movers, device=self.device)
-            dst = torch.tensor(holes, device=self.device)
-            for layer in self.layers:
-                assert layer.key_buffer is not None and layer.value_buffer is not None
-                for buffer in (layer.key_buffer, layer.value_buffer):
-                    buffer[dst, :, : layer.length] = buffer[src, :, : layer.length]
-            self.mask[dst] = self.mask[src]
-            for hole, mover in zip(holes, movers, strict=True):
-                self.rows[hole] = self.rows[mover]
+        self.kv.release(holes, movers, count)
+        for hole, mover in zip(holes, movers, strict=True):
+            self.rows[hole] = self.rows[mover]
         self.rows = self.rows[:count]
-        self.mask = self.mask[:count]
-        if not count:
-            for layer in self.layers:
-                layer.length = 0
-            self.mask = self.mask[:, :0]
-            return
-        first = self._first_used_column()
-        # Columns only finished rows used are dropped when they are a good part of the width
-        # (attention runs over every column); `_make_room` drops the rest when the buffer fills.
-        if first >= max(16, self.layers[0].length // 4):
-            self._drop_columns(first)
-
-    def _first_used_column(self) -> int:
-        """The cache's first column a running row uses (its width when none does)."""
-        used = self.mask.any(dim=0).nonzero()
-        return int(used[0]) if len(used) else self.mask.shape[1]
-
-    def _drop_columns(self, first: int) -> None:
-        """Drops the cache's first `first` columns (no running row uses them)."""
-        for layer in self.layers:
-            assert layer.key_buffer is not None and layer.value_buffer is not None
-            keep = layer.length - first
-            for buffer in (layer.key_buffer, layer.value_buffer):
-                buffer[: len(self.rows), :, :keep] = buffer[
-                    : len(self.rows), :, first : layer.length
-                ].clone()
-            layer.length = keep
-        self.mask = self.mask[:, first:]

@@ -8,12 +8,13 @@ import pytest
 import torch
 from peft import LoraConfig
 
-from agents.base import GenerationArguments
+from agents.base import GenerationArguments, as_stepwise, stepwise_key
 from agents.batching import SHARED_PREFIX_MIN, ContinuousBatcher, supports_model
 from agents.hf import HFPolicy
 from agents.roles import build_lora_role_map
+from agents.scripted import ScriptedPolicy
 from agents.tiny import build_tiny_model
-from tests.agents.helpers import GREEDY, teacher_forced_logprobs
+from tests.agents.helpers import GREEDY, Stepwise, teacher_forced_logprobs
 
 pytestmark = pytest.mark.filterwarnings("ignore:`is_gradient_checkpointing`:FutureWarning")
 
@@ -231,3 +232,18 @@ def test_sampling_follows_the_policys_distribution(model, tokenizer) -> None:
     counts = torch.stack([(firsts == t).float().mean() for t in top.indices])
     assert counts.sum() == 1  # nothing outside the top 5
     torch.testing.assert_close(counts, expected, atol=0.04, rtol=0)
+
+
+def test_continuous_batching_runs_any_policy_offering_stepwise_decoding(
+    model, tokenizer, observations
+) -> None:
+    policy = HFPolicy(model, tokenizer, LONG)
+    other = Stepwise(policy)
+    assert as_stepwise(policy) is policy and as_stepwise(other) is other
+    assert as_stepwise(ScriptedPolicy(["x"])) is None  # no model to decode
+    assert stepwise_key(other) == stepwise_key(policy)
+    rows = dict(enumerate(policy.encode(observations)))
+    got = drain(ContinuousBatcher(other), rows)
+    assert {k: g.completion_ids for k, g in got.items()} == {
+        k: policy.generate_from_ids([ids])[0].completion_ids for k, ids in rows.items()
+    }

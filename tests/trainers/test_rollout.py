@@ -343,6 +343,26 @@ def test_continuous_batching_plays_the_episodes_lockstep_plays(tiny_model, env_i
     assert waste["decode_slots"] >= waste["generated"] and waste["calls"] >= 3
 
 
+def test_continuous_batching_is_asked_of_the_policy_not_its_class(tiny_model):
+    # A policy that is no HFPolicy but offers stepwise decoding (agents.base.StepwisePolicy) is
+    # batched continuously, and plays what the HF policy it hands over plays.
+    from tests.agents.helpers import Stepwise
+
+    policy = hf_policy(tiny_model)
+    kwargs = {"rounds": 1}
+    stepwise = RolloutEngine("math/reflection-v0", Stepwise(policy), kwargs, num_envs=2)
+    problems = stepwise.problem_ids(3)
+    a = stepwise.run(problems, seed=1)
+    assert "steps" in stepwise.last_batching and "calls" not in stepwise.last_batching
+    b = RolloutEngine("math/reflection-v0", policy, kwargs, num_envs=2).run(problems, seed=1)
+    assert turns_of(a) == turns_of(b)
+    lockstep = RolloutEngine(
+        "math/reflection-v0", Stepwise(policy), kwargs, num_envs=2, continuous=False
+    )
+    assert turns_of(lockstep.run(problems, seed=1)) == turns_of(a)  # greedy: the same replies
+    assert "calls" in lockstep.last_batching
+
+
 def test_lockstep_refills_a_finished_copy_with_the_next_problem():
     # One-turn episodes: 5 problems on 2 copies run 2 + 2 + 1, each call as wide as it can be.
     policy = CountingPolicy(["\\boxed{1}"])
