@@ -41,11 +41,12 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 import envs
+from trainers.algorithms.checkpoint import atomic_path
 from trainers.embedded import EMBEDDED_TASK
-from trainers.evaluation.evaluate import EvalConfig, evaluate, markdown_report
-from trainers.evaluation.plots import plot_compute
+from trainers.evaluation.evaluate import EvalConfig, evaluate
+from trainers.evaluation.report.plots import plot_compute
+from trainers.evaluation.report.tables import markdown_report
 from trainers.run.args import comma_items
-from trainers.run.checkpoint import atomic_path
 
 
 def _ks(text: str) -> list[int]:

@@ -298,8 +298,8 @@ def test_compare_matches_tokens_and_names_the_stronger_baseline():
 
 
 def test_report_leads_with_the_comparison_and_names_the_final_answer():
-    from trainers.evaluation.evaluate import markdown_report
     from trainers.evaluation.metrics import compute_metrics
+    from trainers.evaluation.report.tables import markdown_report
 
     c = _compared()
     c.update(
@@ -331,7 +331,9 @@ def test_evaluate_runs_the_alone_baseline_compute_matched():
     is right with every sample. The alone baseline plays k = 5 samples per problem in one run."""
     import envs
     from agents import OraclePolicy, RoleMap, ScriptedPolicy
-    from trainers.evaluation.evaluate import EvalConfig, env_kwargs_for, evaluate, markdown_report
+    from trainers.evaluation.config import env_kwargs_for
+    from trainers.evaluation.evaluate import EvalConfig, evaluate
+    from trainers.evaluation.report.tables import markdown_report
 
     config = EvalConfig(
         env_id="math/reflection-v0",
@@ -436,7 +438,8 @@ def _tokened_team(critic_tokens, num_problems=4, alone_ks=None):
     alone (the solver's policy: 4 tokens a sample)."""
     import envs
     from agents import OraclePolicy, RoleMap, ScriptedPolicy
-    from trainers.evaluation.evaluate import EvalConfig, env_kwargs_for, evaluate
+    from trainers.evaluation.config import env_kwargs_for
+    from trainers.evaluation.evaluate import EvalConfig, evaluate
 
     config = EvalConfig(
         env_id="math/reflection-v0",
@@ -467,8 +470,8 @@ def test_evaluate_matches_the_alone_baseline_in_tokens_too(tmp_path):
     matched in tokens at k = 8, so the alone side draws 8 samples (more than the 5 the
     generations ask), votes maj@8 and draws its curve for k = 1..8. The verification gap table
     shows the critic that accepts everything: TPR 1, TNR 0, no gap, every right answer broken."""
-    from trainers.evaluation.evaluate import markdown_report
-    from trainers.evaluation.plots import plot_compute
+    from trainers.evaluation.report.plots import plot_compute
+    from trainers.evaluation.report.tables import markdown_report
 
     results = _tokened_team(critic_tokens=10)
     c = results["compare"]
@@ -512,9 +515,9 @@ def test_evaluate_caps_the_tokens_matched_k_at_the_alone_samples(caplog):
     """A critic of 40 tokens: the team spends 92 tokens, 23 alone samples' worth; the alone
     side draws at most 10 and says the tokens-matched k is capped there. The generations-matched
     k stays the nearest of the ks asked for (3), not the tokens-matched one."""
-    from trainers.evaluation.evaluate import markdown_report
+    from trainers.evaluation.report.tables import markdown_report
 
-    with caplog.at_level("WARNING", logger="trainers.evaluation.evaluate"):
+    with caplog.at_level("WARNING", logger="trainers.evaluation.alone"):
         results = _tokened_team(critic_tokens=40, num_problems=2, alone_ks=(1, 3))
     c = results["compare"]
     assert c["alone_samples"] == 10 and c["tokens_k"] == 10 and c["tokens_k_capped"]

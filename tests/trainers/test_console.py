@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 from transformers import PrinterCallback, ProgressCallback, TrainerControl, TrainerState
 
-from trainers.run import console as con
+from trainers.evaluation.report import console as con
 
 LOG = {
     "loss": -0.08,

@@ -24,7 +24,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from rewards.base import Verdict
-from trainers.run import checkpoint as ckpt
+from trainers.algorithms import checkpoint as ckpt
 
 REPO = Path(__file__).resolve().parents[2]
 VOLATILE = {"step_time", "train_runtime", "train_samples_per_second", "train_steps_per_second"}
@@ -174,7 +174,7 @@ def test_resume_true_takes_the_newest_complete_checkpoint_and_sets_broken_ones_a
     (tmp_path / "checkpoint-3" / "optimizer.pt").unlink()  # killed during its save
     (tmp_path / "checkpoint-10").mkdir()  # killed right after mkdir (10 sorts after 3 by number)
     before = digest(tmp_path / "checkpoint-2")
-    with caplog.at_level(logging.WARNING, logger="trainers.run.checkpoint"):
+    with caplog.at_level(logging.WARNING, logger="trainers.algorithms.checkpoint"):
         chosen = ckpt.resume_checkpoint(Config(tmp_path, "true"))
     assert chosen == str(tmp_path / "checkpoint-2")
     assert digest(tmp_path / "checkpoint-2") == before
@@ -187,7 +187,7 @@ def test_resume_true_takes_the_newest_complete_checkpoint_and_sets_broken_ones_a
 def test_resume_values(tmp_path, caplog):
     assert ckpt.resume_checkpoint(Config(tmp_path, None)) is None
     assert ckpt.resume_checkpoint(Config(tmp_path, "false")) is None
-    with caplog.at_level(logging.WARNING, logger="trainers.run.checkpoint"):
+    with caplog.at_level(logging.WARNING, logger="trainers.algorithms.checkpoint"):
         assert ckpt.resume_checkpoint(Config(tmp_path / "new", "latest")) is None  # first launch
     assert "training from the start" in caplog.text
     broken = fake_checkpoint(tmp_path / "checkpoint-4", 4)
@@ -230,7 +230,7 @@ def test_resume_after_a_half_written_checkpoint_continues_like_the_uninterrupted
     (crashed / "metrics.json").write_text(json.dumps({"before": metrics["before"]}))
     kept = {step: digest(crashed / f"checkpoint-{step}") for step in (1, 2)}
 
-    with caplog.at_level(logging.WARNING, logger="trainers.run.checkpoint"):
+    with caplog.at_level(logging.WARNING, logger="trainers.algorithms.checkpoint"):
         resumed = run_in_process(
             [*script_args(tiny_model, crashed, algo), "--resume_from_checkpoint", "true"]
         )
@@ -346,6 +346,6 @@ def test_a_checkpoint_inside_a_generation_batch_is_flagged(tmp_path, caplog):
     assert not ckpt.warn_mid_generation(config, tmp_path / "checkpoint-3")
     config.num_iterations = 2  # completions reused for two optimizer steps
     assert not ckpt.warn_mid_generation(config, tmp_path / "checkpoint-4")
-    with caplog.at_level(logging.WARNING, logger="trainers.run.checkpoint"):
+    with caplog.at_level(logging.WARNING, logger="trainers.algorithms.checkpoint"):
         assert ckpt.warn_mid_generation(config, tmp_path / "checkpoint-3")
     assert "micro-step 6" in caplog.text and "not repeat" in caplog.text

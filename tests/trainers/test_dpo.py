@@ -213,7 +213,7 @@ def played(monkeypatch):
     """Rounds play these episodes instead of the tiny model's (which are seldom right, so its
     own play would leave a round nothing to train on): per problem a wrong solver answer that
     the critic rejects and the refiner fixes, and a right one accepted and kept."""
-    from trainers.run import rounds
+    from trainers.algorithms import rounds
 
     episodes = [
         episode(f"p{i}", sample, solver_ok=bool(sample), verdict=bool(sample), refiner_ok=True)

@@ -1,5 +1,5 @@
 """Every training run checks its evaluation problems against its training problems before it
-trains (`trainers.run.experiment.check_held_out`), and evaluates held-out levels only."""
+trains (`trainers.evaluation.held_out.check_held_out`), and evaluates held-out levels only."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from trainers.run import experiment as run
+from trainers.evaluation import held_out
 from trainers.run.args import RunArguments
+from trainers.run.bridge import eval_config
 
 CONFIG = SimpleNamespace(temperature=1.0, max_completion_length=32, seed=0, device=None)
 
@@ -33,8 +34,8 @@ def test_a_run_evaluating_on_its_training_file_refuses_to_start(tmp_path):
         tmp_path / "train.jsonl", [f"How many apples are in box {i}?" for i in range(8)]
     )
     args = _args(task="gsm8k", data_path=data, train_problems=8, eval_problems=5)
-    with pytest.raises(run.OverlapError) as err:
-        run.check_held_out(args, run.eval_config(args, "model", CONFIG))
+    with pytest.raises(held_out.OverlapError) as err:
+        held_out.check_held_out(args, eval_config(args, "model", CONFIG))
     message = str(err.value)
     assert "5 of the 5 evaluation problems occur among the 8 training problems" in message
     assert message.count("How many apples are in box") == 3  # three examples
@@ -45,12 +46,12 @@ def test_overlap_ignores_whitespace_and_case_and_can_be_allowed(tmp_path):
     train = _gsm8k_rows(tmp_path / "train.jsonl", ["What is 2 + 2?", "What is 3 + 3?"])
     held = _gsm8k_rows(tmp_path / "test.jsonl", ["what  IS 3 + 3?", "What is 9 + 9?"])
     args = _args(task="gsm8k", data_path=train, eval_data_path=held, eval_problems=2)
-    with pytest.raises(run.OverlapError, match="1 of the 2 evaluation problems"):
-        run.check_held_out(args, run.eval_config(args, "model", CONFIG))
+    with pytest.raises(held_out.OverlapError, match="1 of the 2 evaluation problems"):
+        held_out.check_held_out(args, eval_config(args, "model", CONFIG))
     allowed = _args(
         task="gsm8k", data_path=train, eval_data_path=held, eval_problems=2, allow_overlap=True
     )
-    figures = run.check_held_out(allowed, run.eval_config(allowed, "model", CONFIG))
+    figures = held_out.check_held_out(allowed, eval_config(allowed, "model", CONFIG))
     assert figures == {"train_problems": 2, "eval_problems": 2, "shared": 1}
 
 
@@ -58,18 +59,18 @@ def test_a_separate_held_out_file_passes(tmp_path):
     train = _gsm8k_rows(tmp_path / "train.jsonl", ["What is 2 + 2?"])
     held = _gsm8k_rows(tmp_path / "test.jsonl", ["What is 9 + 9?"])
     args = _args(task="gsm8k", data_path=train, eval_data_path=held, eval_problems=1)
-    figures = run.check_held_out(args, run.eval_config(args, "model", CONFIG))
+    figures = held_out.check_held_out(args, eval_config(args, "model", CONFIG))
     assert figures["shared"] == 0
 
 
 @pytest.mark.parametrize("eval_split", [None, "validation"])
 def test_generated_tasks_pass_and_evaluate_the_levels_that_hold_enough(eval_split):
     args = _args(task="unknown", difficulty=[1, 2, 3], eval_split=eval_split, eval_problems=200)
-    evaluation = run.eval_config(args, "model", CONFIG)
+    evaluation = eval_config(args, "model", CONFIG)
     assert evaluation.difficulty == [2, 3]  # level 1 holds 48 test, 47 validation problems
     assert evaluation.env_kwargs()["split"] == (eval_split or "test")
-    assert run.check_held_out(args, evaluation)["shared"] == 0
-    few = run.eval_config(_args(task="unknown", eval_problems=60), "model", CONFIG)
+    assert held_out.check_held_out(args, evaluation)["shared"] == 0
+    few = eval_config(_args(task="unknown", eval_problems=60), "model", CONFIG)
     assert few.difficulty == [1, 2, 3]
 
 
@@ -90,7 +91,8 @@ def test_the_training_script_refuses_in_one_line_before_any_model_loads(tmp_path
 
 
 def test_the_report_gives_each_levels_split_sizes_marking_lower_bounds():
-    from trainers.evaluation.evaluate import level_split_sizes, split_size_report
+    from trainers.evaluation.report.tables import split_size_report
+    from trainers.evaluation.splits import level_split_sizes
 
     sizes = level_split_sizes("unknown", [1, 3], draws=60_000)
     assert sizes["1"] == {"train": 333, "validation": 47, "test": 48, "exact": True}
@@ -106,4 +108,4 @@ def test_a_run_defaults_to_the_levels_the_embedded_model_was_built_on_for_its_ta
     assert _args().difficulty == embedded_levels(EMBEDDED_TASK) == list(recipe.difficulty)
     assert _args(task="reach").difficulty == list(recipe.reach_difficulty) == [1, 2, 3, 4]
     assert _args(task="unknown", difficulty=[3]).difficulty == [3]
-    assert run.eval_config(_args(task="reach"), "model", CONFIG).difficulty == [1, 2, 3, 4]
+    assert eval_config(_args(task="reach"), "model", CONFIG).difficulty == [1, 2, 3, 4]

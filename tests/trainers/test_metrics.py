@@ -47,7 +47,7 @@ def test_reflection_metrics():
 
 
 def test_agent_metrics_report_false_arithmetic_where_the_env_audits_it():
-    from trainers.evaluation.evaluate import markdown_report
+    from trainers.evaluation.report.tables import markdown_report
 
     played = reflection(0, [("4", False), ("5", True)])
     m = compute_metrics([played])

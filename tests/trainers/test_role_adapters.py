@@ -12,6 +12,7 @@ from tests.trainers.helpers import (
     grpo_config,
     solver_only_reward,
 )
+from trainers.algorithms.checkpoint import checkpoint_problems
 from trainers.algorithms.grpo import build_grpo_trainer
 from trainers.roles.adapters import (
     RoleAdapterMixin,
@@ -19,7 +20,6 @@ from trainers.roles.adapters import (
     load_role_adapters,
     saved_roles,
 )
-from trainers.run.checkpoint import checkpoint_problems
 
 ROLES = ["solver", "critic", "refiner"]
 

@@ -12,9 +12,9 @@ from tests.trainers.helpers import (
     grpo_config,
     solver_only_reward,
 )
+from trainers.algorithms.checkpoint import checkpoint_problems
 from trainers.algorithms.grpo import build_grpo_trainer
 from trainers.roles.models import ROLE_MODULES, RoleModelMixin, detached
-from trainers.run.checkpoint import checkpoint_problems
 
 ROLES = ["solver", "critic", "refiner"]
 

@@ -1,4 +1,4 @@
-"""Choosing between SFT / DPO rounds on validation problems (`trainers.run.rounds`): the best
+"""Choosing between SFT / DPO rounds on validation problems (`trainers.algorithms.round_selection`): the best
 model is kept (the start model included), a stage stops after ``patience`` rounds without a
 better score, a resumed run recovers the best, and the validation problems are held out."""
 
@@ -10,11 +10,13 @@ from pathlib import Path
 
 import pytest
 
+from trainers.algorithms import rounds
 from trainers.algorithms.dpo import CPUDPOConfig
 from trainers.algorithms.sft import CPUSFTConfig
-from trainers.run import rounds
+from trainers.evaluation.held_out import task_problems
+from trainers.run import train as run_train
+from trainers.run import validation as val
 from trainers.run.args import RunArguments
-from trainers.run.experiment import task_problems
 
 
 def tag(model) -> str:
@@ -43,9 +45,9 @@ def scripted(tmp_path, monkeypatch):
         out.mkdir(parents=True, exist_ok=True)
         return out, {"algo": algo, "start_model": str(start)}
 
-    monkeypatch.setattr(rounds.Validation, "score", score)
-    monkeypatch.setattr(rounds, "start_run", start_run)
-    monkeypatch.setattr(rounds, "finish_run", lambda env, config, results, *rest: results)
+    monkeypatch.setattr(val.Validation, "score", score)
+    monkeypatch.setattr(run_train, "start_run", start_run)
+    monkeypatch.setattr(run_train, "finish_run", lambda env, config, results, *rest: results)
     monkeypatch.setattr(rounds, "rollout_episodes", lambda *args, **kwargs: [])
 
     def update(model, episodes, config, out):
@@ -66,7 +68,7 @@ def scripted(tmp_path, monkeypatch):
 def run(scripted, tmp_path, iterations, stages=None, **config):
     config = CPUSFTConfig(output_dir=str(tmp_path / "run"), iterations=iterations, **config)
     stages = stages or [rounds.Stage("sft", scripted["update"], iterations)]
-    return rounds.train_rounds(scripted["env"], config, "sft", stages)
+    return run_train.train_rounds(scripted["env"], config, "sft", stages)
 
 
 def on_disk(tmp_path) -> list[str]:
@@ -207,16 +209,16 @@ def test_an_unknown_select_metric_stops_the_run_before_any_round(tiny_model, tmp
         raise AssertionError("no round should be played")
 
     with pytest.raises(ValueError, match=r"select_metric 'maj@turnK' is not a figure.*maj1@turnK"):
-        rounds.train_rounds(env, config, "sft", [rounds.Stage("sft", update, 3)])
+        run_train.train_rounds(env, config, "sft", [rounds.Stage("sft", update, 3)])
     assert not (tmp_path / "run" / "rounds").exists()
 
 
 def test_metric_of_takes_numeric_figures_only():
     metrics = {"maj1@turnK": 0.5, "accuracy": 1, "agents": {"solver_0": {}}, "flag": True}
-    assert rounds.metric_of(metrics, "accuracy") == 1.0
+    assert val.metric_of(metrics, "accuracy") == 1.0
     for key in ("agents", "flag", "nope"):
         with pytest.raises(ValueError, match=r"pass one of: accuracy, maj1@turnK$"):
-            rounds.metric_of(metrics, key)
+            val.metric_of(metrics, key)
 
 
 @pytest.mark.parametrize(
@@ -253,7 +255,7 @@ def test_offline_scripts_select_on_validation_by_default():
 def test_a_generated_task_validates_on_its_validation_split_apart_from_the_evaluation():
     env = RunArguments(env_id="math/reflection-v0", eval_problems=30, difficulty=[2, 3])
     config = CPUSFTConfig(output_dir="unused", validation_problems=20)
-    check, why = rounds.validation_check(env, config, "model")
+    check, why = val.validation_check(env, config, "model")
     assert why == "" and check is not None
     evaluation = check.evaluation
     assert (evaluation.split, evaluation.offset, evaluation.num_problems) == ("validation", 0, 20)
@@ -262,10 +264,10 @@ def test_a_generated_task_validates_on_its_validation_split_apart_from_the_evalu
     assert {p["id"].split("/")[1] for p in held} == {"validation"}
 
     env.eval_split = "validation"  # the evaluation reads the validation split too: after it
-    check, _ = rounds.validation_check(env, config, "model")
+    check, _ = val.validation_check(env, config, "model")
     assert check is not None and check.evaluation.offset == 30
     import envs
-    from trainers.run.experiment import eval_config
+    from trainers.run.bridge import eval_config
 
     evaluated = eval_config(env, "model", config)
     held = task_problems(check.evaluation.env_kwargs(), 20, 30)
@@ -290,7 +292,7 @@ def test_a_task_without_validation_split_holds_out_training_problems_no_round_pl
         eval_problems=5,
     )
     config = CPUSFTConfig(output_dir="unused", validation_problems=4, rollout_problems=3)
-    check, why = rounds.validation_check(env, config, "model")
+    check, why = val.validation_check(env, config, "model")
     assert why == "" and check is not None
     assert (check.evaluation.offset, check.evaluation.num_problems) == (5, 4)
     validation = {p["id"] for p in task_problems(check.evaluation.env_kwargs(), 4, 5)}
@@ -299,11 +301,11 @@ def test_a_task_without_validation_split_holds_out_training_problems_no_round_pl
     assert len(validation) == 4 and not validation & played
 
     config.validation_problems = 8  # 12 problems: 5 train + 8 do not fit
-    check, why = rounds.validation_check(env, config, "model")
+    check, why = val.validation_check(env, config, "model")
     assert check is None and "holds 12 problems" in why and "--validation_problems 8" in why
 
     # the evaluation reads the whole training file (--allow_overlap): its problems are off
     env.eval_data_path, env.eval_problems = None, 12
     config.validation_problems = 4
-    check, why = rounds.validation_check(env, config, "model")
+    check, why = val.validation_check(env, config, "model")
     assert check is None and "occur among the evaluation problems" in why

@@ -1,4 +1,4 @@
-"""Rounds of rollout -> SFT / DPO (`trainers.run.rounds`): fresh problems each round, the time
+"""Rounds of rollout -> SFT / DPO (`trainers.algorithms.rounds`): fresh problems each round, the time
 budget, the files a round leaves and resuming after the newest complete round."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from trainers.algorithms.dpo import CPUDPOConfig
+from trainers.algorithms.rounds import Stage, completed_rounds, rollout_figures, round_config
 from trainers.algorithms.sft import CPUSFTConfig, rollout_episodes
 from trainers.rollout.records import Episode, Turn
 from trainers.run.args import RunArguments
-from trainers.run.rounds import Stage, completed_rounds, rollout_figures, round_config
 
 
 def sft_script(run_script, out, *extra):
@@ -122,13 +122,14 @@ def test_stages_share_the_budget_and_each_plays_at_least_one_round(tmp_path, mon
     first always runs); a resumed run that had reached DPO does not go back to SFT."""
     import shutil
 
-    from trainers.run import rounds
+    from trainers.algorithms import rounds
+    from trainers.run import train as run_train
 
     model = tmp_path / "start"
     model.mkdir()
     (model / "config.json").write_text("{}")
     monkeypatch.setattr(rounds, "rollout_episodes", lambda *args, **kwargs: [])
-    monkeypatch.setattr(rounds, "finish_run", lambda env, config, results, *rest: results)
+    monkeypatch.setattr(run_train, "finish_run", lambda env, config, results, *rest: results)
     clock = iter(range(0, 10_000, 10))  # every reading 10 s after the last
     monkeypatch.setattr(rounds.time, "perf_counter", lambda: next(clock))
 
@@ -144,11 +145,11 @@ def test_stages_share_the_budget_and_each_plays_at_least_one_round(tmp_path, mon
     )
     config = CPUDPOConfig(output_dir=str(tmp_path / "run"))
     stages = [rounds.Stage("sft", update, 100, share=0.5), rounds.Stage("dpo", update, 1)]
-    played = [r["stage"] for r in rounds.train_rounds(env, config, "dpo", stages)["rounds"]]
+    played = [r["stage"] for r in run_train.train_rounds(env, config, "dpo", stages)["rounds"]]
     assert played[-1] == "dpo" and played.count("dpo") == 1
     assert 1 <= played.count("sft") < 100  # the 60 s share stopped the SFT rounds
     config.resume_from_checkpoint = "true"
-    again = rounds.train_rounds(env, config, "dpo", stages)["rounds"]
+    again = run_train.train_rounds(env, config, "dpo", stages)["rounds"]
     assert [r["stage"] for r in again] == played  # every stage was done: nothing replayed
 
 
@@ -187,7 +188,8 @@ def test_a_later_round_with_nothing_to_train_keeps_its_model(tiny_model, tmp_pat
     it was given, records why, and the next round plays on."""
     import shutil
 
-    from trainers.run import rounds
+    from trainers.algorithms import rounds
+    from trainers.run import train as run_train
 
     monkeypatch.setattr(rounds, "rollout_episodes", lambda *args, **kwargs: [])
     calls = []
@@ -201,7 +203,7 @@ def test_a_later_round_with_nothing_to_train_keeps_its_model(tiny_model, tmp_pat
 
     env = RunArguments(env_id="math/reflection-v0", eval_problems=0, model_name_or_path=tiny_model)
     config = CPUSFTConfig(output_dir=str(tmp_path / "run"), iterations=3)
-    results = rounds.train_rounds(env, config, "sft", [rounds.Stage("sft", update, 3)])
+    results = run_train.train_rounds(env, config, "sft", [rounds.Stage("sft", update, 3)])
     assert [r.get("skipped") for r in results["rounds"]] == [None, "no good turn", None]
     assert calls[2] == str(tmp_path / "run" / "rounds" / "round-2" / "model")
     assert results["train_steps"] == 2 and (tmp_path / "run" / "final" / "config.json").is_file()
@@ -211,4 +213,4 @@ def test_a_later_round_with_nothing_to_train_keeps_its_model(tiny_model, tmp_pat
 
     with pytest.raises(rounds.NoTrainingDataError, match="no good turn"):
         config = CPUSFTConfig(output_dir=str(tmp_path / "r2"))
-        rounds.train_rounds(env, config, "sft", [rounds.Stage("sft", nothing, 3)])
+        run_train.train_rounds(env, config, "sft", [rounds.Stage("sft", nothing, 3)])

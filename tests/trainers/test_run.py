@@ -8,14 +8,17 @@ from types import SimpleNamespace
 import pytest
 from transformers import TrainerControl, TrainerState
 
-from trainers.run import experiment as run
+from trainers.evaluation.report import plots
+from trainers.evaluation.report import summary as report
+from trainers.run import budget as time_budget
 from trainers.run.args import RunArguments
+from trainers.run.bridge import eval_config
 
 
 def test_time_budget_stops_and_saves_once_the_minutes_have_passed(monkeypatch):
     clock = [100.0]
-    monkeypatch.setattr(run.time, "perf_counter", lambda: clock[0])
-    budget = run.TimeBudget(minutes=0.5)
+    monkeypatch.setattr(time_budget.time, "perf_counter", lambda: clock[0])
+    budget = time_budget.TimeBudget(minutes=0.5)
     state, control = TrainerState(), TrainerControl()
     budget.on_train_begin(None, state, control)
     for step, now in enumerate((110.0, 129.9), start=1):
@@ -28,13 +31,13 @@ def test_time_budget_stops_and_saves_once_the_minutes_have_passed(monkeypatch):
 
 
 def test_time_budget_comes_from_the_env_arguments_and_is_checked():
-    assert run.callbacks(RunArguments(max_train_minutes=None)) == []
-    (budget,) = run.callbacks(RunArguments())  # the scripts' default: 15 minutes
-    assert isinstance(budget, run.TimeBudget) and budget.seconds == 900
+    assert time_budget.callbacks(RunArguments(max_train_minutes=None)) == []
+    (budget,) = time_budget.callbacks(RunArguments())  # the scripts' default: 15 minutes
+    assert isinstance(budget, time_budget.TimeBudget) and budget.seconds == 900
     with pytest.raises(ValueError, match="max_train_minutes"):
         RunArguments(max_train_minutes=0)
     with pytest.raises(ValueError, match="minutes"):
-        run.TimeBudget(-1)
+        time_budget.TimeBudget(-1)
 
 
 def _results(before_team, after_team, before_alone, after_alone):
@@ -55,7 +58,7 @@ def _results(before_team, after_team, before_alone, after_alone):
 
 
 def test_summary_keeps_before_after_and_adds_intervals():
-    rows = run.summary(_results(0.5, 0.7, 0.45, 0.55))
+    rows = report.summary(_results(0.5, 0.7, 0.45, 0.55))
     assert rows["before"] == {
         "pass1@turn1": pytest.approx(0.4),
         "maj1@turnK": 0.5,
@@ -66,7 +69,7 @@ def test_summary_keeps_before_after_and_adds_intervals():
         "maj1@turnK": [pytest.approx(0.65), pytest.approx(0.75)],
         "single_agent_pass1@turn1": [pytest.approx(0.51), 0.55],
     }
-    table = run.summary_table(rows)
+    table = report.summary_table(rows)
     assert "| team: maj1@turnK | 0.500 [0.450, 0.550] | 0.700 [0.650, 0.750] | +0.200 |" in table
     assert "| same model alone: pass1@turn1 | 0.450 [0.410, 0.450] |" in table
     assert "| team: pass1@turn1 | 0.400 | 0.600 | +0.200 |" in table  # no interval: none shown
@@ -147,7 +150,7 @@ def _compared(team_vote, alone_maj, problems=6, seed_shift=0.0, tokens_k=None, t
 
 def test_summary_leads_with_team_minus_alone_and_pairs_after_with_before():
     results = {"before": _compared(1 / 3, 2 / 3), "after": _compared(2 / 3, 2 / 3)}
-    rows = run.summary(results)
+    rows = report.summary(results)
     # the existing keys stay; the comparison's figures and tokens join them
     assert rows["before"]["maj1@turnK"] == pytest.approx(1 / 3)
     assert rows["before"]["single_agent_pass1@turn1"] == 0.5
@@ -163,7 +166,7 @@ def test_summary_leads_with_team_minus_alone_and_pairs_after_with_before():
     assert change["diff"] == pytest.approx(1 / 3) and change["ci95"][0] >= 0.0
     assert rows["paired"]["alone/maj@5"] == {"diff": 0.0, "ci95": [0.0, 0.0], "problems": 6}
     assert rows["levels"]["after"]["1"]["problems"] == 3
-    table = run.summary_table(rows)
+    table = report.summary_table(rows)
     lines = table.splitlines()
     assert lines[0] == "| team - same model alone (paired by problem, 95% CI) | before | after |"
     assert lines[2].startswith("| team: majority vote - alone: maj@5 (compute-matched) | -0.333 [")
@@ -187,10 +190,10 @@ def test_summary_matches_tokens_and_shows_the_verification_gap_before_and_after(
         "after": _compared(2 / 3, 2 / 3, tokens_k=4, tpr=1.0),
     }
     results["after"]["compare"]["tokens_k"] = 4  # no maj@4: the after cells stay empty
-    rows = run.summary(results)
+    rows = report.summary(results)
     assert rows["compare"]["tokens_k"] == {"before": 3, "after": 4}
     assert rows["compare"]["baseline_k"] == {"before": 5, "after": 5}  # maj@3 is 0 everywhere
-    table = run.summary_table(rows)
+    table = report.summary_table(rows)
     lines = table.splitlines()
     assert lines[2].startswith("| team: majority vote - alone: maj@5 (compute-matched) |")
     tokened = next(line for line in lines if "matched in tokens" in line)
@@ -210,16 +213,16 @@ def test_summary_matches_tokens_and_shows_the_verification_gap_before_and_after(
     assert "| 0.250 -> 0.500 |" in table  # level 2's TPR
     assert "| verification gap (accepted - all first answers) | n/a -> n/a |" in table
     assert "| alone pass@5 - maj@5 (headroom) | +0.333 -> +0.333 |" in table
-    same = run.summary(
+    same = report.summary(
         {"before": _compared(1 / 3, 2 / 3, tokens_k=5), "after": _compared(1 / 3, 2 / 3, 5)}
     )
-    same_table = run.summary_table(same)
+    same_table = report.summary_table(same)
     assert "(compute-matched and in tokens)" in same_table
     assert "matched in tokens (k" not in same_table and "baseline to beat" not in same_table
 
 
 def test_compute_plot_before_and_after(tmp_path):
-    from trainers.evaluation.plots import has_curve, plot_compute
+    from trainers.evaluation.report.plots import has_curve, plot_compute
 
     before, after = _compared(1 / 3, 2 / 3, tokens_k=3), _compared(2 / 3, 2 / 3, tokens_k=5)
     assert has_curve(before) and not has_curve(_compared(1 / 3, 2 / 3)) and not has_curve(None)
@@ -232,31 +235,31 @@ def test_compute_plot_before_and_after(tmp_path):
 
 def test_after_minus_before_shifts_with_one_side():
     before = _compared(1 / 3, 2 / 3)
-    base = run.after_minus_before({"before": before, "after": _compared(1 / 3, 2 / 3)})
+    base = report.after_minus_before({"before": before, "after": _compared(1 / 3, 2 / 3)})
     assert base["team/final"]["diff"] == 0.0 and base["team/final"]["ci95"] == [0.0, 0.0]
-    shifted = run.after_minus_before(
+    shifted = report.after_minus_before(
         {"before": before, "after": _compared(1 / 3, 2 / 3, seed_shift=0.25)}
     )
     assert shifted["team/final"]["diff"] == pytest.approx(0.25)
     assert shifted["team/final"]["ci95"] == pytest.approx([0.25, 0.25])
-    assert run.after_minus_before({"before": {}, "after": before}) == {}  # an old "before"
+    assert report.after_minus_before({"before": {}, "after": before}) == {}  # an old "before"
 
 
 def test_curves_mark_the_comparison(tmp_path):
-    rows = run.summary({"before": _compared(1 / 3, 2 / 3), "after": _compared(2 / 3, 2 / 3)})
+    rows = report.summary({"before": _compared(1 / 3, 2 / 3), "after": _compared(2 / 3, 2 / 3)})
     history = [{"step": s, "agents/solver_0/accuracy": s % 2} for s in range(1, 5)]
-    run.plot_curves(history, tmp_path / "curves.png", "test", rows)
+    plots.plot_curves(history, tmp_path / "curves.png", "test", rows)
     assert (tmp_path / "curves.png").read_bytes()[:4] == b"\x89PNG"
 
 
 def test_curves_are_smoothed_and_mark_the_evaluations(tmp_path):
-    assert run.smooth([0.0, 1.0, 1.0, 1.0], 2) == [0.0, 0.5, 1.0, 1.0]
+    assert plots.smooth([0.0, 1.0, 1.0, 1.0], 2) == [0.0, 0.5, 1.0, 1.0]
     history = [
         {"step": s, "agents/solver_0/accuracy": s % 2, "agents/solver_0/reward": 0.5}
         for s in range(1, 21)
     ]
-    rows = run.summary(_results(0.5, 0.7, 0.45, 0.55))
-    run.plot_curves(history, tmp_path / "curves.png", "test", rows)
+    rows = report.summary(_results(0.5, 0.7, 0.45, 0.55))
+    plots.plot_curves(history, tmp_path / "curves.png", "test", rows)
     assert (tmp_path / "curves.png").read_bytes()[:4] == b"\x89PNG"
 
 
@@ -264,9 +267,9 @@ def test_evaluation_samples_at_the_eval_temperature_else_the_training_one():
     from types import SimpleNamespace
 
     config = SimpleNamespace(temperature=1.5, max_completion_length=32, seed=0)
-    assert run.eval_config(RunArguments(), "m", config).temperature == 1.5
-    assert run.eval_config(RunArguments(eval_temperature=1.0), "m", config).temperature == 1.0
-    assert run.eval_config(RunArguments(), "m", SimpleNamespace(seed=0)).temperature == 1.0
+    assert eval_config(RunArguments(), "m", config).temperature == 1.5
+    assert eval_config(RunArguments(eval_temperature=1.0), "m", config).temperature == 1.0
+    assert eval_config(RunArguments(), "m", SimpleNamespace(seed=0)).temperature == 1.0
     with pytest.raises(ValueError, match="eval_temperature must be > 0"):
         RunArguments(eval_temperature=0)
 
@@ -280,10 +283,10 @@ def test_evaluation_gives_every_algorithm_its_own_tokens_per_turn():
     from trainers.algorithms.dpo import CPUDPOConfig
 
     grpo = SimpleNamespace(max_completion_length=32, seed=0)
-    assert run.eval_config(RunArguments(), "m", grpo).max_completion_length == 32
+    assert eval_config(RunArguments(), "m", grpo).max_completion_length == 32
     dpo = SimpleNamespace(max_completion_length=80, seed=0)
-    assert run.eval_config(RunArguments(), "m", dpo).max_completion_length == 80
-    assert run.eval_config(RunArguments(), "m", SimpleNamespace(seed=0)).max_completion_length == 96
+    assert eval_config(RunArguments(), "m", dpo).max_completion_length == 80
+    assert eval_config(RunArguments(), "m", SimpleNamespace(seed=0)).max_completion_length == 96
     assert CPUDPOConfig.__dataclass_fields__["max_completion_length"].default >= 96
 
 
@@ -314,7 +317,7 @@ def test_evaluation_plays_the_env_the_run_trains():
     changes what is played); the model alone gets the verifier only."""
     from types import SimpleNamespace
 
-    from trainers.evaluation.evaluate import ALONE_ENV, env_kwargs_for
+    from trainers.evaluation.config import ALONE_ENV, env_kwargs_for
 
     env_args = RunArguments(
         refiner_mode="resolve",
@@ -324,7 +327,7 @@ def test_evaluation_plays_the_env_the_run_trains():
         audit="critic",
     )
     train = env_args.env_kwargs(split="train")
-    config = run.eval_config(env_args, "m", SimpleNamespace(seed=0))
+    config = eval_config(env_args, "m", SimpleNamespace(seed=0))
     team = env_kwargs_for(config, env_args.env_id)
     for key in ("refiner_mode", "revision_reward", "critic_reward", "verifier", "audit"):
         assert team[key] == train[key], key
@@ -395,7 +398,7 @@ def test_one_tokens_per_turn_name_reaches_training_and_evaluation():
         parser, _ = make_parser(algo, "math/reflection-v0")
         args, config = parser.parse_args_and_config(["--max_completion_length", "40"])
         assert config.max_completion_length == 40
-        assert run.eval_config(args, "m", config).max_completion_length == 40
+        assert eval_config(args, "m", config).max_completion_length == 40
     with pytest.warns(FutureWarning, match="--rollout_max_new_tokens is deprecated"):
         assert current_flags(["dpo", "--rollout_max_new_tokens=8"]) == [
             "dpo",
@@ -416,7 +419,7 @@ def test_evaluation_env_is_the_training_env_with_split_and_size_overridden():
         eval_difficulty=[2],
     )
     train = args.env_kwargs(split="train")
-    evaluation = run.eval_config(args, "m", SimpleNamespace(seed=0)).env_kwargs()
+    evaluation = eval_config(args, "m", SimpleNamespace(seed=0)).env_kwargs()
     overridden = {"split", "task_kwargs"}
     assert {k: v for k, v in train.items() if k not in overridden} == {
         k: v for k, v in evaluation.items() if k not in overridden

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from trainers.run import experiment, warmup
+from trainers.run import budget as time_budget
+from trainers.run import warmup
 from trainers.run.args import RunArguments
 from trainers.run.warmup import (
     AUTO_STEPS,
@@ -136,10 +137,10 @@ def test_the_folded_scale_is_out_while_training_and_back_after(tiny_model, tmp_p
 
 
 def test_the_warm_up_spends_the_training_budget(monkeypatch):
-    (budget,) = experiment.callbacks(RunArguments(max_train_minutes=15), spent_seconds=300)
+    (budget,) = time_budget.callbacks(RunArguments(max_train_minutes=15), spent_seconds=300)
     assert budget.seconds == pytest.approx(600)
-    (budget,) = experiment.callbacks(RunArguments(max_train_minutes=2), spent_seconds=600)
-    assert budget.seconds == pytest.approx(60 * experiment.MIN_MINUTES)
+    (budget,) = time_budget.callbacks(RunArguments(max_train_minutes=2), spent_seconds=600)
+    assert budget.seconds == pytest.approx(60 * time_budget.MIN_MINUTES)
 
 
 def test_env_roles_in_turn_order():

@@ -1,1 +1,2 @@
-"""The algorithms: TRL rows from rollouts, GRPO, PPO, SFT and DPO, length-grouped micro-batches."""
+"""The algorithms: TRL rows from rollouts, GRPO, PPO, SFT and DPO (and their rounds of rollout ->
+training, chosen on validation), length-grouped micro-batches, crash-safe checkpoints."""

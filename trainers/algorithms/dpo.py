@@ -28,8 +28,8 @@ Pairs are deduplicated on (prompt, chosen, rejected) and at most ``max_pairs_per
 one group. Rows use TRL's conversational format: ``prompt`` = system + user messages,
 ``chosen`` / ``rejected`` = one assistant message each, plus ``role``, ``kind``, ``problem_id``.
 
-**Training.** Each round (`trainers.run.rounds`) plays fresh problems with the latest model and
-cuts its pairs from that play. One `DPOTrainer` on one shared model over every role's pairs (the
+**Training.** Each round (`trainers.algorithms.rounds`) plays fresh problems with the latest model
+and cuts its pairs from that play. One `DPOTrainer` on one shared model over every role's pairs (the
 default; TRL loads the frozen reference from the same folder: the round's start model), with
 TRL's ``sft`` loss (the NLL of the chosen reply) beside the DPO loss by default: RPO, which kept
 the team's arithmetic where DPO alone broke it. ``--dpo_roles critic`` trains on one role's pairs only,

@@ -37,7 +37,7 @@ adapter or a full model per role, each model with its own value head.
 
 **Checkpoints.** ``value_head.pt`` (head and its optimizer) is written into every checkpoint
 (before the files `Trainer` writes last) and the final model folder, and loaded on
-``resume_from_checkpoint``; a checkpoint without it is incomplete (`trainers.run.checkpoint`).
+``resume_from_checkpoint``; a checkpoint without it is incomplete (`trainers.algorithms.checkpoint`).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Design
 ------
-**Rows from rollouts.** Each round (`trainers.run.rounds`: expert iteration, bounded by the
+**Rows from rollouts.** Each round (`trainers.algorithms.rounds`: expert iteration, bounded by the
 time budget and ``iterations``) the latest model plays ``rollout_samples`` episodes of each of
 ``rollout_problems`` fresh training problems through the rollout engine. A turn becomes a chat row
 (``messages`` = the observation exactly as the policy saw it, formatted by
@@ -134,7 +134,7 @@ def balance_rows(rows: Sequence[dict[str, Any]], seed: int = 0) -> list[dict[str
 @dataclass
 class RolloutSettings:
     """How SFT and DPO play the training problems their rows and pairs are cut from, and how
-    their rounds are chosen between (`trainers.run.rounds`).
+    their rounds are chosen between (`trainers.algorithms.rounds`).
 
     Round selection (on by default, ``select_on_validation``): the start model and each round's
     model are scored on ``validation_problems`` x ``validation_samples`` episodes of validation

@@ -1,1 +1,2 @@
-"""Evaluation: held-out episodes, the metrics multi-agent results report, role maps to play."""
+"""Evaluation: held-out episodes, the metrics multi-agent results report, the model-alone
+baseline, the held-out guard, role maps to play, and the reports of evaluations and runs."""

@@ -1,1 +1,1 @@
-"""The training scripts' runs: flags, evaluate / train / evaluate, results, crash-safe resume."""
+"""The training scripts' runs: flags, evaluate / train / evaluate, results, the time budget."""

@@ -116,7 +116,7 @@ def run_script(
                 f"--{flag} applies to {' and '.join(ADAPTER_ALGOS)}, not {algo}; "
                 f"{algo} trains the whole shared model"
             )
-    from trainers.run.experiment import OverlapError
+    from trainers.evaluation.held_out import OverlapError
 
     try:
         return train(env_args, config)

@@ -11,29 +11,26 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from trainers.algorithms.checkpoint import resume_checkpoint
 from trainers.algorithms.dpo import CPUDPOConfig, build_dpo_trainer, preference_pairs
 from trainers.algorithms.grpo import CPUGRPOConfig, build_grpo_trainer
 from trainers.algorithms.ppo import VALUE_HEAD, CPUPPOConfig, build_ppo_trainer
+from trainers.algorithms.rounds import NoTrainingDataError, Stage, Update, play_rounds
 from trainers.algorithms.sft import (
     CPUSFTConfig,
     build_sft_trainer,
     parse_roles,
     sft_rows,
 )
-from trainers.evaluation.evaluate import evaluate, markdown_report
+from trainers.evaluation.evaluate import evaluate
+from trainers.evaluation.report.console import Console, install
+from trainers.evaluation.report.tables import markdown_report
 from trainers.rollout.records import Episode
 from trainers.run.args import RunArguments
-from trainers.run.checkpoint import resume_checkpoint
-from trainers.run.console import Console, install
-from trainers.run.experiment import (
-    budget_minutes,
-    callbacks,
-    eval_config,
-    finish_run,
-    is_main,
-    start_run,
-)
-from trainers.run.rounds import NoTrainingDataError, Stage, Update, train_rounds
+from trainers.run.bridge import eval_config
+from trainers.run.budget import budget_minutes, callbacks
+from trainers.run.experiment import finish_run, is_main, start_run
+from trainers.run.validation import validation_check
 from trainers.run.warmup import default_steps, warm_start
 
 # rows_per_case: what a row's turn answered (`sft_rows`' ``under_review``)
@@ -156,9 +153,25 @@ def sft_update(config: CPUSFTConfig, trainable: str | None) -> Update:
     return update
 
 
+def train_rounds(
+    env_args: RunArguments, config: Any, algo: str, stages: Sequence[Stage]
+) -> dict[str, Any]:
+    """Evaluate the start, run each stage's rounds of rollout -> update in turn, each scored on
+    the validation problems (`trainers.run.validation`), keep the best model
+    (`trainers.algorithms.rounds.play_rounds`) and evaluate it; return the figures."""
+    out, results = start_run(env_args, config, algo)
+    began = time.perf_counter()  # the time budget counts the validation checks
+    validation, why_not = validation_check(env_args, config, results["start_model"])
+    figures, final, history = play_rounds(
+        env_args, config, stages, out, results["start_model"], validation, why_not, began
+    )
+    results.update(figures)
+    return finish_run(env_args, config, results, final, history)
+
+
 def train_sft(env_args: RunArguments, config: CPUSFTConfig) -> dict[str, Any]:
     """Evaluate the start; rounds of rollout -> SFT on the good turns (expert iteration,
-    `trainers.run.rounds`); evaluate the result."""
+    `trainers.algorithms.rounds`); evaluate the result."""
     update = sft_update(config, env_args.trainable_params or None)
     return train_rounds(env_args, config, "sft", [Stage("sft", update, config.iterations)])
 
@@ -213,7 +226,7 @@ def dpo_update(config: CPUDPOConfig, trainable: str | None) -> Update:
 def train_dpo(env_args: RunArguments, config: CPUDPOConfig) -> dict[str, Any]:
     """Evaluate the start; with ``--sft_first``, rounds of rollout -> SFT on the good turns for
     ``sft_budget`` of the time budget; then rounds of rollout -> DPO on the pairs (``iterations``
-    of them, 1 by default); evaluate the result (`trainers.run.rounds`)."""
+    of them, 1 by default); evaluate the result (`trainers.algorithms.rounds`)."""
     trainable = env_args.trainable_params or None
     stages = [Stage("dpo", dpo_update(config, trainable), config.iterations)]
     if config.sft_first:

@@ -27,7 +27,7 @@ out, trains, and multiplies it back in, so the loss starts at ~2.7 and sampling 
 temperature.
 
 **Budget.** ``--max_train_minutes`` bounds warm-up and RL together: RL gets what the warm-up
-left (at least `trainers.run.experiment.MIN_MINUTES`). The warmed model is saved in ``output_dir/warmup/`` and, with
+left (at least `trainers.run.budget.MIN_MINUTES`). The warmed model is saved in ``output_dir/warmup/`` and, with
 evaluations on, evaluated on the held-out problems (``metrics.json``'s ``warmup.eval``), so the
 run shows what SFT gave and what RL added; a resumed run reuses a finished warm-up.
 """
@@ -47,8 +47,8 @@ from typing import Any
 import envs
 from envs.roles import env_roles as roles_of_env
 from trainers.embedded import EmbeddedRecipe
+from trainers.evaluation.report.console import Console, install
 from trainers.run.args import RunArguments
-from trainers.run.console import Console, install
 
 logger = logging.getLogger(__name__)
 

@@ -1,5 +1,7 @@
-"""Accuracy against compute: the model alone's majority vote over k samples as a curve, the
-team's answers as points at what they spent, in generations and in tokens per problem.
+"""The plots of a run and of an evaluation: accuracy against compute (`plot_compute`: the model
+alone's majority vote over k samples as a curve, the team's answers as points at what they spent,
+in generations and in tokens per problem), and a run's training curves (`plot_curves`: reward and
+accuracy per agent over steps).
 
 `plot_compute` takes one evaluation or several (before and after training, each in its own
 colour), as `trainers.evaluation.evaluate.evaluate` returns them with ``compare``.
@@ -10,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+from trainers.evaluation.report.summary import SINGLE
 
 # The team's figures as points: (figure, legend name, marker).
 TEAM_POINTS = (
@@ -80,6 +84,72 @@ def plot_compute(
     fig.suptitle(
         f"{title + ': ' if title else ''}accuracy against compute, team vs the model alone"
     )
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def smooth(values: list[float], window: int) -> list[float]:
+    """Trailing moving average over up to `window` points."""
+    out, total = [], 0.0
+    for i, value in enumerate(values):
+        total += value
+        if i >= window:
+            total -= values[i - window]
+        out.append(total / min(i + 1, window))
+    return out
+
+
+def plot_curves(
+    history: list[dict[str, Any]],
+    path: Path,
+    title: str,
+    evals: dict[str, dict[str, float]] | None = None,
+) -> None:
+    """Reward and accuracy per agent over training steps (raw, faint, and smoothed), one panel
+    each, a reviewer's balanced accuracy beside its accuracy; `evals` (``summary``'s before/after rows) marks the held-out evaluations on the
+    accuracy panel at the first and the last step."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    series: dict[str, dict[str, list[tuple[int, float]]]] = {"reward": {}, "accuracy": {}}
+    for row in history:
+        for key, value in row.items():
+            parts = key.split("/")
+            if len(parts) == 3 and parts[0] == "agents" and parts[2] in series:
+                series[parts[2]].setdefault(parts[1], []).append((row.get("step", 0), value))
+            elif len(parts) == 3 and parts[0] == "agents" and parts[2] == "balanced_accuracy":
+                # a reviewer's verdicts with both classes weighed alike, on the accuracy panel
+                name = f"{parts[1]} (balanced)"
+                series["accuracy"].setdefault(name, []).append((row.get("step", 0), value))
+    last = max((row.get("step", 0) for row in history), default=0)
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.5))
+    for ax, (metric, agents) in zip(axes, series.items(), strict=True):
+        for agent, points in sorted(agents.items()):
+            steps, values = zip(*points, strict=True) if points else ((), ())
+            (line,) = ax.plot(steps, values, alpha=0.25)
+            window = max(1, len(values) // 10)
+            ax.plot(steps, smooth(list(values), window), color=line.get_color(), label=agent)
+        if metric == "accuracy" and evals and "before" in evals and "after" in evals:
+            matched = evals.get("compare", {}).get("matched_k")
+            marks = (
+                ("maj1@turnK", "team maj1@turnK (held out)", "k"),
+                ("team/final", "team final answer (held out)", "tab:blue"),
+                (f"alone/maj@{matched}", f"same model alone, maj@{matched} (held out)", "gray")
+                if matched
+                else (SINGLE, "same model alone (held out)", "gray"),
+            )
+            for key, label, color in marks:
+                if key in evals["before"] and key in evals["after"]:
+                    ys = (evals["before"][key], evals["after"][key])
+                    ax.plot((0, last), ys, "o--", color=color, label=label)
+        ax.set_xlabel("step")
+        ax.set_ylabel(metric)
+        ax.set_title(f"{title}: {metric} per agent")
+        if agents:
+            ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)

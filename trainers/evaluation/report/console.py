@@ -22,9 +22,10 @@ from tqdm.auto import tqdm
 from transformers import PrinterCallback, ProgressCallback, TrainerCallback
 from transformers import logging as hf_logging
 
+from trainers.evaluation.report.verification import REVIEWERS  # whose accuracy is a verdict's
+
 AGENT = "agents/"  # the per-role metrics the rollout logs: agents/<name>/{reward,accuracy}
 FIGURES = ("reward", "accuracy", "balanced_accuracy")
-REVIEWERS = ("critic", "verifier")  # roles whose accuracy is that of their verdict on an answer
 
 
 def clock(seconds: float) -> str:

@@ -1,0 +1,111 @@
+"""What an evaluation plays (`EvalConfig`), and the env kwargs it gives the team's env or the
+model alone's ``math/solve-v0`` (`env_kwargs_for`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agents.base import GenerationArguments
+from envs.tasks import PROCEDURAL_TASKS
+from trainers.embedded import EMBEDDED_TASK, embedded_levels
+from trainers.evaluation.splits import held_levels
+
+ALONE_ENV = "math/solve-v0"  # what the same model plays alone (`trainers.evaluation.alone`)
+
+
+@dataclass
+class EvalConfig:
+    """What to evaluate; see ``scripts/evaluate.py --help`` for each field."""
+
+    env_id: str = "math/reflection-v0"
+    task: str = EMBEDDED_TASK
+    data_path: str | None = None
+    split: str | None = None
+    difficulty: Sequence[int] | None = None
+    num_problems: int = 200
+    offset: int = 0
+    model: str | None = None
+    role_models: dict[str, str] = field(default_factory=dict)
+    role_adapters_dir: str | None = None  # one LoRA adapter per role: <dir>/<role>/
+    ensemble: str | None = None
+    ensemble_size: int = 3
+    samples: int = 1
+    ks: Sequence[int] = (1,)
+    rounds: int | None = None
+    num_agents: int | None = None
+    temperature: float = 1.0
+    greedy: bool = False
+    max_completion_length: int = 96  # tokens per turn, the training configs' name
+    num_envs: int = 64
+    seed: int = 0
+    compare: bool = True
+    # The same model alone gets k independent samples per problem for each k here (mean pass@1
+    # and maj@k); None: 1, 3 and the team's generations per episode (`team_generations`).
+    alone_ks: Sequence[int] | None = None
+    intervals: bool = True
+    save_episodes: Path | None = None
+    progress: bool = False
+    device: str | None = None
+    # The team env's own kwargs beyond the task (``{"refiner_mode": "resolve", "verifier":
+    # "math"}``): the same env the run trained, played as it trained. The model alone plays
+    # solve-v0 with the same ``verifier``.
+    env_options: dict[str, Any] = field(default_factory=dict)
+
+    def env_kwargs(self) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {"task": self.task}
+        if self.data_path:
+            kwargs["data_path"] = self.data_path
+        if self.task in PROCEDURAL_TASKS:
+            # Held out by construction (`envs.splits`): the test split, distinct texts.
+            kwargs["split"] = self.split or "test"
+            kwargs["task_kwargs"] = {
+                "difficulty": self.levels(),
+                "size": self.offset + self.num_problems,
+            }
+        elif self.split:
+            kwargs["split"] = self.split
+        if self.rounds is not None:
+            kwargs["rounds"] = self.rounds
+        if self.num_agents is not None:
+            kwargs["num_agents"] = self.num_agents
+        return {**kwargs, **self.env_options}
+
+    def __post_init__(self) -> None:
+        if self.task in PROCEDURAL_TASKS and not self.difficulty:
+            self.difficulty = self.levels()
+
+    def levels(self, candidates: Sequence[int] | None = None) -> list[int]:
+        """The levels of a generated task to evaluate: `difficulty` as given, else those of
+        `candidates` (default: the embedded recipe's) that hold their share of the problems as
+        distinct texts of the split (`held_levels`)."""
+        if self.difficulty:
+            return list(self.difficulty)
+        return held_levels(
+            self.task,
+            self.split or "test",
+            list(candidates or embedded_levels(self.task)),
+            self.offset + self.num_problems,
+        )
+
+    def generation_args(self) -> GenerationArguments:
+        return GenerationArguments(
+            max_new_tokens=self.max_completion_length,
+            temperature=self.temperature,
+            do_sample=not self.greedy,
+            seed=self.seed,
+        )
+
+
+def env_kwargs_for(config: EvalConfig, env_id: str) -> dict[str, Any]:
+    """The config's env kwargs, less those `env_id` does not take (solve-v0: rounds, agents)."""
+    kwargs = config.env_kwargs()
+    if env_id == ALONE_ENV:
+        kwargs.pop("rounds", None)
+        kwargs.pop("num_agents", None)
+        for key in config.env_options:
+            if key != "verifier":  # the team env's own options
+                kwargs.pop(key, None)
+    return kwargs

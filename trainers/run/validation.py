@@ -1,0 +1,175 @@
+"""The validation check that chooses between the rounds of an SFT or DPO run
+(`trainers.algorithms.round_selection`): `validation_check` builds it from the run's arguments,
+`Validation` scores a model with `trainers.evaluation.evaluate.evaluate`.
+
+Where the validation problems come from: a generated task (``unknown``, ``arithmetic``) has a
+validation split sharing no text with train or test (`envs.splits`); the check takes the
+evaluation's levels that hold it (and, when ``--eval_split validation`` evaluates on that split,
+the problems after the evaluation's). A task without one (a user's JSONL, ``--data_path``; the
+hub's gsm8k/math/anli splits) takes the ``--validation_problems`` training problems after the
+first ``--train_problems``: rounds play only those first ones (``offset = index x
+rollout_problems``, wrapping around them), so no round plays a validation problem. When the
+training split holds too few problems for that, or any validation problem's text occurs among
+the training or the evaluation problems, selection is off for the run, with one logged line
+saying why; it is off too with ``--eval_problems 0`` (no evaluation at all) and under
+``accelerate launch`` (several processes). Off, the run keeps the newest round's model, as
+before.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from envs.tasks import PROCEDURAL_TASKS
+from trainers.evaluation.config import EvalConfig
+from trainers.evaluation.evaluate import evaluate
+from trainers.evaluation.held_out import task_problems
+from trainers.evaluation.splits import held_levels
+from trainers.run.args import RunArguments
+from trainers.run.bridge import eval_config
+
+
+def metric_of(metrics: dict[str, Any], key: str) -> float:
+    """`metrics[key]` when it is a number, else a ValueError listing the numeric keys."""
+    numeric = {
+        k: v for k, v in metrics.items() if isinstance(v, int | float) and not isinstance(v, bool)
+    }
+    if key not in numeric:
+        raise ValueError(
+            f"select_metric {key!r} is not a figure of the validation evaluation; pass one of: "
+            + ", ".join(sorted(numeric))
+        )
+    return float(numeric[key])
+
+
+@dataclass
+class Validation:
+    """The check that chooses between a run's rounds: `evaluation` (the validation problems; its
+    model is set per check) scored by `metric` (higher is better); a stage stops after
+    `patience` rounds in a row without a better score (0 or None: never early)."""
+
+    evaluation: EvalConfig
+    metric: str
+    patience: int | None
+    where: str
+
+    def score(self, model: str) -> tuple[float, float]:
+        """`model`'s score and the seconds the check took."""
+        began = time.perf_counter()
+        results = evaluate(dataclasses.replace(self.evaluation, model=str(model)))
+        return metric_of(results["metrics"], self.metric), time.perf_counter() - began
+
+    def signature(self) -> dict[str, Any]:
+        """What makes two checks' scores comparable (a resumed run's against its own)."""
+        fields = {k: v for k, v in vars(self.evaluation).items() if k != "model"}
+        return json.loads(json.dumps({"metric": self.metric, **fields}, default=str))
+
+    def describe(self) -> str:
+        e = self.evaluation
+        episodes = "episode" if e.samples == 1 else "episodes"
+        return f"{self.metric} on {e.num_problems} {self.where} x {e.samples} {episodes}"
+
+    def stops(self, stale: int) -> bool:
+        """Whether `stale` rounds in a row without a better score end a stage."""
+        return bool(self.patience) and stale >= self.patience
+
+
+def validation_check(
+    env_args: RunArguments, config: Any, start_model: str
+) -> tuple[Validation | None, str]:
+    """The run's `Validation` (module docstring, "Where the validation problems come from"), or
+    None and why selection is off."""
+    if not getattr(config, "select_on_validation", False):
+        return None, "--select_on_validation false"
+    if not env_args.eval_problems:
+        return None, "--eval_problems 0 runs no evaluation, the validation check included"
+    if getattr(config, "world_size", 1) > 1:
+        return None, "the validation check runs in one process (not under accelerate launch)"
+    evaluation = eval_config(env_args, start_model, config)
+    check, where = _check_config(env_args, config, evaluation)
+    if check is None:
+        return None, where
+    refusal = _not_held_out(env_args, evaluation, check)
+    if refusal:
+        return None, refusal
+    return Validation(check, config.select_metric, config.patience, where), ""
+
+
+def _check_config(
+    env_args: RunArguments, config: Any, evaluation: EvalConfig
+) -> tuple[EvalConfig | None, str]:
+    """The validation check's evaluation and where its problems come from, or None and why not."""
+    size = config.validation_problems
+    common = {
+        "num_problems": size,
+        "samples": config.validation_samples,
+        "ks": (1,),
+        "compare": False,  # the compute-matched "alone" comparison: not needed to choose
+        "intervals": False,
+        "save_episodes": None,
+        "progress": False,
+        "role_models": {},
+        "role_adapters_dir": None,
+    }
+    if env_args.task in PROCEDURAL_TASKS:
+        # after the evaluation's own problems when it evaluates on the validation split too
+        offset = env_args.eval_problems if evaluation.split == "validation" else 0
+        candidates = list(evaluation.difficulty or env_args.difficulty)
+        try:
+            levels = held_levels(env_args.task, "validation", candidates, offset + size)
+        except ValueError as exc:
+            return None, f"too few validation problems: {exc} (--validation_problems)"
+        check = dataclasses.replace(
+            evaluation,
+            data_path=env_args.data_path,
+            split="validation",
+            difficulty=levels,
+            offset=offset,
+            **common,
+        )
+        return check, f"validation-split problems (levels {', '.join(map(str, levels))})"
+    # the training problems after those the rounds play
+    check = dataclasses.replace(
+        evaluation,
+        data_path=env_args.data_path,
+        split="train",
+        offset=env_args.train_problems,
+        **common,
+    )
+    return check, f"training problems after the first {env_args.train_problems} (never rolled out)"
+
+
+def _not_held_out(env_args: RunArguments, evaluation: EvalConfig, check: EvalConfig) -> str:
+    """Why the check's problems are not held out (too few, or shared with the evaluation's or
+    the rounds' problems), or "" when they are."""
+    import envs
+
+    size = check.num_problems
+    held = task_problems(check.env_kwargs(), size, check.offset)
+    if len(held) < size:
+        return (
+            f"the training split holds {check.offset + len(held)} problems, fewer than "
+            f"--train_problems {env_args.train_problems} + --validation_problems {size}; lower "
+            "either to select rounds on validation problems the rounds never play"
+        )
+    others = {
+        "evaluation": task_problems(
+            evaluation.env_kwargs(), evaluation.num_problems, evaluation.offset
+        )
+    }
+    if env_args.task not in PROCEDURAL_TASKS:  # generated splits are disjoint by construction
+        others["training"] = task_problems(
+            env_args.env_kwargs(split="train"), env_args.train_problems
+        )
+    for name, problems in others.items():
+        shared = envs.overlap(held, problems)
+        if shared:
+            return (
+                f"{len(shared)} of the {size} validation problems occur among the {name} "
+                f"problems, e.g. {shared[0][:80]!r}"
+            )
+    return ""
