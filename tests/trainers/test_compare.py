@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from trainers.evaluation.metrics import (
+from trainers.evaluation.compare import (
     alone_problem_scores,
     compare_team_alone,
-    level_metrics,
-    level_of,
     maj_at_k,
     mean_interval,
     paired_interval,
     team_problem_scores,
 )
+from trainers.evaluation.metrics import level_metrics, level_of
 from trainers.rollout.records import Episode, Turn
 
 
@@ -100,7 +99,7 @@ def test_maj_at_k_votes_exactly_as_majority_correct():
 
 
 def test_tokens_matched_k_is_the_first_k_that_spends_the_team_tokens():
-    from trainers.evaluation.metrics import tokens_matched_k
+    from trainers.evaluation.compare import tokens_matched_k
 
     assert tokens_matched_k(100.0, 20.0, 10) == (5, False)  # 5 x 20 = 100 reaches it
     assert tokens_matched_k(101.0, 20.0, 10) == (6, False)
@@ -114,7 +113,7 @@ def test_tokens_matched_k_is_the_first_k_that_spends_the_team_tokens():
 
 
 def test_team_spend_counts_what_each_answer_cost():
-    from trainers.evaluation.metrics import first_answer_turns, team_spend
+    from trainers.evaluation.compare import first_answer_turns, team_spend
 
     played = [
         team("p0", [("5", True), ("4", False)]),  # solver, critic, refiner: 2 tokens each
@@ -146,7 +145,7 @@ def test_team_spend_counts_what_each_answer_cost():
 
 
 def test_alone_curve_is_maj_and_pass_at_each_k_against_compute():
-    from trainers.evaluation.metrics import alone_curve
+    from trainers.evaluation.compare import alone_curve
 
     episodes = [
         *(solo("p0", s, a, ok) for s, (a, ok) in enumerate([("5", True), ("4", False)] * 2)),

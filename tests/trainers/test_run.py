@@ -82,7 +82,7 @@ def _compared(team_vote, alone_maj, problems=6, seed_shift=0.0, tokens_k=None, t
     and 2 alternate. With `tokens_k` (3 or 5) the alone side is also matched in tokens, has
     maj@3 (right nowhere) and pass@k (right everywhere) and a curve; with `tpr` the team's
     critic accepts that share of right answers (level 2: half of it), its TNR 0.5 and no gap."""
-    from trainers.evaluation.metrics import compare_team_alone
+    from trainers.evaluation.compare import compare_team_alone
 
     if tokens_k is not None:
         evaluation = _compared(team_vote, alone_maj, problems, seed_shift, None, tpr)

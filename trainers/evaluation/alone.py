@@ -17,8 +17,7 @@ import envs as envs_pkg
 from agents.roles import RoleMap
 from envs.roles import answer_roles, role_of
 from envs.solve import SolveEnv
-from trainers.evaluation.config import ALONE_ENV, EvalConfig, env_kwargs_for
-from trainers.evaluation.metrics import (
+from trainers.evaluation.compare import (
     TEAM_FIGURES,
     alone_curve,
     alone_problem_scores,
@@ -26,6 +25,7 @@ from trainers.evaluation.metrics import (
     team_spend,
     tokens_matched_k,
 )
+from trainers.evaluation.config import ALONE_ENV, EvalConfig, env_kwargs_for
 from trainers.evaluation.play import run_env
 from trainers.rollout.engine import RolloutEngine
 

@@ -10,8 +10,9 @@ from typing import Any
 from agents.roles import RoleMap
 from envs.tasks import PROCEDURAL_TASKS
 from trainers.evaluation.alone import alone_side
+from trainers.evaluation.compare import TEAM_FIGURES, team_problem_scores
 from trainers.evaluation.config import ALONE_ENV, EvalConfig
-from trainers.evaluation.metrics import TEAM_FIGURES, level_of, team_problem_scores
+from trainers.evaluation.metrics import level_of
 from trainers.evaluation.play import run_env
 from trainers.evaluation.splits import level_split_sizes
 from trainers.rollout.records import save_episodes

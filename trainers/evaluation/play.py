@@ -7,11 +7,7 @@ from typing import Any
 
 from agents.roles import RoleMap
 from trainers.evaluation.config import EvalConfig, env_kwargs_for
-from trainers.evaluation.metrics import (
-    bootstrap_intervals,
-    compute_metrics,
-    level_metrics,
-)
+from trainers.evaluation.metrics import bootstrap_intervals, compute_metrics, level_metrics
 from trainers.rollout.engine import RolloutEngine
 
 

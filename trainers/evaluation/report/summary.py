@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainers.evaluation.metrics import INTERVAL_KEYS, figure_of, paired_interval
+from trainers.evaluation.compare import figure_of, paired_interval
+from trainers.evaluation.metrics import INTERVAL_KEYS
 from trainers.evaluation.report.tables import label
 from trainers.evaluation.report.verification import verification_change, verification_tables
 

@@ -10,7 +10,7 @@ from typing import Any
 from trainers.evaluation.report.verification import verification_report
 
 HEADLINE = ("accuracy", "pass1@turn1", "maj1@turnK", "pass1@turnK")
-# How reports name the figures (`trainers.evaluation.metrics.compare_team_alone`).
+# How reports name the figures (`trainers.evaluation.compare.compare_team_alone`).
 LABELS = {
     "team/vote": "team: majority vote (maj1@turnK)",
     "team/final": "team: final answer",

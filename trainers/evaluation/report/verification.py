@@ -4,7 +4,7 @@ alone's headroom (pass@k - maj@k over the same k samples).
 
 `verification_table` gathers the figures of one evaluation (`trainers.evaluation.evaluate`'s
 results: ``metrics`` and its ``levels`` from `trainers.evaluation.metrics.review_metrics`,
-``compare`` and its ``levels`` from `trainers.evaluation.metrics.compare_team_alone`);
+``compare`` and its ``levels`` from `trainers.evaluation.compare.compare_team_alone`);
 `verification_report` writes them as a markdown table, `verification_change` two of them
 (`verification_tables`) as before -> after.
 """
