@@ -1,9 +1,11 @@
 """`check_env`: PettingZoo's API tests plus the text-environment checks of this project.
 
 Hard rules fail with an `AssertionError` naming the rule; PettingZoo's warnings that only say
-"observations are not NumPy arrays" (true of every text env) are silenced. Among the rules: no
-observation depends on the reference answer, and nothing an agent is handed before a turn
-(reward, info) depends on whether any answer is right, nor does any info contain the reference.
+"observations are not NumPy arrays" (true of every text env) are silenced. Among the rules: the
+env has every member the trainers use (`envs.core.TeamEnv`, `AECTeamEnv`, and `TaskTeamEnv` for
+this package's envs; the error names the missing one), no observation depends on the reference
+answer, and nothing an agent is handed before a turn (reward, info) depends on whether any
+answer is right, nor does any info contain the reference.
 """
 
 from __future__ import annotations
@@ -19,7 +21,14 @@ from typing import Any
 from pettingzoo import AECEnv, ParallelEnv
 from pettingzoo.test import api_test, parallel_api_test, parallel_seed_test, seed_test
 
-from envs.core import SAMPLE_CHARSET, TaskEnvMixin
+from envs.core import (
+    SAMPLE_CHARSET,
+    AECTeamEnv,
+    TaskEnvMixin,
+    TaskTeamEnv,
+    TeamEnv,
+    missing_members,
+)
 
 # PettingZoo's api_test is written for array observations; these warnings hold for any text env.
 ALLOWED_WARNINGS = (
@@ -51,6 +60,7 @@ def check_env(env: Any, *, seed: int = 0, num_cycles: int = 20) -> None:
             warnings.filterwarnings("ignore", message=pattern)
         probe = factory()
         parallel = isinstance(_raw(probe), ParallelEnv)
+        _check_protocol(factory(), seed, parallel)
         if parallel:
             parallel_api_test(factory(), num_cycles=num_cycles)
             parallel_seed_test(factory, num_cycles=num_cycles)
@@ -82,6 +92,28 @@ def check_env(env: Any, *, seed: int = 0, num_cycles: int = 20) -> None:
     _check_no_peeking(factory, seed, parallel)
     _check_copies(factory, play, seed, parallel)
     _check_bad_actions(factory(), seed, parallel)
+
+
+def _check_protocol(env: Any, seed: int, parallel: bool) -> None:
+    """The env has what the trainers use (`envs.core.TeamEnv`; an AEC env's per-step members
+    after `reset`: `AECTeamEnv`), an env of this package has `TaskTeamEnv`'s members too, and a
+    `prepare_steps` on its class is callable; the error names what is missing."""
+    env.reset(seed=seed)
+    raw = _raw(env)
+    protocols: list[type] = [TeamEnv if parallel else AECTeamEnv]
+    if isinstance(raw, TaskEnvMixin):
+        protocols.append(TaskTeamEnv)
+    for protocol in protocols:
+        missing = missing_members(raw, protocol)
+        assert not missing, (
+            f"rule: the env has every member of envs.core.{protocol.__name__} "
+            f"({type(raw).__name__} lacks {', '.join(missing)})"
+        )
+    hook = getattr(type(raw), "prepare_steps", None)
+    assert hook is None or callable(hook), (
+        f"rule: prepare_steps on the env's class is a classmethod taking the coming steps "
+        f"({type(raw).__name__}.prepare_steps is {hook!r})"
+    )
 
 
 def _factory(env: Any) -> EnvFactory:

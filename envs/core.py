@@ -8,7 +8,7 @@ import dataclasses
 import inspect
 import random
 from collections.abc import Callable, Collection, Mapping, Sequence
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
 
 from gymnasium import spaces
 
@@ -117,6 +117,82 @@ def from_options(name: str) -> property:
     """An env attribute read from its checked options (``rounds = from_options("rounds")``):
     the env keeps its settings in one place, `options`, and reads them where they were."""
     return property(lambda env: getattr(env.options, name), doc=f"``options.{name}`` (read-only).")
+
+
+@runtime_checkable
+class TeamEnv(Protocol):
+    """What the rollout engine and the trainers use of every env, AEC or Parallel (the env
+    protocol of `trainers.rollout.engine`'s docstring): its agents, ``reset(seed=, options=)``
+    (a Parallel env's returns ``(observations, infos)``) and ``step`` (an AEC env's takes one
+    reply; a Parallel env's a dict agent -> reply, and returns ``(observations, rewards,
+    terminations, truncations, infos)``). `AECTeamEnv` adds what an AEC env has besides, and
+    `TaskTeamEnv` the members of this package's envs that the engine reads when present. Check
+    an env with `missing_members` (or `envs.check_env`, which names what is missing)."""
+
+    possible_agents: list[str]
+    agents: list[str]
+
+    def reset(self, seed: int | None = None, options: Mapping[str, Any] | None = None) -> Any: ...
+
+    def step(self, action: Any) -> Any: ...
+
+
+@runtime_checkable
+class AECTeamEnv(TeamEnv, Protocol):
+    """A `TeamEnv` taking turns (`pettingzoo.AECEnv`): whose turn it is, what it observes, and,
+    after each step, every agent's reward, info, termination and truncation (on the raw env)."""
+
+    agent_selection: str
+    rewards: dict[str, float]
+    infos: dict[str, dict[str, Any]]
+    terminations: dict[str, bool]
+    truncations: dict[str, bool]
+
+    def observe(self, agent: str) -> Any: ...
+
+
+@runtime_checkable
+class TaskTeamEnv(TeamEnv, Protocol):
+    """A `TeamEnv` of this package (`TaskEnvMixin`): its task (whose ``source`` the engine picks
+    problems from), the trainer's record of every step (`TaskEnvMixin.turn_results`), whether
+    every reward is paid on its own step (branched rollouts need it), and the roles that state
+    answers (`envs.roles`). The engine reads each when present; every env here has them all."""
+
+    task: Task
+    turn_results: list[dict[str, Any]]
+    immediate_rewards: bool
+    answer_roles: tuple[str, ...]
+
+
+@runtime_checkable
+class PreparesSteps(Protocol):
+    """The optional pre-step hook on an env's class: ``prepare_steps(steps)``, called once per
+    class each turn with the ``(env, action)`` pairs about to be stepped (math/tool-v0 runs their
+    programs at once); it must not change what the steps do."""
+
+    @classmethod
+    def prepare_steps(cls, steps: Sequence[tuple[Any, Any]]) -> None: ...
+
+
+def protocol_members(protocol: type) -> tuple[str, ...]:
+    """The members a protocol class states, its bases' first: attributes and methods."""
+    names: list[str] = []
+    for klass in reversed(protocol.__mro__):
+        if klass is Protocol or not getattr(klass, "_is_protocol", False):
+            continue
+        names += vars(klass).get("__annotations__", {})
+        names += [
+            n
+            for n, v in vars(klass).items()
+            if not n.startswith("_") and (callable(v) or isinstance(v, classmethod))
+        ]
+    return tuple(dict.fromkeys(names))
+
+
+def missing_members(env: Any, protocol: type) -> list[str]:
+    """The members of `protocol` that `env` lacks (an AEC env's per-step dicts exist after
+    `reset`); empty when it meets it."""
+    return [name for name in protocol_members(protocol) if not hasattr(env, name)]
 
 
 class AnyText(spaces.Text):

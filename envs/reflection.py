@@ -114,57 +114,36 @@ Version history:
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from pettingzoo import AECEnv
 from pettingzoo.utils import wrappers
 
 from envs import prompts
-from envs.core import (
-    TaskEnvMixin,
-    TaskOptions,
-    from_options,
-    render_transcript,
-    revision_reward,
-)
+from envs.core import from_options, render_transcript, revision_reward
 from envs.options import (  # noqa: F401 - the choices, re-exported where they were
     CRITIC_REWARDS,
     REFINER_MODES,
     ReflectionOptions,
 )
 from envs.roles import role_of
-from rewards.arithmetic import false_equations
-
-VERDICT_RE = re.compile(
-    # One whitespace run per gap: "\s*[:=-]?\s*[*_]*\s*" backtracks cubically on long spaces.
-    r"verdict\s*(?:[:=\-]\s*)?(?:[*_`\"']+\s*)?(correct|incorrect|right|wrong)\b"
-    r"|\\boxed\{\s*(correct|incorrect)\s*\}",
-    re.IGNORECASE,
+from envs.scheduled import (  # noqa: F401 - re-exported: their home was here
+    VERDICT_RE,
+    ScheduledTeamEnv,
+    parse_verdict,
 )
-
+from rewards.arithmetic import false_equations
 
 ROLES = ReflectionOptions.ROLES  # solver, critic, refiner
 
 
-def parse_verdict(text: str) -> bool | None:
-    """The critic's last stated verdict: True (correct), False (incorrect) or None (none given)."""
-    matches = VERDICT_RE.findall(text[-4000:])
-    if not matches:
-        return None
-    word = next(w for w in matches[-1] if w).lower()
-    return word in ("correct", "right")
-
-
-class ReflectionEnv(TaskEnvMixin, AECEnv):
+class ReflectionEnv(ScheduledTeamEnv):
     """See the module docstring."""
 
     metadata = {"name": "math/reflection-v0", "render_modes": ["ansi"], "is_parallelizable": False}
     options_class = ReflectionOptions
+    options: ReflectionOptions
     answer_roles = ReflectionOptions.ANSWER_ROLES  # the roles that state answers (envs.roles)
-    rounds = from_options("rounds")
-    stop_on_accept = from_options("stop_on_accept")
-    team_reward = from_options("team_reward")
     critic_reward = from_options("critic_reward")
     audit = from_options("audit")
     revision_reward = from_options("revision_reward")
@@ -172,46 +151,14 @@ class ReflectionEnv(TaskEnvMixin, AECEnv):
     counterfactual_weight = from_options("counterfactual_weight")
     refiner_mode = from_options("refiner_mode")
 
-    def __init__(
-        self,
-        *,
-        options: ReflectionOptions | None = None,
-        task_options: TaskOptions | None = None,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__()
-        self._setup_options(options, task_options, kwargs)
-        self.possible_agents = list(self.options.facts().agents)
-        self.schedule = self.options.schedule()
-        self.max_turns = len(self.schedule)
-        self._instructions = {a: self.task.instruction(role_of(a)) for a in self.possible_agents}
-        self.agents = []
-
     @property
     def immediate_rewards(self) -> bool:  # type: ignore[override]
         """Each turn paid on its own step: not with a team reward, nor with a critic paid (in part)
         by the revision that follows it."""
         return not self.team_reward and self.critic_reward not in ("outcome", "counterfactual")
 
-    # ------------------------------------------------------------------ PettingZoo API
-    def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> None:
-        self._start_episode(seed, options)
-        self.agents = list(self.possible_agents)
-        self.rewards = dict.fromkeys(self.agents, 0.0)
-        self._cumulative_rewards = dict.fromkeys(self.agents, 0.0)
-        self.terminations = dict.fromkeys(self.agents, False)
-        self.truncations = dict.fromkeys(self.agents, False)
-        # The full infos, as graded; `self.infos` holds what the agents are shown (`_show`).
-        self._graded = {a: {**self._base_info(0), "role": role_of(a)} for a in self.agents}
-        self.infos = {a: dict(info) for a, info in self._graded.items()}
-        self.turns = []
-        self.turn = 0
+    def _reset_state(self) -> None:
         self.answer: str | None = None  # latest solver/refiner answer
-        self.answer_verdict = None
-        self.verdict: bool | None = None  # the latest critic's verdict
-        self.feedback: str | None = None
-        self.failed_audit: set[str] = set()  # agents with a turn the audit failed this episode
-        self.agent_selection = self.schedule[0]
 
     def observe(self, agent: str) -> dict[str, str]:
         question = self.problem["question"]
@@ -230,15 +177,12 @@ class ReflectionEnv(TaskEnvMixin, AECEnv):
             role_of(agent), self._instructions[agent], prompt, render_transcript(self.turns)
         )
 
-    def step(self, action: str | None) -> None:
-        begun = self._begin_step(action)
-        if begun is None:
-            return
-        agent, text, clipped = begun
-        round_index = max(self.turn - 1, 0) // 2
-        role = role_of(agent)
-        extra = {"round": round_index, "role": role, "false_equations": len(false_equations(text))}
-        done = self.turn + 1 >= self.max_turns
+    # ------------------------------------------------------------------ roles
+    def _take_turn(
+        self, agent: str, text: str, clipped: bool, extra: dict[str, Any], done: bool
+    ) -> tuple[str, bool]:
+        role = extra["role"]
+        extra["false_equations"] = len(false_equations(text))
         if agent == "critic_0":
             done = self._review(agent, text, clipped, extra, done)
         else:
@@ -247,24 +191,16 @@ class ReflectionEnv(TaskEnvMixin, AECEnv):
             self.rewards[agent] = min(self.rewards[agent], 0.0)
             self._graded[agent]["audit_failed"] = True
             self.failed_audit.add(agent)
-        self.turns.append((agent, text))
-        self.turn += 1
-        self._finish_step(agent, done)
+        return text, done
 
-    # ------------------------------------------------------------------ roles
     def _review(
         self, agent: str, text: str, clipped: bool, extra: dict[str, Any], done: bool
     ) -> bool:
         """Grade and pay a critic's turn; returns whether the episode ends with it."""
-        verdict = parse_verdict(text)
-        self.verdict = verdict
-        truth = self.answer_verdict.correct
-        self.feedback = text
         if self.critic_reward == "balanced":
             extra["balance_reviews"] = True
-        self._graded[agent] = self._review_info(self.turn, verdict, truth, clipped, **extra)
-        hit = self._graded[agent]["correct"]
-        done = done or (self.stop_on_accept and verdict is True)
+        verdict, hit = self._grade_review(agent, text, clipped, extra)
+        done = done or self._accepts(verdict)
         if self.critic_reward in ("verdict", "balanced", "counterfactual"):
             self.rewards[agent] = float(hit)
         elif done:  # no revision follows: the outcome is the answer the critic let stand
@@ -291,24 +227,6 @@ class ReflectionEnv(TaskEnvMixin, AECEnv):
             else:
                 change = self.counterfactual_weight * (verdict_obj.score - before)
                 self.rewards["critic_0"] = change if paid else min(change, 0.0)
-
-    def _finish_step(self, agent: str, done: bool) -> None:
-        """The team reward, the end of the episode, and what the agents are shown."""
-        if self.team_reward:
-            final = self.answer_verdict.score if done else 0.0
-            self.rewards = {a: 0.0 if a in self.failed_audit else final for a in self.agents}
-        if done:
-            for a in self.agents:
-                self.terminations[a] = True
-                self._graded[a]["final_correct"] = self.answer_verdict.correct
-                self._graded[a]["final_answer"] = self.answer_verdict.extracted
-        to_come = () if done else set(self.schedule[self.turn :])
-        self.rewards, self.infos = self._show([agent], self.rewards, self._graded, to_come)
-        self._accumulate_rewards()
-        if done:
-            self._deads_step_first()
-        else:
-            self.agent_selection = self.schedule[self.turn]
 
 
 def env(wrapped: bool = True, **kwargs: Any) -> AECEnv:

@@ -99,21 +99,14 @@ from pettingzoo import AECEnv
 from pettingzoo.utils import wrappers
 
 from envs import prompts
-from envs.core import (
-    TaskEnvMixin,
-    TaskOptions,
-    clip,
-    from_options,
-    render_transcript,
-    revision_reward,
-)
+from envs.core import TaskOptions, clip, from_options, render_transcript, revision_reward
 from envs.options import (  # noqa: F401 - the choices, re-exported where they were
     VERIFIER_REWARDS,
     ToolOptions,
 )
-from envs.reflection import parse_verdict
 from envs.roles import role_of
 from envs.sandbox import ExecResult, SandboxConfig, run_code, run_many
+from envs.scheduled import ScheduledTeamEnv
 from rewards import Verdict, Verifier, get_verifier
 
 FENCE = re.compile(r"```[ \t]*([\w+-]*)[^\n]*\n(.*?)```", re.DOTALL)
@@ -228,15 +221,14 @@ def run_pending(steps: Iterable[tuple[Any, Any]], max_workers: int | None = None
     return ran
 
 
-class ToolEnv(TaskEnvMixin, AECEnv):
+class ToolEnv(ScheduledTeamEnv):
     """See the module docstring."""
 
     metadata = {"name": "math/tool-v0", "render_modes": ["ansi"], "is_parallelizable": False}
     options_class = ToolOptions
+    options: ToolOptions
     answer_roles = ToolOptions.ANSWER_ROLES  # envs.roles: its program's output is the answer
-    rounds = from_options("rounds")
-    stop_on_accept = from_options("stop_on_accept")
-    team_reward = from_options("team_reward")
+    paid_at_end = ("analyzer_0",)  # a plan earns the final answer's score
     revision_reward = from_options("revision_reward")
     improvement_bonus = from_options("improvement_bonus")
     verifier_reward = from_options("verifier_reward")
@@ -251,41 +243,20 @@ class ToolEnv(TaskEnvMixin, AECEnv):
         task_options: TaskOptions | None = None,
         **kwargs: Any,
     ) -> None:
-        super().__init__()
-        self._setup_options(options, task_options, kwargs)
+        super().__init__(options=options, task_options=task_options, **kwargs)
         self._cache: OrderedDict[str, ExecResult] = OrderedDict()
         self._prepared: dict[str, ExecResult] = {}  # run ahead by `run_pending`, used once
-        self.possible_agents = list(self.options.facts().agents)
-        self.schedule = self.options.schedule()
-        self.max_turns = len(self.schedule)
-        self._instructions = {a: self.task.instruction(role_of(a)) for a in self.possible_agents}
-        self.agents = []
 
     @property
     def sandbox(self) -> SandboxConfig:
         """The limits of each run: the options', else `DEFAULT_SANDBOX`."""
         return DEFAULT_SANDBOX if self.options.sandbox is None else self.options.sandbox
 
-    # ------------------------------------------------------------------ PettingZoo API
-    def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> None:
-        self._start_episode(seed, options)
-        self.agents = list(self.possible_agents)
-        self.rewards = dict.fromkeys(self.agents, 0.0)
-        self._cumulative_rewards = dict.fromkeys(self.agents, 0.0)
-        self.terminations = dict.fromkeys(self.agents, False)
-        self.truncations = dict.fromkeys(self.agents, False)
-        # The full infos, as graded; `self.infos` holds what the agents are shown (`_show`).
-        self._graded = {a: {**self._base_info(0), "role": role_of(a)} for a in self.agents}
-        self.infos = {a: dict(info) for a, info in self._graded.items()}
-        self.turns = []
-        self.turn = 0
+    def _reset_state(self) -> None:
         self.plan = ""
         self.code: str | None = None  # the latest program
         self.output: str | None = None  # the latest run, as shown to the agents
-        self.answer_verdict: Verdict | None = None
-        self.feedback: str | None = None
         self._prepared = {}
-        self.agent_selection = self.schedule[0]
 
     @classmethod
     def prepare_steps(cls, steps: Sequence[tuple[Any, Any]]) -> None:
@@ -328,37 +299,32 @@ class ToolEnv(TaskEnvMixin, AECEnv):
             role_of(agent), self._instructions[agent], prompt, render_transcript(self.turns)
         )
 
-    def step(self, action: str | None) -> None:
-        begun = self._begin_step(action)
-        if begun is None:
-            return
-        agent, text, clipped = begun
-        extra = {"round": max(self.turn - 1, 0) // 2, "role": role_of(agent)}
-        done = self.turn + 1 >= self.max_turns
-        if agent == "analyzer_0":
-            self.plan = text
-            self._graded[agent] = {
-                **self._base_info(self.turn),
-                **extra,
-                "extracted": None,
-                "correct": False,
-                "score": 0.0,
-                "parse_error": False,
-                "reason": "a plan is not scored; the analyzer earns the final answer's score",
-                "action_clipped": clipped,
-            }
-            shown = text
-        elif agent == "executor_0":
-            shown = self._execute(agent, text, clipped, extra)
-        else:
-            verdict = self._review(agent, text, clipped, extra)
-            done = done or (self.stop_on_accept and verdict is True)
-            shown = text
-        self.turns.append((agent, shown))
-        self.turn += 1
-        self._finish_step(agent, done)
-
     # ------------------------------------------------------------------ roles
+    def _take_turn(
+        self, agent: str, text: str, clipped: bool, extra: dict[str, Any], done: bool
+    ) -> tuple[str, bool]:
+        if agent == "analyzer_0":
+            self._plan(agent, text, clipped, extra)
+            return text, done
+        if agent == "executor_0":
+            return self._execute(agent, text, clipped, extra), done
+        verdict, hit = self._grade_review(agent, text, clipped, extra)
+        self.rewards[agent] = float(hit)
+        return text, done or self._accepts(verdict)
+
+    def _plan(self, agent: str, text: str, clipped: bool, extra: dict[str, Any]) -> None:
+        self.plan = text
+        self._graded[agent] = {
+            **self._base_info(self.turn),
+            **extra,
+            "extracted": None,
+            "correct": False,
+            "score": 0.0,
+            "parse_error": False,
+            "reason": "a plan is not scored; the analyzer earns the final answer's score",
+            "action_clipped": clipped,
+        }
+
     def _execute(self, agent: str, text: str, clipped: bool, extra: dict[str, Any]) -> str:
         code, fenced, prose = extract_code(text)
         result = self._run(code)
@@ -389,35 +355,6 @@ class ToolEnv(TaskEnvMixin, AECEnv):
             verdict.score, before, self.revision_reward, self.improvement_bonus
         )
         return f"{text}\n\n[execution]\n{self.output}"
-
-    def _review(self, agent: str, text: str, clipped: bool, extra: dict[str, Any]) -> bool | None:
-        verdict = parse_verdict(text)
-        truth = self.answer_verdict.correct if self.answer_verdict is not None else False
-        self.feedback = text
-        self._graded[agent] = self._review_info(self.turn, verdict, truth, clipped, **extra)
-        hit = self._graded[agent]["correct"]
-        self.rewards[agent] = float(hit)
-        return verdict
-
-    def _finish_step(self, agent: str, done: bool) -> None:
-        final = self.answer_verdict
-        final_score = final.score if (done and final is not None) else 0.0
-        if self.team_reward:
-            self.rewards = dict.fromkeys(self.agents, final_score)
-        elif done:
-            self.rewards["analyzer_0"] = final_score
-        if done:
-            for a in self.agents:
-                self.terminations[a] = True
-                self._graded[a]["final_correct"] = bool(final is not None and final.correct)
-                self._graded[a]["final_answer"] = None if final is None else final.extracted
-        to_come = () if done else set(self.schedule[self.turn :])
-        self.rewards, self.infos = self._show([agent], self.rewards, self._graded, to_come)
-        self._accumulate_rewards()
-        if done:
-            self._deads_step_first()
-        else:
-            self.agent_selection = self.schedule[self.turn]
 
     def _run(self, code: str) -> ExecResult:
         """Run a program in the sandbox, through a small LRU cache of identical programs."""
