@@ -158,16 +158,7 @@ def alone_side(
     samples = alone_samples(ks, config.samples, team_tokens, spend["answer_tokens"]["tokens"])
     single, alone_episodes = run_env(config, ALONE_ENV, policies, group_size=samples, engine=engine)
     per_sample = single["tokens_per_episode"]
-    tokens_k, capped = tokens_matched_k(team_tokens, per_sample, samples)
-    if capped:
-        logger.warning(
-            "the model alone reaches the team's %.1f tokens per episode only past its %d "
-            "samples per problem (%.1f tokens each): tokens-matched k capped at %d",
-            team_tokens,
-            samples,
-            per_sample,
-            samples,
-        )
+    tokens_k, capped = tokens_k_of(team_tokens, per_sample, samples)
     matched = generations if generations in ks else max(ks)  # of the ks asked for
     ks = sorted({*ks, tokens_k})
     curve_ks = range(1, min(samples, ALONE_SAMPLES_MAX) + 1)
@@ -204,3 +195,19 @@ def alone_side(
         )
     )
     return single, compare
+
+
+def tokens_k_of(team_tokens: float, per_sample: float, samples: int) -> tuple[int, bool]:
+    """The tokens-matched k of the alone samples (`tokens_matched_k`), and whether it is capped
+    at their `samples` per problem (logged)."""
+    tokens_k, capped = tokens_matched_k(team_tokens, per_sample, samples)
+    if capped:
+        logger.warning(
+            "the model alone reaches the team's %.1f tokens per episode only past its %d "
+            "samples per problem (%.1f tokens each): tokens-matched k capped at %d",
+            team_tokens,
+            samples,
+            per_sample,
+            samples,
+        )
+    return tokens_k, capped
