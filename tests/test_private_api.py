@@ -12,7 +12,11 @@ against the installed versions. Two checks keep it the only place:
   Tests may use the names `trainers.compat` declares, and import the modules holding them (they
   exercise the hooks directly), and nothing else upstream and private;
 - a runtime one: every project class that overrides an upstream private method (or one with a
-  private parameter) marks that method with ``@compat.hook``, so its name is declared and checked.
+  private parameter) marks that method with ``@compat.hook``, so its name is declared and checked;
+- and every trl / transformers class a class of the packages subclasses is declared in
+  `trainers.compat.BASES` (found at run time among the modules' classes, and in the source, where
+  a ``class`` statement, nested ones too, names a base imported from trl or transformers), and
+  every declared one is subclassed.
 """
 
 from __future__ import annotations
@@ -33,6 +37,8 @@ PROJECT = ("agents", "envs", "rewards", "trainers", "scripts", "tests")
 STDLIB_PUBLIC = {"_exit": "os._exit (posix._exit in the sandbox child): documented stdlib API"}
 ATTRIBUTE_FUNCTIONS = ("getattr", "hasattr", "setattr", "delattr")
 UPSTREAM_SUBMODULES = ("trl.", "transformers.")
+UPSTREAM = ("trl", "transformers")
+PACKAGES = ("agents", "envs", "rewards", "trainers")
 
 
 def _private(name: str) -> bool:
@@ -336,7 +342,7 @@ def undeclared_overrides(classes: Iterable[type], is_project: Callable[[type], b
 
 
 def project_classes() -> list[type]:
-    """Every class defined in trainers, agents and envs (not the sandbox bootstrap), plus the
+    """Every class defined in the packages' modules (not the sandbox bootstrap), plus the
     trainer classes the role mixins compose at run time."""
     from trl import GRPOTrainer
 
@@ -346,7 +352,7 @@ def project_classes() -> list[type]:
     from trainers.roles.models import with_role_models
 
     classes = []
-    for package in ("trainers", "agents", "envs"):
+    for package in PACKAGES:
         root = importlib.import_module(package)
         for info in pkgutil.walk_packages(root.__path__, f"{package}."):
             if info.name.startswith("envs.sandbox"):
@@ -392,6 +398,138 @@ def test_override_check_catches_an_unmarked_override():
         f"{prefix}._compute_loss",
         f"{prefix}.save_model",
     ]
+
+
+# ---------------------------------------------------------------- subclassed upstream classes
+def _class_name(cls: type) -> str:
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
+def upstream_bases(classes: Iterable[type], is_project: Callable[[type], bool]) -> dict[str, set]:
+    """``"module:Class"`` of each trl / transformers class among the direct bases of `classes`,
+    with the classes that name it."""
+    found: dict[str, set] = {}
+    for cls in classes:
+        for base in cls.__bases__:
+            if not is_project(base) and base.__module__.split(".")[0] in UPSTREAM:
+                found.setdefault(_class_name(base), set()).add(
+                    f"{cls.__module__}.{cls.__qualname__}"
+                )
+    return found
+
+
+def _dotted(node: ast.expr) -> str | None:
+    """``a.b.C`` for a name or attribute chain, else None."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        inner = _dotted(node.value)
+        return None if inner is None else f"{inner}.{node.attr}"
+    return None
+
+
+def _upstream_object(dotted: str) -> object:
+    """What ``module.path.Name`` names: the longest importable module prefix, then attributes."""
+    parts = dotted.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            found: object = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for attr in parts[cut:]:
+            found = getattr(found, attr)
+        return found
+    raise ImportError(dotted)
+
+
+def source_bases(files: Mapping[str, str]) -> dict[str, set]:
+    """`upstream_bases` read from the source: each ``class`` statement (nested ones too) with a
+    base imported from trl or transformers, resolved to the class it names."""
+    found: dict[str, set] = {}
+    for path, source in files.items():
+        tree = ast.parse(source, filename=path)
+        imported: dict[str, str] = {}  # local name -> the upstream path it stands for
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                if node.module.split(".")[0] in UPSTREAM:
+                    for alias in node.names:
+                        imported[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+            elif isinstance(node, ast.Import):
+                for alias in node.names:
+                    if alias.name.split(".")[0] in UPSTREAM:
+                        head = alias.name.split(".")[0]
+                        imported[alias.asname or head] = alias.name if alias.asname else head
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.ClassDef):
+                continue
+            for base in node.bases:
+                head, _, rest = (_dotted(base) or "").partition(".")
+                if head in imported:
+                    target = _upstream_object(imported[head] + (f".{rest}" if rest else ""))
+                    if isinstance(target, type):
+                        found.setdefault(_class_name(target), set()).add(f"{path}:{node.name}")
+    return found
+
+
+def test_subclassed_upstream_classes_are_declared():
+    from trainers import compat
+
+    found = upstream_bases(project_classes(), _project)
+    packages = {p: s for p, s in project_files().items() if p.split("/")[0] in PACKAGES}
+    for name, users in source_bases(packages).items():
+        found.setdefault(name, set()).update(users)
+    undeclared = {name: sorted(users) for name, users in found.items() if name not in compat.BASES}
+    assert not undeclared, (
+        "these classes subclass a trl / transformers class trainers.compat.BASES does not "
+        f"declare (add a Base there, with the methods they override): {undeclared}"
+    )
+    unused = sorted(set(compat.BASES) - set(found))
+    assert not unused, f"trainers.compat.BASES declares classes nothing subclasses: {unused}"
+
+
+def test_base_check_catches_an_undeclared_base():
+    from transformers import DynamicCache, LogitsProcessor
+
+    from trainers import compat
+
+    class Declared(LogitsProcessor):
+        pass
+
+    class Undeclared(DynamicCache):
+        pass
+
+    def local(cls: type) -> bool:
+        return cls.__module__ == __name__
+
+    found = upstream_bases([Declared, Undeclared], local)
+    assert set(found) - set(compat.BASES) == {"transformers.cache_utils:DynamicCache"}
+    source = textwrap.dedent("""
+        import transformers as tf
+        from transformers import DynamicCache as Grown
+
+        class Processor(tf.LogitsProcessor):
+            pass
+
+        def build():
+            class Inner(Grown):
+                pass
+        """)
+    assert source_bases({"agents/x.py": source}) == {
+        "transformers.generation.logits_process:LogitsProcessor": {"agents/x.py:Processor"},
+        "transformers.cache_utils:DynamicCache": {"agents/x.py:Inner"},
+    }
+
+
+def test_compat_checks_each_declared_base():
+    from trainers import compat
+
+    compat.check_base(compat.BASES["transformers.cache_utils:DynamicLayer"])
+    gone = compat.Base("transformers.cache_utils:NoSuchLayer", "transformers")
+    with pytest.raises(AttributeError, match=r"NoSuchLayer .* does not exist"):
+        compat.check_base(gone)
+    renamed = compat.Base("transformers.cache_utils:DynamicLayer", "transformers", ("no_such",))
+    with pytest.raises(AttributeError, match=r"DynamicLayer\.no_such .* does not exist"):
+        compat.check_base(renamed)
 
 
 # -------------------------------------------------------------------------------- the pins

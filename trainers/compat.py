@@ -40,6 +40,17 @@ version when one is gone:
   where ``_generate_and_score_completions`` puts them for the reward functions, into the
   generation batch's input rows (in place); it raises, naming the columns there, if TRL stops.
 
+**Subclassed classes.** `BASES` declares every trl / transformers class a project class
+subclasses (a `Base`), with the methods the subclasses override, checked at import by
+`check_private_api`: a subclass depends on how upstream's code drives it, more than a caller does.
+Most are documented extension points (`GRPOTrainer`, TRL's configs, `TrainerCallback`, logits
+processors, stopping criteria); ``internal`` marks the one that is not: transformers'
+`DynamicLayer`, the cache layer continuous batching's `agents.kv_cache.BufferLayer` extends (it
+relies on how transformers' attention calls a cache layer). `agents/` may not import `trainers`,
+so, as with the PettingZoo helpers below, its subclasses import their base themselves and are
+declared here; `tests/test_private_api.py` fails on a class of the packages whose trl or
+transformers base `BASES` does not declare, and on a declared base no class subclasses.
+
 `PETTINGZOO_HELPERS` lists PettingZoo's `AECEnv` bookkeeping helpers (``_was_dead_step``, ...):
 underscore names, but the env-author API PettingZoo's own environments use. `envs/` calls them
 directly (it may not import `trainers`); they are declared here so the private-API test knows
@@ -176,6 +187,63 @@ PETTINGZOO_HELPERS: dict[str, Private] = {
 }
 """PettingZoo's env-author bookkeeping API, called by `envs/` directly (see the docstring)."""
 
+
+@dataclass(frozen=True)
+class Base:
+    """One upstream class that project classes subclass.
+
+    Args:
+        owner (`str`): ``"module:Class"``, the module that defines it (the class's
+            ``__module__``, which may differ from where it is imported).
+        dist (`str`): the distribution that ships it (named in version errors).
+        overrides (`tuple[str, ...]`, ()): its public methods the subclasses override or extend
+            (a private one is a `HOOKS` entry); each is checked to exist at import.
+        internal (`bool`, False): not a documented extension point: the subclasses rely on how
+            upstream's own code drives the class, with no compatibility promise at all.
+    """
+
+    owner: str
+    dist: str
+    overrides: tuple[str, ...] = ()
+    internal: bool = False
+
+    @property
+    def where(self) -> str:
+        """The class's name, as error messages show it."""
+        return self.owner.partition(":")[2]
+
+
+BASES: dict[str, Base] = {
+    b.owner: b
+    for b in (
+        Base(_GRPO, "trl", ("training_step",)),  # its private overrides: `HOOKS`
+        Base("trl.trainer.grpo_config:GRPOConfig", "trl"),
+        Base("trl.trainer.sft_config:SFTConfig", "trl", ("__post_init__",)),
+        Base("trl.trainer.dpo_config:DPOConfig", "trl", ("__post_init__",)),
+        Base("trl.scripts.utils:TrlParser", "trl", ("parse_known_args", "parse_args_and_config")),
+        Base(
+            "transformers.trainer_callback:TrainerCallback",
+            "transformers",
+            ("on_train_begin", "on_step_end"),
+        ),
+        Base(
+            "transformers.generation.logits_process:LogitsProcessor", "transformers", ("__call__",)
+        ),
+        Base(
+            "transformers.generation.stopping_criteria:StoppingCriteria",
+            "transformers",
+            ("__call__",),
+        ),
+        Base(
+            "transformers.cache_utils:DynamicLayer",
+            "transformers",
+            ("lazy_initialization", "update", "get_seq_length", "get_mask_sizes", "reset"),
+            internal=True,
+        ),
+    )
+}
+"""Upstream classes project classes subclass, by ``"module:Class"`` (see the module docstring)."""
+
 PUBLIC_SUBMODULES = ("trl.rewards",)
 """Submodules of trl / transformers that are documented public API (importable anywhere)."""
 
@@ -254,7 +322,7 @@ def _versions_note(dist: str) -> str:
     )
 
 
-def _missing(private: Private, detail: str) -> AttributeError:
+def _missing(private: Private | Base, detail: str) -> AttributeError:
     return AttributeError(
         f"{private.where} ({private.owner.replace(':', '.')}) {detail}; mathteams relies on "
         f"it. {_versions_note(private.dist)}: pip install '{private.dist}{SUPPORTED[private.dist]}'"
@@ -298,10 +366,25 @@ def _mro(owner: Any) -> Iterable[Any]:
     return owner.__mro__ if isinstance(owner, type) else (owner,)
 
 
+def check_base(base: Base) -> None:
+    """Raise `AttributeError` unless `base` is a class with every method it declares overridden."""
+    try:
+        owner = resolve(base.owner)
+    except (ImportError, AttributeError) as exc:
+        raise _missing(base, f"does not exist ({exc})") from exc
+    if not isinstance(owner, type):
+        raise _missing(base, f"is a {type(owner).__name__}, not a class")
+    for name in base.overrides:
+        check_hook(Private(base.owner, name, base.dist))
+
+
 def check_private_api() -> None:
-    """Check every declared hook, class attribute and internal name (not `LAZY` ones)."""
+    """Check every declared hook, subclassed class, class attribute and internal name (not
+    `LAZY` ones)."""
     for private in HOOKS.values():
         check_hook(private)
+    for base in BASES.values():
+        check_base(base)
     for private in [*ATTRIBUTES.values(), *INTERNAL.values(), *PETTINGZOO_HELPERS.values()]:
         if not private.instance and private.name not in LAZY:
             check_attribute(private)
