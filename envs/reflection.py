@@ -138,7 +138,8 @@ ROLES = ReflectionOptions.ROLES  # solver, critic, refiner
 
 
 class ReflectionEnv(ScheduledTeamEnv):
-    """See the module docstring."""
+    """See the module docstring. The schedule, reset, the end of each step and the team reward
+    are `ScheduledTeamEnv`'s; the options are `ReflectionOptions` (`envs.options`)."""
 
     metadata = {"name": "math/reflection-v0", "render_modes": ["ansi"], "is_parallelizable": False}
     options_class = ReflectionOptions

@@ -222,7 +222,8 @@ def run_pending(steps: Iterable[tuple[Any, Any]], max_workers: int | None = None
 
 
 class ToolEnv(ScheduledTeamEnv):
-    """See the module docstring."""
+    """See the module docstring. The schedule, reset, the end of each step and the team reward
+    are `ScheduledTeamEnv`'s; the options are `ToolOptions` (`envs.options`)."""
 
     metadata = {"name": "math/tool-v0", "render_modes": ["ansi"], "is_parallelizable": False}
     options_class = ToolOptions
