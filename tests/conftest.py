@@ -19,7 +19,7 @@ import pytest
 from tests.utils import HOOK_WARNING, bwrap_problem, run_command, run_in_process, write_jsonl
 
 TIME_PROPERTY = "reported_time"  # (what, seconds, bound)
-FUZZ_PROPERTY = "reported_fuzz"  # {"target": name, **fields of tests.fuzz.harness.Stats}
+FUZZ_PROPERTY = "reported_fuzz"  # {"target": name, **fields of envs.testing.fuzz.Stats}
 FUZZ_JSON_VAR = "MATHTEAMS_FUZZ_JSON"
 _REPORTED: dict[str, list[Any]] = {TIME_PROPERTY: [], FUZZ_PROPERTY: []}
 
@@ -49,7 +49,7 @@ def report_time(record_property) -> Callable[[str, float, float], None]:
 
 @pytest.fixture
 def report_fuzz(record_property) -> Callable[[str, Any], None]:
-    """``report_fuzz(target_name, stats)``: a fuzz target's `tests.fuzz.harness.Stats`, reported."""
+    """``report_fuzz(target_name, stats)``: a fuzz target's `envs.testing.fuzz.Stats`, reported."""
 
     def report(target: str, stats: Any) -> None:
         record_property(FUZZ_PROPERTY, {"target": target, **vars(stats)})
@@ -80,7 +80,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
         for what, seconds, bound in over + [t for t in ranked if t not in over][:shown]:
             write(f"  {'OVER ' if seconds > bound else ''}{seconds:.3f} s (bound {bound} s) {what}")
     if fuzz:
-        from tests.fuzz.harness import table
+        from envs.testing.fuzz import table
 
         stats = {row["target"]: {k: v for k, v in row.items() if k != "target"} for row in fuzz}
         ranked = sorted(stats, key=lambda name: -stats[name]["worst_ratio"])

@@ -94,9 +94,6 @@ def test_import_contracts_hold():
 
 # ---------------------------------------------------------------- tests and scripts
 TEST_INFRASTRUCTURE = ("test_*.py", "conftest.py")  # modules pytest collects or loads itself
-# The one import of tests a script may make: the fuzz harness is a testing tool, so it lives
-# under tests/, and scripts/fuzz.py runs it with a large budget (script -> package it may import).
-SCRIPT_IMPORTS_OF_TESTS = {"scripts/fuzz.py": "tests.fuzz.harness"}
 
 
 def _imports(path: Path, root: Path) -> dict[str, set[str]]:
@@ -120,8 +117,8 @@ def forbidden_imports(root: Path) -> list[str]:
     """Imports of a test module (``test_*.py``, ``conftest.py``) by any module under
     ``root/tests``, and imports of ``tests`` by ``root/scripts``: shared test code lives in
     helper modules (``tests/utils.py``, ``tests/<package>/helpers.py``) or fixtures, and
-    scripts need nothing from the tests but what `SCRIPT_IMPORTS_OF_TESTS` allows (the fuzz
-    harness, for ``scripts/fuzz.py``)."""
+    scripts need nothing from the tests (the fuzz harness ships in the package:
+    `envs.testing.fuzz`)."""
     offenders = []
     for path in sorted((root / "tests").rglob("*.py")):
         names = set().union(*_imports(path, root).values())
@@ -131,17 +128,10 @@ def forbidden_imports(root: Path) -> list[str]:
             if infrastructure and target != path and target.is_file():
                 offenders.append(f"{path.relative_to(root)} imports test module {name}")
     for path in sorted((root / "scripts").rglob("*.py")):
-        allowed = SCRIPT_IMPORTS_OF_TESTS.get(path.relative_to(root).as_posix())
-
-        def inside(name: str, allowed: str | None = allowed) -> bool:
-            return allowed is not None and (name == allowed or name.startswith(allowed + "."))
-
         offenders += [
             f"{path.relative_to(root)} imports {module}"
-            for module, names in sorted(_imports(path, root).items())
+            for module in sorted(_imports(path, root))
             if module.split(".")[0] == "tests"
-            # ``from tests.fuzz import harness`` imports the harness, not the rest of tests.fuzz
-            and not (inside(module) or (names - {module} and all(map(inside, names - {module}))))
         ]
     return offenders
 
@@ -161,9 +151,7 @@ def test_forbidden_imports_finds_each_kind(tmp_path):
         "tests/a/test_two.py": "import tests.conftest\nfrom tests.a import test_one\n\ndef f(): ...\n",
         "tests/a/test_three.py": "from ..conftest import X\n",
         "scripts/run.py": "def main():\n    from tests.utils import Y\n",
-        # allowed: the fuzz harness, for scripts/fuzz.py only, and nothing else from tests
-        "scripts/fuzz.py": "from tests.fuzz import harness\nimport tests.fuzz.harness.timing\n"
-        "from tests.fuzz import test_fuzz\n",
+        "scripts/fuzz.py": "from tests.fuzz import harness\n",
         "scripts/other.py": "from tests.fuzz.harness import run_target\n",
     }
     for name, text in files.items():

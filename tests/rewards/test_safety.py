@@ -11,9 +11,9 @@ from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 
 import pytest
 
+from envs.testing.fuzz import loopback_math_verifier
+from envs.testing.fuzz.generators import references_for
 from rewards import MathVerifier, Verdict, get_verifier, list_verifiers, symbolic
-from tests.fuzz.harness import loopback_math_verifier
-from tests.fuzz.harness.generators import references_for
 
 TOWER = "\\boxed{2^{2^{2^{2^{100}}}}}"  # sympy would try to build a number with 2^(2^100) digits
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from envs.testing.fuzz import loopback_math_verifier
 from rewards import (
     CompositeVerifier,
     FormatVerifier,
@@ -18,7 +19,6 @@ from rewards import (
     get_verifier,
     list_verifiers,
 )
-from tests.fuzz.harness import loopback_math_verifier
 
 MATH_CASES = [
     ("#### 18", "18", 1.0),  # GSM8K marker
