@@ -20,12 +20,12 @@ from trainers.run.cli import run_script
 
 # The critic is paid for its verdict (the env's default; paying it by the revision's outcome
 # taught it to accept). Every role's turn earns 0 when it states a false equation (--audit;
-# `--audit ""` turns it off): paid by the verdict alone, the critic learned to write
-# "= 0: it checks" under any subtraction once the solver was mostly right (docs/results.md,
-# "The arithmetic audit"). After a rejection the refiner solves afresh (--refiner_mode resolve;
-# `revise` applies the critic's check): on validation, a refiner applying the trained critic's
-# checks broke 53% of right answers (team final answer 0.18), one solving afresh 7% (0.86;
-# docs/results.md, "Credit and protocol options").
+# `--audit ""` turns it off): paid by the verdict alone, a critic sharing weights with a mostly
+# right solver learns to write "= 0: it checks" under any subtraction (envs/reflection.py).
+# After a rejection the refiner solves afresh (--refiner_mode resolve; `revise` applies the
+# critic's check): on validation, a refiner applying the trained critic's checks broke 60% of
+# right answers (team final answer 0.18), one solving afresh 7% (0.86; docs/results.md, "Credit
+# and protocol options, chosen on validation").
 DEFAULTS = {"audit": "solver,critic,refiner", "refiner_mode": "resolve"}
 
 if __name__ == "__main__":

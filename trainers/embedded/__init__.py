@@ -100,11 +100,11 @@ class EmbeddedRecipe:
         tool_fraction (`float`, 0.0): share of problems that give ``math/tool-v0`` rows
             (analyzer, executor, verifier; the programs run in the sandbox at build time, so
             such a build needs bubblewrap). The executor writes the problem as a search
-            (`transcripts.program_reply`): copying, no arithmetic. At 0.1 (v15, not shipped) the
-            tool team starts at maj1@turnK 0.82-0.85 against 0.42-0.44 for the same model alone
-            (GRPO moves that little), but the reflection solver then learns to 0.97 alone,
-            leaving its team no room (docs/results.md, "Recipe v15"); so the shipped build has
-            none.
+            (`transcripts.program_reply`): copying, no arithmetic. A build at 0.1 (not shipped)
+            had its tool team start at maj1@turnK 0.82-0.85 against 0.42-0.44 for the same
+            model alone (GRPO moves that little), but its reflection solver then learnt to 0.97
+            alone, leaving its team no room (measured on the earlier overlapping split; git
+            history of docs/results.md); so the shipped build has none.
         drill_rows, drill_facts: arithmetic drill rows mixed into the SFT data
             (`transcripts.drill_rows`), each stating that many facts.
         drill_reach_share (`float`, 0.0): share of the drill rows whose facts are a ``reach``
