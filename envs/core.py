@@ -11,6 +11,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
 
 from gymnasium import spaces
+from typing_extensions import get_protocol_members, is_protocol
 
 from envs.options import (  # noqa: F401 - re-exported: envs.core was their home
     REVISION_REWARDS,
@@ -175,18 +176,11 @@ class PreparesSteps(Protocol):
 
 
 def protocol_members(protocol: type) -> tuple[str, ...]:
-    """The members a protocol class states, its bases' first: attributes and methods."""
-    names: list[str] = []
-    for klass in reversed(protocol.__mro__):
-        if klass is Protocol or not getattr(klass, "_is_protocol", False):
-            continue
-        names += vars(klass).get("__annotations__", {})
-        names += [
-            n
-            for n, v in vars(klass).items()
-            if not n.startswith("_") and (callable(v) or isinstance(v, classmethod))
-        ]
-    return tuple(dict.fromkeys(names))
+    """The members a protocol class states, its bases' included: attributes and methods, in
+    sorted order (`typing_extensions.get_protocol_members`, public from Python 3.13's typing)."""
+    if not is_protocol(protocol):
+        raise TypeError(f"{protocol!r} is not a typing.Protocol class")
+    return tuple(sorted(get_protocol_members(protocol)))
 
 
 def missing_members(env: Any, protocol: type) -> list[str]:

@@ -157,10 +157,12 @@ def test_every_env_meets_the_protocols(env_id):
     assert isinstance(raw, PreparesSteps) is (env_id == "math/tool-v0")
 
 
-def test_protocol_members_are_stated_once_bases_first():
-    assert protocol_members(TeamEnv) == ("possible_agents", "agents", "reset", "step")
-    assert protocol_members(AECTeamEnv)[:4] == protocol_members(TeamEnv)
+def test_protocol_members_are_stated_once_bases_included():
+    assert protocol_members(TeamEnv) == ("agents", "possible_agents", "reset", "step")
+    assert set(protocol_members(TeamEnv)) < set(protocol_members(AECTeamEnv))
     assert "observe" in protocol_members(AECTeamEnv)
+    with pytest.raises(TypeError, match="not a typing.Protocol"):
+        protocol_members(dict)
     assert set(protocol_members(TaskTeamEnv)) - set(protocol_members(TeamEnv)) == {
         "task",
         "turn_results",
