@@ -84,7 +84,11 @@ class StepwisePolicy(GenerativePolicy, Protocol):
 def as_stepwise(policy: Policy) -> StepwisePolicy | None:
     """`policy` when it offers everything `StepwisePolicy` declares, else None: the question a
     decoder asks before running a policy's rows itself (the rollout engine, for continuous
-    batching)."""
+    batching). A policy whose replies are sampled elsewhere says so with a false
+    ``decodes_locally`` (`agents.vllm.VLLMServerPolicy`: its model is the trainer's copy, the
+    server samples), and is never decoded here."""
+    if not getattr(policy, "decodes_locally", True):
+        return None
     return policy if isinstance(policy, StepwisePolicy) else None
 
 

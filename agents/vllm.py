@@ -32,6 +32,10 @@ class VLLMServerPolicy(HFPolicy):
         client: a `trl.generation.vllm_client.VLLMClient` (or an object with its `generate`).
     """
 
+    # The server samples every reply: the rollout engine never decodes its rows on the local
+    # model, although this class has everything a stepwise policy has (`agents.base.as_stepwise`).
+    decodes_locally = False
+
     def __init__(
         self,
         model: Any,

@@ -92,3 +92,24 @@ def test_grpo_rollout_samples_through_the_server_when_trl_uses_vllm(model, token
     trainer.use_vllm, args.vllm_mode = True, "colocate"
     with pytest.raises(ValueError, match="vLLM server only"):
         rollout_policy(trainer, model, gen)
+
+
+def test_the_engine_samples_server_policies_on_the_server_not_the_local_copy(model, tokenizer):
+    """A VLLMServerPolicy has every member of a stepwise policy (it is an HFPolicy), but its
+    replies come from the server: the rollout engine must not decode its rows locally."""
+    from agents.base import as_stepwise
+    from trainers.rollout.engine import RolloutEngine
+
+    eos = tokenizer.eos_token_id
+    client = FakeClient([[eos]] * 64)
+    policy = VLLMServerPolicy(
+        model, tokenizer, GenerationArguments(max_new_tokens=4), client=client
+    )
+    assert as_stepwise(policy) is None and as_stepwise(HFPolicy(model, tokenizer)) is not None
+    engine = RolloutEngine("math/solve-v0", policy, {"task": "arithmetic"}, num_envs=2)
+    episodes = engine.run(engine.problem_ids(2))
+    assert len(episodes) == 2 and client.calls, "the server was never asked"
+    with pytest.raises(ValueError, match="continuous=True"):
+        RolloutEngine("math/solve-v0", policy, {"task": "arithmetic"}, continuous=True).run(
+            engine.problem_ids(1)
+        )
