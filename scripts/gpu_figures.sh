@@ -15,6 +15,8 @@ export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
 # The image's torch (2.11) is below the pinned range (>=2.13): a warning only. This also turns a
 # trl/transformers version mismatch into a warning; env.txt shows the versions that ran.
 export MATHTEAMS_ALLOW_UNSUPPORTED=1
+# The scripts import the project's packages, not pip-installed here: the repository root.
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 OUT=${OUT:-outputs/gpu_figures}
 PY=${PY:-python3}
 BUDGET_S=${BUDGET_S:-520}

@@ -9,12 +9,10 @@ and as commands too under ``-m slow``.
 
 from __future__ import annotations
 
-import importlib
 import json
 import re
 import runpy
 import subprocess
-import sys
 
 import pytest
 
@@ -391,9 +389,10 @@ def test_bench_rollout_alternates_every_loop_and_reports_per_repeat_ratios(
 def test_bench_train_qwen_config_model_on_cpu(tmp_path, monkeypatch):
     """``--qwen-0.5b``: both trainers load rollout's random-weight model of Qwen2.5-0.5B's
     architecture from one saved folder (here its config shrunk to two narrow layers, for speed)."""
-    monkeypatch.setattr(sys, "path", list(sys.path))  # bench.py puts scripts/ on it; undone after
-    bench = runpy.run_path(str(REPO / "scripts" / "bench.py"), run_name="bench")
-    qwen = importlib.import_module("benchmarks.common").QWEN25_05B  # what rollout and train build
+    from trainers.benchmarks import common
+    from trainers.benchmarks.cli import make_parser
+
+    qwen = common.QWEN25_05B  # what rollout and train build
     shrunk = {
         "hidden_size": 32,
         "intermediate_size": 64,
@@ -402,7 +401,7 @@ def test_bench_train_qwen_config_model_on_cpu(tmp_path, monkeypatch):
     }
     for key, value in shrunk.items():
         monkeypatch.setitem(qwen, key, value)
-    args = bench["make_parser"]().parse_args(
+    args = make_parser().parse_args(
         [
             *("train", "--qwen-0.5b", "--device", "cpu", "--problems", "1", "--generations", "2"),
             *("--steps", "1", "--repeats", "1", "--max-new-tokens", "4"),
@@ -467,13 +466,11 @@ def test_shipped_grpo_configs_parse(path):
         assert env_args.trainable_params == r"^model\.norm\." and config.learning_rate == 0.3
 
 
-def test_probe_embedded_names_every_number_of_the_scripted_replies(monkeypatch):
-    monkeypatch.syspath_prepend(str(REPO / "scripts"))
+def test_probe_embedded_names_every_number_of_the_scripted_replies():
     import re
 
-    import probe_embedded
-
     import envs
+    from trainers.embedded import probe_embedded
     from trainers.embedded.transcripts import check_reply, repair_reply, solve_reply, work_reply
 
     problems = envs.make_task("unknown", split="test", size=20, difficulty=[1, 2, 3]).source
@@ -493,9 +490,8 @@ def test_probe_embedded_names_every_number_of_the_scripted_replies(monkeypatch):
         probe_embedded.critic_kinds("The answer is 4.")
 
 
-def test_probe_embedded_end_to_end(tiny_model, monkeypatch, capsys):
-    monkeypatch.syspath_prepend(str(REPO / "scripts"))
-    import probe_embedded
+def test_probe_embedded_end_to_end(tiny_model, capsys):
+    from trainers.embedded import probe_embedded
 
     assert probe_embedded.main(["--model", tiny_model, "--problems", "4"]) == 0
     table = capsys.readouterr().out.splitlines()

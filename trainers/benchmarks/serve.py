@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import REPO, add_json_argument
+from trainers.benchmarks.common import REPO, add_json_argument
 
 NAME = "serve"
 
@@ -106,8 +106,8 @@ def _cpu_seconds(pid: int) -> float | None:
 
 @contextmanager
 def _env_server(env_id: str, sessions: int, workers: int) -> Iterator[tuple[str, int]]:
-    """scripts/serve_envs.py on a free loopback port, in its own process; yields its URL and
-    process id."""
+    """The env server (``scripts/serve_envs.py``'s main) on a free loopback port, in its own
+    process (importing this checkout's packages); yields its URL and process id."""
     import socket
     import subprocess
 
@@ -118,7 +118,8 @@ def _env_server(env_id: str, sessions: int, workers: int) -> Iterator[tuple[str,
         port = probe.getsockname()[1]
     command = [
         sys.executable,
-        str(REPO / "scripts" / "serve_envs.py"),
+        "-m",
+        "envs.serving.cli",  # scripts/serve_envs.py's main, where the packages are importable
         "--port",
         str(port),
         "--env",
@@ -130,7 +131,14 @@ def _env_server(env_id: str, sessions: int, workers: int) -> Iterator[tuple[str,
         "--log-level",
         "warning",
     ]
-    server = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+    server = subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": path},
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 300

@@ -1,6 +1,7 @@
 """``bench.py robustness``: false-positive and false-negative rates and time per call of every
 verifier (and plain math-verify and TRL's ``accuracy_reward``) on the committed corpus of correct
-answers in many notations and of attacks (``scripts/robustness.py``)."""
+answers in many notations and of attacks (`trainers.benchmarks.corpus`, written by
+``scripts/robustness.py``)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import add_json_argument
+from trainers.benchmarks import corpus as robustness
+from trainers.benchmarks.common import add_json_argument
 
 NAME = "robustness"
 
@@ -63,9 +65,7 @@ def add_parser(subparsers: Any) -> None:
 
 
 def _robustness_call(name: str, args: argparse.Namespace, stack: Any) -> Any:
-    """The scoring call for one verifier name (see scripts/robustness.py), or None."""
-    import robustness
-
+    """The scoring call for one verifier name (see `trainers.benchmarks.corpus`), or None."""
     from rewards import RemoteVerifier, get_verifier
 
     if name in robustness.BASELINES:
@@ -93,11 +93,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     import contextlib
     import logging
 
-    import robustness  # scripts/robustness.py, on the path bench.py sets
-
     logging.getLogger("math_verify").setLevel(logging.CRITICAL)
-    args.corpus = args.corpus or robustness.CORPUS
-    items = robustness.load_corpus(args.corpus)
+    if args.corpus is None and not robustness.CORPUS.is_file():  # installed, not a checkout
+        args.corpus = "the corpus built in memory (identical to tests/data/robustness.jsonl)"
+        items = robustness.parse_corpus(robustness.render(robustness.build_corpus()))
+    else:
+        args.corpus = args.corpus or robustness.CORPUS
+        items = robustness.load_corpus(args.corpus)
     results: dict[str, Any] = {}
     with contextlib.ExitStack() as stack:
         for name in args.verifiers:

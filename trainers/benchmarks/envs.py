@@ -7,7 +7,7 @@ import argparse
 import time
 from typing import Any
 
-from benchmarks.common import add_json_argument
+from trainers.benchmarks.common import add_json_argument
 
 NAME = "envs"
 

@@ -1,0 +1,134 @@
+"""Fuzz every environment and every verifier with adversarial text, with a large budget.
+
+Runs the properties of ``envs.testing.fuzz`` (the same ones the test suite runs with a small
+budget) outside pytest: every env in ``envs.list_envs()`` on the ``arithmetic`` task and on a
+task with LaTeX/fraction references, every verifier in ``rewards.list_verifiers()`` (responses, bad
+references, from a thread), ``verify_batch``, the TRL reward adapter, the extraction functions
+and the inputs the fuzz once found slow. Every time bound is enforced here (the test suite only
+reports them). Failing examples are counted, not shrunk, and the run goes on; it prints a table
+(target, inputs tried, failures, symbolic timeouts, calls over their bound, slowest call) and
+exits 1 on any failure. Needs Hypothesis (``pip install 'mathteams[fuzz]'``).
+
+    python scripts/fuzz.py --examples 2000 --json fuzz.json
+    python scripts/fuzz.py --examples 200 --only 'env\\[' --env-examples math/tool-v0=20
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+
+def make_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--examples", type=int, default=2000, help="Hypothesis examples per target (2000)"
+    )
+    parser.add_argument("--json", metavar="PATH", help="also write the table as JSON here")
+    parser.add_argument("--only", metavar="REGEX", help="run only targets whose name matches")
+    parser.add_argument(
+        "--env-examples",
+        metavar="ENV_ID=N",
+        action="append",
+        default=[],
+        help="examples for one env (repeatable), e.g. math/tool-v0=200 for a slow env",
+    )
+    parser.add_argument(
+        "--math-timeout",
+        type=float,
+        default=None,
+        help="timeout of the math-verify based verifiers (default: their own, 5 s)",
+    )
+    parser.add_argument("--seed", type=int, default=None, help="Hypothesis seed (random)")
+    parser.add_argument(
+        "--max-failures", type=int, default=3, help="stop a target after this many failures (3)"
+    )
+    parser.add_argument(
+        "--max-seconds",
+        type=float,
+        default=None,
+        help="stop a target's examples after this many seconds (no limit); the table shows "
+        "how many inputs each target got",
+    )
+    return parser
+
+
+def _env_examples(entries: list[str]) -> dict[str, int]:
+    counts = {}
+    for entry in entries:
+        env_id, sep, value = entry.partition("=")
+        if not sep or not value.isdigit():
+            raise SystemExit(f"--env-examples: expected ENV_ID=N, got {entry!r}")
+        counts[env_id] = int(value)
+    return counts
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The command: 1 when any target failed, else 0."""
+    return 1 if run(argv)["failures"] else 0
+
+
+def run(argv: list[str] | None = None) -> dict[str, Any]:
+    """Fuzz the targets, print the table and return the summary (``--json``'s content)."""
+    parser = make_parser()
+    args = parser.parse_args(argv)
+    if args.examples < 1:
+        raise SystemExit(f"--examples must be >= 1, got {args.examples}")
+    try:  # envs.testing.fuzz says what to install when Hypothesis is missing
+        from envs.testing import fuzz as harness
+    except ImportError as err:
+        raise SystemExit(f"{parser.prog}: {err}") from err
+    import hypothesis
+
+    counts = _env_examples(args.env_examples)
+    harness.register_profiles()
+    base = hypothesis.settings(hypothesis.settings.get_profile("long"), derandomize=False)
+    started = time.perf_counter()
+    targets = harness.all_targets(args.math_timeout, env_scale={}, pattern=args.only)
+    if not targets:
+        raise SystemExit(f"no target matches {args.only!r}")
+    for target in targets:
+        env_id = target.name[4:].split(":")[0] if target.name.startswith("env[") else None
+        examples = counts.get(env_id, round(args.examples * target.scale))
+        t0 = time.perf_counter()
+        stats = harness.run_target(
+            target,
+            base,
+            examples,
+            collect=True,
+            seed=args.seed,
+            max_failures=args.max_failures,
+            max_seconds=args.max_seconds,
+            enforce_bounds=True,
+        )
+        print(
+            f"{target.name}: {stats.inputs} inputs, {stats.failures} failures, "
+            f"max {stats.max_s:.3f} s/call ({time.perf_counter() - t0:.0f} s)",
+            flush=True,
+        )
+    table = harness.COLLECTOR.table()
+    print()
+    print(table)
+    total = harness.COLLECTOR.as_json()
+    failures = {name: s["first_failure"] for name, s in total.items() if s["failures"]}
+    for name, first in failures.items():
+        print(f"\nFIRST FAILURE of {name}: {first}")
+    summary = {
+        "examples_per_target": args.examples,
+        "seconds": round(time.perf_counter() - started, 1),
+        "inputs": sum(s["inputs"] for s in total.values()),
+        "failures": sum(s["failures"] for s in total.values()),
+        "targets": total,
+    }
+    print(f"\n{summary['inputs']} inputs, {summary['failures']} failures in {summary['seconds']} s")
+    if args.json:
+        Path(args.json).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    return summary
+
+
+if __name__ == "__main__":
+    sys.exit(main())
