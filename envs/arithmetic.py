@@ -206,9 +206,10 @@ def level_stream(generate: Callable[..., Problem], name: str, level: int, seed: 
 def split_sizes(
     generate: Callable[..., Problem], name: str, level: int, seed: int = 0, draws: int = 200_000
 ) -> tuple[dict[str, int], bool]:
-    """How many distinct problems each split of a level holds, from at most `draws` candidates
-    of its stream: ``(counts, exact)``; `exact` is False when the level was not exhausted, and
-    the counts are then lower bounds (``unknown`` level 3 and up, every ``arithmetic`` level)."""
+    """How many distinct problems each split of a level holds, from `draws` candidates of its
+    stream (or more, when the process drew that stream further already: streams are shared):
+    ``(counts, exact)``; `exact` is False when the level was not exhausted, and the counts are
+    then lower bounds (``unknown`` level 3 and up, every ``arithmetic`` level)."""
     stream = level_stream(generate, name, level, seed)
     stream.ensure(SPLITS[0], stream.MAX_DRAWS, max_draws=draws)
     return {split: len(stream.found[split]) for split in SPLITS}, stream.exhausted

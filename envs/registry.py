@@ -69,6 +69,23 @@ class EnvSpec:
             )
         return self.options(**merged)
 
+    def defaults(self) -> dict[str, Any]:
+        """The env's own options with their defaults (its options class's fields beyond the
+        task's, then the spec's kwargs over them); the spec's kwargs alone without a class."""
+        if self.options is None:
+            return dict(self.kwargs)
+        from envs.options import TaskOptions
+
+        shared = TaskOptions if issubclass(self.options, TaskOptions) else None
+        task_fields = {f.name for f in dataclasses.fields(shared)} if shared else set()
+        made = self.options_for()
+        own = {
+            f.name: getattr(made, f.name)
+            for f in dataclasses.fields(self.options)
+            if f.name not in task_fields
+        }
+        return {**own, **self.kwargs}
+
     def facts(self, **kwargs: Any) -> Any:
         """The env's static facts for `kwargs` (`envs.options.EnvFacts`: agents, roles, answer
         and review roles, turn slots), from its options class; no env is built."""

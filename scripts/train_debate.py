@@ -9,12 +9,7 @@ held-out problems, trains, evaluates again, and writes the model, metrics.json a
 to --output_dir.
 """
 
-from __future__ import annotations
-
 import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from trainers.run.cli import run_script
 

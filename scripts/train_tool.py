@@ -12,19 +12,14 @@ evaluated in --output_dir/warmup), then RL; both share --max_train_minutes (see
 `trainers.run.warmup`). `--warmup_sft_steps 0` skips it; `--warmup_data FILE.jsonl` brings your
 own demonstrations for another model or task.
 Each executor turn runs its program in a fresh sandboxed process (see `envs.sandbox`).
+
+Its defaults beyond the env's own are `trainers.run.cli.SCRIPT_DEFAULTS` (the reasons
+beside them); ``mathteams train tool`` runs the same job.
 """
 
-from __future__ import annotations
-
 import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from trainers.run.cli import run_script
 
-# The embedded recipe writes tool transcripts (the warm-up's demonstrations) of `unknown` only.
-DEFAULTS = {"task": "unknown"}
-
 if __name__ == "__main__":
-    run_script("math/tool-v0", sys.argv[1:], doc=__doc__, defaults=DEFAULTS)
+    run_script("math/tool-v0", sys.argv[1:], doc=__doc__)

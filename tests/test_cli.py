@@ -129,11 +129,9 @@ def test_train_reaches_the_envs_training_parser(capsys):
     assert "--num_generations" in out and "--rounds" in out
 
 
-@pytest.mark.parametrize("target", ["train_command", "run_script"])
-def test_train_passes_the_env_id_and_the_rest(monkeypatch, target):
+def test_train_passes_the_env_id_and_the_rest(monkeypatch):
     """ENV's short name or a full env id becomes the env id; the algorithm and flags follow
-    untouched, under the program name ``mathteams train ENV``. `cli.TRAIN_FALLBACK` (run_script)
-    stands in while `cli.TRAIN` (train_command) is absent."""
+    untouched, under the program name ``mathteams train ENV``."""
     import trainers.run.cli as run_cli
 
     calls = []
@@ -142,9 +140,7 @@ def test_train_passes_the_env_id_and_the_rest(monkeypatch, target):
         calls.append((env_id, argv, sys.argv[0]))
         return {"metrics": 1}
 
-    if target == "run_script":
-        monkeypatch.delattr(run_cli, "train_command", raising=False)
-    monkeypatch.setattr(run_cli, target, spy, raising=False)
+    monkeypatch.setattr(run_cli, "train_command", spy)
     argv0 = sys.argv[0]
     assert cli.main(["train", "reflection", "grpo", "--max_steps", "1"]) == 0
     assert cli.main(["train", "math/debate-v0", "--max_steps", "2"]) == 0

@@ -189,9 +189,7 @@ def test_evaluate_rejects_malformed_role_model(capsys, monkeypatch):
 def test_evaluate_speaks_the_training_scripts_vocabulary(monkeypatch):
     """One name per thing in training and evaluation; the old dashed names still parse, with a
     warning, and --role-adapters (a folder) is --role_adapters_dir, not training's bool."""
-    monkeypatch.syspath_prepend(str(REPO / "scripts"))
-    import evaluate
-
+    from trainers.run import evaluate_cli as evaluate
     from trainers.run.cli import make_parser
 
     with pytest.warns(FutureWarning, match="--max-new-tokens is deprecated"):
@@ -208,9 +206,13 @@ def test_evaluate_speaks_the_training_scripts_vocabulary(monkeypatch):
     shared = flags(evaluate.make_parser().format_help()) & training
     assert shared >= {
         "env_id", "task", "data_path", "split", "model_name_or_path", "role_models",
-        "max_completion_length", "num_envs", "num_agents", "rounds", "seed", "temperature",
+        "max_completion_length", "num_envs", "rounds", "seed", "temperature",
+        "refiner_mode", "audit", "critic_reward",  # the env's options group, in both
     }  # fmt: skip
     assert "role_adapters" not in flags(evaluate.make_parser().format_help())
+    debate = flags(evaluate.make_parser("math/debate-v0").format_help())
+    assert {"num_agents", "rounds", "influence_discount"} <= debate and "audit" not in debate
+    assert evaluate.chosen_env(["--k", "1", "--env_id", "math/debate-v0"]) == "math/debate-v0"
 
 
 def flags(help_text: str) -> set[str]:
@@ -294,16 +296,16 @@ def test_an_unknown_flag_is_one_line_naming_it():
 
 
 def test_role_models_flag_is_parsed_or_refused_with_the_expected_form():
-    from trainers.run.args import RunArguments
+    from trainers.run.args import ModelArguments
 
-    assert RunArguments(role_models="").role_model_paths() is False
-    assert RunArguments(role_models="all").role_model_paths() is True
-    got = RunArguments(role_models="critic=./c, refiner=./r").role_model_paths()
+    assert ModelArguments(role_models="").role_model_paths() is False
+    assert ModelArguments(role_models="all").role_model_paths() is True
+    got = ModelArguments(role_models="critic=./c, refiner=./r").role_model_paths()
     assert got == {"critic": "./c", "refiner": "./r"}
     with pytest.raises(ValueError, match="must read ROLE=PATH"):
-        RunArguments(role_models="critic")
+        ModelArguments(role_models="critic")
     with pytest.raises(ValueError, match="not both"):
-        RunArguments(role_models="all", role_adapters=True)
+        ModelArguments(role_models="all", role_adapters=True)
 
 
 def test_train_script_reads_a_yaml_config_and_flags_override(tmp_path):
@@ -312,9 +314,9 @@ def test_train_script_reads_a_yaml_config_and_flags_override(tmp_path):
     config = tmp_path / "c.yaml"
     config.write_text("max_steps: 7\nlearning_rate: 0.001\nrole_weights: 'critic=0.5'\n")
     parser, _ = make_parser("grpo", "math/reflection-v0")
-    env_args, grpo = parser.parse_args_and_config(["--config", str(config), "--max_steps", "3"])
+    job, grpo = parser.parse_args_and_config(["--config", str(config), "--max_steps", "3"])
     assert (grpo.max_steps, grpo.learning_rate) == (3, 0.001)
-    assert env_args.weights() == {"critic": 0.5} and env_args.env_id == "math/reflection-v0"
+    assert job.rollout.weights() == {"critic": 0.5} and job.env_id == "math/reflection-v0"
     assert grpo.per_device_train_batch_size == 20  # 5 turn slots x 4 generations
 
 
@@ -457,13 +459,12 @@ def test_shipped_grpo_configs_parse(path):
     from trainers.run.cli import make_parser
 
     env_id = f"math/{path.stem.split('_')[0]}-v0"
-    script = runpy.run_path(str(REPO / "scripts" / f"train_{env_id[5:-3]}.py"))
-    parser, _ = make_parser("grpo", env_id, script.get("DEFAULTS"))
-    env_args, config = parser.parse_args_and_config(["--config", str(path)])
+    parser, _ = make_parser("grpo", env_id)  # with the env's script defaults (SCRIPT_DEFAULTS)
+    job, config = parser.parse_args_and_config(["--config", str(path)])
     assert config.output_dir.startswith("outputs/")
-    envs.make(env_id, **env_args.env_kwargs())  # the script's defaults and the config agree
+    envs.make(env_id, **job.env_kwargs())  # the script's defaults and the config agree
     if path.stem == "reflection_grpo_norm":
-        assert env_args.trainable_params == r"^model\.norm\." and config.learning_rate == 0.3
+        assert job.model.trainable_params == r"^model\.norm\." and config.learning_rate == 0.3
 
 
 def test_probe_embedded_names_every_number_of_the_scripted_replies():

@@ -17,12 +17,10 @@ from __future__ import annotations
 
 import difflib
 import importlib
-import runpy
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 PROG = "mathteams"
@@ -33,13 +31,10 @@ TRAIN_ENVS = {
 }
 
 # Where `train` and `evaluate` go: ``train_command(env_id, argv)`` runs an env's training with its
-# script's defaults; ``evaluate_cli.main(argv)`` is scripts/evaluate.py's main. Until they exist
-# the fallbacks run instead (`run_script` without the reflection and tool scripts' own defaults;
-# the script file itself); once they do, set each fallback to None.
+# script's defaults (`trainers.run.cli.SCRIPT_DEFAULTS`); ``evaluate_cli.main(argv)`` is
+# scripts/evaluate.py's main.
 TRAIN = "trainers.run.cli:train_command"
-TRAIN_FALLBACK: str | None = "trainers.run.cli:run_script"
 EVALUATE = "trainers.run.evaluate_cli:main"
-EVALUATE_FALLBACK: str | None = "scripts/evaluate.py"  # in a checkout: run as a file (runpy)
 
 
 @dataclass(frozen=True)
@@ -231,7 +226,7 @@ def train(argv: list[str]) -> Any:
                 f"{PROG} train: unknown env {env!r}; ENV is one of {', '.join(TRAIN_ENVS)} or a "
                 f"registered env id ({', '.join(envs.list_envs())})"
             )
-    command = resolve(TRAIN) or (resolve(TRAIN_FALLBACK) if TRAIN_FALLBACK else None)
+    command = resolve(TRAIN)
     if command is None:
         raise SystemExit(f"{PROG} train: {TRAIN} is missing from this install")
     # argparse names a program by sys.argv[0]'s basename: a built-in env by its short name
@@ -241,15 +236,12 @@ def train(argv: list[str]) -> Any:
 
 
 def evaluate(argv: list[str]) -> Any:
-    """``mathteams evaluate [flags]``: `EVALUATE` (or, in a checkout, its fallback script)."""
+    """``mathteams evaluate [flags]``: `EVALUATE`."""
     command = resolve(EVALUATE)
-    script = Path(__file__).resolve().parents[1] / EVALUATE_FALLBACK if EVALUATE_FALLBACK else None
+    if command is None:
+        raise SystemExit(f"{PROG} evaluate: {EVALUATE} is missing from this install")
     with program_name(["evaluate"]):
-        if command is not None:
-            return command(argv)
-        if script is None or not script.is_file():
-            raise SystemExit(f"{PROG} evaluate: {EVALUATE} is missing from this install")
-        return runpy.run_path(str(script), run_name="evaluate")["main"](argv)
+        return command(argv)
 
 
 def unknown(word: str, choices: Sequence[str], where: str) -> UsageError:

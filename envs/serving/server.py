@@ -223,7 +223,7 @@ def _add_info_routes(app: Any, store: SessionStore, respond: Any) -> None:
             entries.append(
                 {
                     "id": env_id,
-                    "default_kwargs": jsonable(env_spec.kwargs),
+                    "default_kwargs": jsonable(env_spec.defaults()),
                     "max_turns": env_spec.max_turns,
                 }
             )

@@ -112,3 +112,9 @@ def test_register_refuses_an_options_class_without_facts():
     with pytest.raises(RegistryError, match="facts"):
         envs.register("test/bad_options-v0", "envs.solve:env", options=NotOptions)
     assert "test/bad_options-v0" not in envs.list_envs()
+
+
+def test_defaults_are_the_envs_own_options_with_their_defaults(throwaway):
+    defaults = envs.spec("math/debate-v0").defaults()
+    assert (defaults["num_agents"], defaults["rounds"]) == (3, 2) and "task" not in defaults
+    assert envs.spec(throwaway).defaults() == {}  # no options class: the spec's kwargs

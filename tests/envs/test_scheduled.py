@@ -161,7 +161,7 @@ def test_protocol_members_are_stated_once_bases_included():
     assert protocol_members(TeamEnv) == ("agents", "possible_agents", "reset", "step")
     assert set(protocol_members(TeamEnv)) < set(protocol_members(AECTeamEnv))
     assert "observe" in protocol_members(AECTeamEnv)
-    with pytest.raises(TypeError, match="not a typing.Protocol"):
+    with pytest.raises(TypeError, match=r"not a typing\.Protocol"):
         protocol_members(dict)
     assert set(protocol_members(TaskTeamEnv)) - set(protocol_members(TeamEnv)) == {
         "task",

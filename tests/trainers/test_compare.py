@@ -339,7 +339,7 @@ def test_evaluate_runs_the_alone_baseline_compute_matched():
         task="arithmetic",
         difficulty=[1, 2],
         num_problems=4,
-        rounds=2,
+        env_options={"rounds": 2},
         intervals=False,
         num_envs=8,
     )
@@ -400,8 +400,7 @@ def test_alone_plays_the_team_first_prompt_where_solve_differs():
         task="arithmetic",
         difficulty=[1],
         num_problems=2,
-        rounds=1,
-        num_agents=2,
+        env_options={"rounds": 1, "num_agents": 2},
         alone_ks=(1, 2),
         intervals=False,
     )
@@ -445,7 +444,7 @@ def _tokened_team(critic_tokens, num_problems=4, alone_ks=None):
         task="arithmetic",
         difficulty=[1, 2],
         num_problems=num_problems,
-        rounds=2,
+        env_options={"rounds": 2},
         intervals=False,
         num_envs=8,
         alone_ks=alone_ks,

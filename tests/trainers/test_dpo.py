@@ -224,9 +224,9 @@ def played(monkeypatch):
 
 
 def pipeline_args(tiny_model, out, **extra):
-    from trainers.run.args import RunArguments
+    from trainers.run.args import Job
 
-    env = RunArguments(
+    env = Job.of(
         env_id="math/reflection-v0",
         model_name_or_path=tiny_model,
         eval_problems=1,
@@ -304,7 +304,7 @@ def test_dpo_trains_only_the_final_norm_when_asked(tiny_model, tmp_path, monkeyp
     played(monkeypatch)
     out = tmp_path / "run"
     env, config = pipeline_args(tiny_model, out, learning_rate=0.1, sft_learning_rate=0.1)
-    env.trainable_params, env.eval_problems = r"^model\.norm\.", 0
+    env.model.trainable_params, env.eval.eval_problems = r"^model\.norm\.", 0
     metrics = train_dpo(env, config)
     assert [r["steps"] for r in metrics["rounds"]] == [1, 1]
     start = load_file(Path(tiny_model) / "model.safetensors")

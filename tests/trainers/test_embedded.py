@@ -440,11 +440,10 @@ def test_rebuilding_the_shipped_model_gives_the_shipped_bytes():
 
 
 def _build_script():
-    import runpy
+    """``scripts/build_embedded.py``'s code (``mathteams build-embedded``)."""
+    from trainers.embedded import cli
 
-    from tests.utils import REPO
-
-    return runpy.run_path(str(REPO / "scripts" / "build_embedded.py"), run_name="build_embedded")
+    return vars(cli)
 
 
 def test_build_script_sets_recipe_fields_by_their_type():

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from trainers.evaluation import held_out
-from trainers.run.args import RunArguments
+from trainers.run.args import Job
 from trainers.run.bridge import eval_config
 
 CONFIG = SimpleNamespace(temperature=1.0, max_completion_length=32, seed=0, device=None)
@@ -26,7 +26,7 @@ def _gsm8k_rows(path, questions):
 
 
 def _args(**kwargs):
-    return RunArguments(env_id="math/solve-v0", **kwargs)
+    return Job.of(env_id="math/solve-v0", **kwargs)
 
 
 def test_a_run_evaluating_on_its_training_file_refuses_to_start(tmp_path):
@@ -105,7 +105,7 @@ def test_a_run_defaults_to_the_levels_the_embedded_model_was_built_on_for_its_ta
     from trainers.embedded import EMBEDDED_TASK, EmbeddedRecipe, embedded_levels
 
     recipe = EmbeddedRecipe()
-    assert _args().difficulty == embedded_levels(EMBEDDED_TASK) == list(recipe.difficulty)
-    assert _args(task="reach").difficulty == list(recipe.reach_difficulty) == [1, 2, 3, 4]
-    assert _args(task="unknown", difficulty=[3]).difficulty == [3]
+    assert _args().env.difficulty == embedded_levels(EMBEDDED_TASK) == list(recipe.difficulty)
+    assert _args(task="reach").env.difficulty == list(recipe.reach_difficulty) == [1, 2, 3, 4]
+    assert _args(task="unknown", difficulty=[3]).env.difficulty == [3]
     assert eval_config(_args(task="reach"), "model", CONFIG).difficulty == [1, 2, 3, 4]

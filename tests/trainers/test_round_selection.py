@@ -16,7 +16,7 @@ from trainers.algorithms.sft import CPUSFTConfig
 from trainers.evaluation.held_out import task_problems
 from trainers.run import train as run_train
 from trainers.run import validation as val
-from trainers.run.args import RunArguments
+from trainers.run.args import Job
 
 
 def tag(model) -> str:
@@ -40,7 +40,7 @@ def scripted(tmp_path, monkeypatch):
         checked.append(tag(model))
         return scores[tag(model)], 0.5
 
-    def start_run(env_args, config, algo):
+    def start_run(job, config, algo):
         out = Path(config.output_dir)
         out.mkdir(parents=True, exist_ok=True)
         return out, {"algo": algo, "start_model": str(start)}
@@ -56,7 +56,7 @@ def scripted(tmp_path, monkeypatch):
         (out / "model" / "tag.txt").write_text(out.name)
         return out / "model", {"steps": 1, "log_history": []}
 
-    env = RunArguments(
+    env = Job.of(
         env_id="math/reflection-v0",
         model_name_or_path=str(start),
         eval_problems=20,
@@ -182,14 +182,14 @@ def test_selection_off_keeps_the_newest_round(scripted, tmp_path):
 
 def test_no_evaluation_means_no_validation_check(scripted, tmp_path):
     scripted["scores"].update({"start": 0.9, "round-1": 0.1})
-    scripted["env"].eval_problems = 0
+    scripted["env"].eval.eval_problems = 0
     results = run(scripted, tmp_path, 1)
     assert scripted["checked"] == [] and final_tag(tmp_path) == "round-1"
     assert "--eval_problems 0" in results["selection"]["reason"]
 
 
 def test_an_unknown_select_metric_stops_the_run_before_any_round(tiny_model, tmp_path):
-    env = RunArguments(
+    env = Job.of(
         env_id="math/reflection-v0",
         model_name_or_path=tiny_model,
         task="arithmetic",
@@ -253,7 +253,7 @@ def test_offline_scripts_select_on_validation_by_default():
 
 
 def test_a_generated_task_validates_on_its_validation_split_apart_from_the_evaluation():
-    env = RunArguments(env_id="math/reflection-v0", eval_problems=30, difficulty=[2, 3])
+    env = Job.of(env_id="math/reflection-v0", eval_problems=30, difficulty=[2, 3])
     config = CPUSFTConfig(output_dir="unused", validation_problems=20)
     check, why = val.validation_check(env, config, "model")
     assert why == "" and check is not None
@@ -263,7 +263,7 @@ def test_a_generated_task_validates_on_its_validation_split_apart_from_the_evalu
     held = task_problems(evaluation.env_kwargs(), 20)
     assert {p["id"].split("/")[1] for p in held} == {"validation"}
 
-    env.eval_split = "validation"  # the evaluation reads the validation split too: after it
+    env.eval.eval_split = "validation"  # the evaluation reads the validation split too: after it
     check, _ = val.validation_check(env, config, "model")
     assert check is not None and check.evaluation.offset == 30
     import envs
@@ -283,7 +283,7 @@ def test_a_task_without_validation_split_holds_out_training_problems_no_round_pl
         tmp_path / "dev.jsonl",
         [{"question": f"What is {i} + 100?", "answer": f"#### {i + 100}"} for i in range(5)],
     )
-    env = RunArguments(
+    env = Job.of(
         env_id="math/reflection-v0",
         task="gsm8k",
         data_path=str(gsm8k_file),
@@ -305,7 +305,7 @@ def test_a_task_without_validation_split_holds_out_training_problems_no_round_pl
     assert check is None and "holds 12 problems" in why and "--validation_problems 8" in why
 
     # the evaluation reads the whole training file (--allow_overlap): its problems are off
-    env.eval_data_path, env.eval_problems = None, 12
+    env.eval.eval_data_path, env.eval.eval_problems = None, 12
     config.validation_problems = 4
     check, why = val.validation_check(env, config, "model")
     assert check is None and "occur among the evaluation problems" in why

@@ -12,7 +12,7 @@ from trainers.algorithms.dpo import CPUDPOConfig
 from trainers.algorithms.rounds import Stage, completed_rounds, rollout_figures, round_config
 from trainers.algorithms.sft import CPUSFTConfig, rollout_episodes
 from trainers.rollout.records import Episode, Turn
-from trainers.run.args import RunArguments
+from trainers.run.args import Job
 
 
 def sft_script(run_script, out, *extra):
@@ -30,7 +30,7 @@ def sft_script(run_script, out, *extra):
 
 
 def test_each_round_plays_fresh_problems_wrapping_around_the_training_set(tiny_model, tmp_path):
-    env = RunArguments(
+    env = Job.of(
         env_id="math/reflection-v0", task="arithmetic", difficulty=[1], rounds=1, train_problems=5
     )
     config = CPUSFTConfig(
@@ -137,7 +137,7 @@ def test_stages_share_the_budget_and_each_plays_at_least_one_round(tmp_path, mon
         shutil.copytree(model, out / "model")
         return out / "model", {"steps": 1, "log_history": []}
 
-    env = RunArguments(
+    env = Job.of(
         env_id="math/reflection-v0",
         eval_problems=0,
         model_name_or_path=str(model),
@@ -173,8 +173,8 @@ def test_offline_algorithms_default_to_time_bounded_rounds(algo):
     from trainers.run.cli import make_parser
 
     parser, _ = make_parser(algo, "math/reflection-v0")
-    env_args, config = parser.parse_args_and_config([])
-    assert env_args.max_train_minutes == 15
+    job, config = parser.parse_args_and_config([])
+    assert job.max_train_minutes == 15
     if algo == "sft":
         assert config.iterations == 100  # the budget ends them
     else:  # SFT rounds in 3/4 of the budget, then one DPO round
@@ -201,7 +201,7 @@ def test_a_later_round_with_nothing_to_train_keeps_its_model(tiny_model, tmp_pat
         shutil.copytree(model, out / "model")
         return out / "model", {"steps": 1, "log_history": [{"loss": 1.0, "step": 1}]}
 
-    env = RunArguments(env_id="math/reflection-v0", eval_problems=0, model_name_or_path=tiny_model)
+    env = Job.of(env_id="math/reflection-v0", eval_problems=0, model_name_or_path=tiny_model)
     config = CPUSFTConfig(output_dir=str(tmp_path / "run"), iterations=3)
     results = run_train.train_rounds(env, config, "sft", [rounds.Stage("sft", update, 3)])
     assert [r.get("skipped") for r in results["rounds"]] == [None, "no good turn", None]

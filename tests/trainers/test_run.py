@@ -11,7 +11,7 @@ from transformers import TrainerControl, TrainerState
 from trainers.evaluation.report import plots
 from trainers.evaluation.report import summary as report
 from trainers.run import budget as time_budget
-from trainers.run.args import RunArguments
+from trainers.run.args import Job
 from trainers.run.bridge import eval_config
 
 
@@ -31,11 +31,11 @@ def test_time_budget_stops_and_saves_once_the_minutes_have_passed(monkeypatch):
 
 
 def test_time_budget_comes_from_the_env_arguments_and_is_checked():
-    assert time_budget.callbacks(RunArguments(max_train_minutes=None)) == []
-    (budget,) = time_budget.callbacks(RunArguments())  # the scripts' default: 15 minutes
+    assert time_budget.callbacks(Job.of(max_train_minutes=None)) == []
+    (budget,) = time_budget.callbacks(Job.of())  # the scripts' default: 15 minutes
     assert isinstance(budget, time_budget.TimeBudget) and budget.seconds == 900
     with pytest.raises(ValueError, match="max_train_minutes"):
-        RunArguments(max_train_minutes=0)
+        Job.of(max_train_minutes=0)
     with pytest.raises(ValueError, match="minutes"):
         time_budget.TimeBudget(-1)
 
@@ -267,11 +267,11 @@ def test_evaluation_samples_at_the_eval_temperature_else_the_training_one():
     from types import SimpleNamespace
 
     config = SimpleNamespace(temperature=1.5, max_completion_length=32, seed=0)
-    assert eval_config(RunArguments(), "m", config).temperature == 1.5
-    assert eval_config(RunArguments(eval_temperature=1.0), "m", config).temperature == 1.0
-    assert eval_config(RunArguments(), "m", SimpleNamespace(seed=0)).temperature == 1.0
+    assert eval_config(Job.of(), "m", config).temperature == 1.5
+    assert eval_config(Job.of(eval_temperature=1.0), "m", config).temperature == 1.0
+    assert eval_config(Job.of(), "m", SimpleNamespace(seed=0)).temperature == 1.0
     with pytest.raises(ValueError, match="eval_temperature must be > 0"):
-        RunArguments(eval_temperature=0)
+        Job.of(eval_temperature=0)
 
 
 def test_evaluation_gives_every_algorithm_its_own_tokens_per_turn():
@@ -283,33 +283,33 @@ def test_evaluation_gives_every_algorithm_its_own_tokens_per_turn():
     from trainers.algorithms.dpo import CPUDPOConfig
 
     grpo = SimpleNamespace(max_completion_length=32, seed=0)
-    assert eval_config(RunArguments(), "m", grpo).max_completion_length == 32
+    assert eval_config(Job.of(), "m", grpo).max_completion_length == 32
     dpo = SimpleNamespace(max_completion_length=80, seed=0)
-    assert eval_config(RunArguments(), "m", dpo).max_completion_length == 80
-    assert eval_config(RunArguments(), "m", SimpleNamespace(seed=0)).max_completion_length == 96
+    assert eval_config(Job.of(), "m", dpo).max_completion_length == 80
+    assert eval_config(Job.of(), "m", SimpleNamespace(seed=0)).max_completion_length == 96
     assert CPUDPOConfig.__dataclass_fields__["max_completion_length"].default >= 96
 
 
 def test_audit_reaches_the_env_as_a_tuple_of_roles():
     import envs
 
-    kwargs = RunArguments(audit=" critic, refiner ").env_kwargs()
+    kwargs = Job.of(audit=" critic, refiner ").env_kwargs()
     assert kwargs["audit"] == ("critic", "refiner")
     assert envs.make("math/reflection-v0", **kwargs).unwrapped.audit == ("critic", "refiner")
-    assert "audit" not in RunArguments().env_kwargs()
-    assert "audit" not in RunArguments(audit="", critic_reward="outcome").env_kwargs()
+    assert "audit" not in Job.of().env_kwargs()
+    assert Job.of(audit="", critic_reward="outcome").env_kwargs()["audit"] == ()
 
 
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"audit": "critics"}, "unknown roles"),
-        ({"audit": "solver", "env_id": "math/debate-v0"}, "applies to math/reflection-v0"),
+        ({"audit": "critics"}, "audit must be a sequence of roles from"),
+        ({"audit": "solver", "env_id": "math/debate-v0"}, "nor an option of math/debate-v0"),
     ],
 )
 def test_bad_audit_is_refused_before_any_model_loads(kwargs, message):
-    with pytest.raises(ValueError, match=message):
-        RunArguments(**kwargs)
+    with pytest.raises((ValueError, TypeError), match=message):
+        Job.of(**kwargs)
 
 
 def test_evaluation_plays_the_env_the_run_trains():
@@ -319,22 +319,22 @@ def test_evaluation_plays_the_env_the_run_trains():
 
     from trainers.evaluation.config import ALONE_ENV, env_kwargs_for
 
-    env_args = RunArguments(
+    job = Job.of(
         refiner_mode="resolve",
         revision_reward="improvement",
         critic_reward="counterfactual",
         verifier="math",
         audit="critic",
     )
-    train = env_args.env_kwargs(split="train")
-    config = eval_config(env_args, "m", SimpleNamespace(seed=0))
-    team = env_kwargs_for(config, env_args.env_id)
+    train = job.env_kwargs(split="train")
+    config = eval_config(job, "m", SimpleNamespace(seed=0))
+    team = env_kwargs_for(config, job.env_id)
     for key in ("refiner_mode", "revision_reward", "critic_reward", "verifier", "audit"):
         assert team[key] == train[key], key
     assert env_kwargs_for(config, ALONE_ENV).keys() & set(config.env_options) == {"verifier"}
     import envs
 
-    assert envs.make(env_args.env_id, **team).unwrapped.refiner_mode == "resolve"
+    assert envs.make(job.env_id, **team).unwrapped.refiner_mode == "resolve"
     assert envs.make(ALONE_ENV, **env_kwargs_for(config, ALONE_ENV)) is not None
 
 
@@ -381,12 +381,14 @@ def test_argument_groups_are_parsed_once_into_one_record(monkeypatch):
     argv = ["--rounds", "3", "--lora_r", "4", "--eval_problems", "7", "--warmup_sft_steps", "2"]
     args, config = parser.parse_args_and_config(argv)
     assert len(calls) == 1  # the batch default is derived from this parse, not a second one
-    assert isinstance(args, RunArguments)
-    assert (args.rounds, args.lora_r, args.eval_problems, args.warmup_sft_steps) == (3, 4, 7, 2)
-    assert args.audit == "critic" and config.per_device_train_batch_size == 28
+    assert isinstance(args, Job)
+    got = (args.options["rounds"], args.model.lora_r, args.eval.eval_problems)
+    assert (*got, args.warmup.warmup_sft_steps) == (3, 4, 7, 2)
+    assert args.options["audit"] == ("critic",) and config.per_device_train_batch_size == 28
     sections = re.findall(r"^(\S[^\n]*):$", parser.format_help(), re.MULTILINE)
     names = [cls._argument_group_name for cls in GROUPS]
-    assert sections[-5:] == [*names, "GRPO (TRL's GRPOConfig, CPU defaults)"]
+    options = "env options (math/reflection-v0)"
+    assert sections[-7:] == [names[0], options, *names[1:], "GRPO (TRL's GRPOConfig, CPU defaults)"]
 
 
 def test_one_tokens_per_turn_name_reaches_training_and_evaluation():
@@ -407,7 +409,7 @@ def test_one_tokens_per_turn_name_reaches_training_and_evaluation():
 
 
 def test_evaluation_env_is_the_training_env_with_split_and_size_overridden():
-    args = RunArguments(
+    args = Job.of(
         env_id="math/reflection-v0",
         rounds=3,
         critic_reward="balanced",

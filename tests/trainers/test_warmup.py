@@ -12,7 +12,7 @@ import torch
 
 from trainers.run import budget as time_budget
 from trainers.run import warmup
-from trainers.run.args import RunArguments
+from trainers.run.args import Job
 from trainers.run.warmup import (
     AUTO_STEPS,
     default_steps,
@@ -39,13 +39,13 @@ def test_it_runs_by_default_only_where_the_embedded_model_never_played_a_role(ti
         json.loads((Path(tiny_model) / "recipe.json").read_text())["sft"]["rows_per_role"]
     )
     assert {"solver", "critic", "refiner"} <= trained and "executor" not in trained
-    assert default_steps(RunArguments(env_id=TOOL), tiny_model) == AUTO_STEPS
-    assert default_steps(RunArguments(env_id=REFLECTION), tiny_model) == 0
-    assert default_steps(RunArguments(env_id=TOOL, task="arithmetic"), tiny_model) == 0
+    assert default_steps(Job.of(env_id=TOOL), tiny_model) == AUTO_STEPS
+    assert default_steps(Job.of(env_id=REFLECTION), tiny_model) == 0
+    assert default_steps(Job.of(env_id=TOOL, task="arithmetic"), tiny_model) == 0
     plain = tmp_path / "plain"  # any other model: no recipe.json
     shutil.copytree(tiny_model, plain)
     (plain / "recipe.json").unlink()
-    assert default_steps(RunArguments(env_id=TOOL), str(plain)) == 0
+    assert default_steps(Job.of(env_id=TOOL), str(plain)) == 0
 
 
 def test_embedded_demonstrations_are_the_envs_roles_on_training_problems_with_replay(
@@ -61,7 +61,7 @@ def test_embedded_demonstrations_are_the_envs_roles_on_training_problems_with_re
         return real(name, **kwargs)
 
     monkeypatch.setattr(envs, "make_task", make_task)
-    rows = embedded_demonstrations(RunArguments(env_id=TOOL), tiny_model, 48, seed=3)
+    rows = embedded_demonstrations(Job.of(env_id=TOOL), tiny_model, 48, seed=3)
     assert splits and set(splits) == {"train"}  # never the held-out problems
     assert len(rows) == 48
     roles = [r["role"] for r in rows]
@@ -76,7 +76,7 @@ def test_embedded_demonstrations_are_the_envs_roles_on_training_problems_with_re
 
 def test_embedded_demonstrations_are_refused_for_another_task(tiny_model):
     with pytest.raises(ValueError, match=r"--warmup_data PATH\.jsonl"):
-        embedded_demonstrations(RunArguments(env_id=TOOL, task="arithmetic"), tiny_model, 8, 0)
+        embedded_demonstrations(Job.of(env_id=TOOL, task="arithmetic"), tiny_model, 8, 0)
 
 
 def test_file_demonstrations_read_chats_and_name_a_bad_line(tmp_path):
@@ -99,9 +99,9 @@ def test_file_demonstrations_read_chats_and_name_a_bad_line(tmp_path):
 
 def test_warm_up_arguments_are_checked():
     with pytest.raises(ValueError, match="warmup_sft_steps"):
-        RunArguments(warmup_sft_steps=-1)
+        Job.of(warmup_sft_steps=-1)
     with pytest.raises(ValueError, match="warmup_learning_rate"):
-        RunArguments(warmup_learning_rate=0)
+        Job.of(warmup_learning_rate=0)
 
 
 def test_the_folded_scale_is_out_while_training_and_back_after(tiny_model, tmp_path, monkeypatch):
@@ -121,7 +121,7 @@ def test_the_folded_scale_is_out_while_training_and_back_after(tiny_model, tmp_p
         seen.append(self.model.get_decoder().norm.weight.detach().clone())
 
     monkeypatch.setattr(trl.SFTTrainer, "train", train)
-    args = RunArguments(env_id=TOOL)
+    args = Job.of(env_id=TOOL)
     path, figures = warm_start(args, Config(), str(model), tmp_path / "warm", steps=2)
     assert torch.allclose(seen[0], start / 3.0)
     saved = AutoModelForCausalLM.from_pretrained(path).get_decoder().norm.weight
@@ -137,9 +137,9 @@ def test_the_folded_scale_is_out_while_training_and_back_after(tiny_model, tmp_p
 
 
 def test_the_warm_up_spends_the_training_budget(monkeypatch):
-    (budget,) = time_budget.callbacks(RunArguments(max_train_minutes=15), spent_seconds=300)
+    (budget,) = time_budget.callbacks(Job.of(max_train_minutes=15), spent_seconds=300)
     assert budget.seconds == pytest.approx(600)
-    (budget,) = time_budget.callbacks(RunArguments(max_train_minutes=2), spent_seconds=600)
+    (budget,) = time_budget.callbacks(Job.of(max_train_minutes=2), spent_seconds=600)
     assert budget.seconds == pytest.approx(60 * time_budget.MIN_MINUTES)
 
 

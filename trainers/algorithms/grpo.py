@@ -64,6 +64,7 @@ reference model is loaded from `model_path`, so give a saved folder.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import random
 from collections import defaultdict
@@ -540,8 +541,15 @@ class CPUGRPOConfig(GRPOConfig):
     @classmethod
     def derived_defaults(cls, parsed: Any) -> dict:
         """`DERIVED`'s defaults from the parsed flags (`trainers.run.cli.RunParser`): a
-        micro-batch holds whole episodes, every turn slot of the env they ask for (``env_id``,
-        ``rounds``, ``num_agents``) x the G generations (``num_generations``)."""
-        shape = {k: getattr(parsed, k, None) for k in ("rounds", "num_agents")}
-        env = envs_pkg.make(parsed.env_id, **{k: v for k, v in shape.items() if v is not None})
-        return {"per_device_train_batch_size": turn_slots(env) * parsed.num_generations}
+        micro-batch holds whole episodes, every turn slot of the env they ask for (``env_id``
+        and its options: ``rounds``, ``num_agents``) x the G generations
+        (``num_generations``); the slots come from the env's options' facts, no env built."""
+        spec = envs_pkg.spec(parsed.env_id)
+        if spec.options is None:  # an env registered without its options: ask a made one
+            slots = turn_slots(envs_pkg.make(parsed.env_id))
+        else:
+            names = {f.name for f in dataclasses.fields(spec.options)}
+            shape = {k: getattr(parsed, k) for k in ("rounds", "num_agents") if k in names}
+            shape = {k: v for k, v in shape.items() if v is not None}
+            slots = sum(len(step) for step in spec.facts(**shape).slots)
+        return {"per_device_train_batch_size": slots * parsed.num_generations}

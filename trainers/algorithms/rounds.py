@@ -63,6 +63,7 @@ from trainers.algorithms.round_selection import (
 )
 from trainers.algorithms.sft import good_turn, rollout_episodes
 from trainers.rollout.records import Episode
+from trainers.rollout.source import RunSource
 
 logger = logging.getLogger(__name__)
 
@@ -167,7 +168,7 @@ class Rounds:
 
 
 def play_rounds(
-    env_args: Any,
+    job: RunSource,
     config: Any,
     stages: Sequence[Stage],
     out: Path,
@@ -184,12 +185,12 @@ def play_rounds(
     ``rollout_episodes``), the final model's folder and the log history."""
     rounds_dir = out / "rounds"
     state, records, history, model = resumed_rounds(config, rounds_dir, start_model)
-    budget = 60.0 * env_args.max_train_minutes if env_args.max_train_minutes else None
+    budget = 60.0 * job.max_train_minutes if job.max_train_minutes else None
     selection = start_selection(validation, state, records, model, why_not)
     run = Rounds(rounds_dir, records, history, selection, validation, budget, began)
     names = [stage.name for stage in stages]
     for position, stage in enumerate(stages):
-        model = play_stage(env_args, config, run, stage, names[position + 1 :], model)
+        model = play_stage(job, config, run, stage, names[position + 1 :], model)
     final = keep_final(out, model, validation, selection)
     figures = {
         "rounds": records,
@@ -203,7 +204,7 @@ def play_rounds(
 
 
 def play_stage(
-    env_args: Any,
+    job: RunSource,
     config: Any,
     run: Rounds,
     stage: Stage,
@@ -236,7 +237,7 @@ def play_stage(
             logger.info("%s: no room for another round in the time budget", stage.name)
             break
         round_began = time.perf_counter()
-        record, rows = play_round(env_args, config, stage, model, len(records), run.rounds_dir)
+        record, rows = play_round(job, config, stage, model, len(records), run.rounds_dir)
         step = sum(r["steps"] for r in records)
         index = len(records) + 1
         if validation is not None:
@@ -294,14 +295,14 @@ def save_round(
 
 
 def play_round(
-    env_args: Any, config: Any, stage: Stage, model: str, index: int, rounds_dir: Path
+    job: RunSource, config: Any, stage: Stage, model: str, index: int, rounds_dir: Path
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Round `index` (0-based over the run): `model` plays fresh problems, `stage.update`
     trains on them. Returns the round's record and its history rows (the rollouts' figures,
     then the trainer's rows, steps counted from the round's start)."""
     began = time.perf_counter()
     episodes = rollout_episodes(
-        env_args, model, config, seed=config.seed + index, offset=index * config.rollout_problems
+        job, model, config, seed=config.seed + index, offset=index * config.rollout_problems
     )
     rolled = time.perf_counter()
     round_dir = rounds_dir / f"round-{index + 1}"

@@ -40,6 +40,7 @@ from envs.roles import role_of
 from trainers.algorithms.trainable import freeze_except, no_gradient_checkpointing
 from trainers.rollout.engine import RolloutEngine
 from trainers.rollout.records import Episode, Turn, answer_roles_of
+from trainers.rollout.source import RunSource
 
 
 def good_turn(turn: Turn) -> bool:
@@ -248,10 +249,10 @@ class CPUSFTConfig(RolloutSettings, SFTConfig):
 
 
 def rollout_episodes(
-    env_args: Any, model_path: str, config: Any, seed: int | None = None, offset: int = 0
+    job: RunSource, model_path: str, config: Any, seed: int | None = None, offset: int = 0
 ) -> list[Episode]:
     """Play `config.rollout_samples` episodes of `config.rollout_problems` training problems,
-    from index `offset` of the first ``env_args.train_problems`` (wrapping around them)."""
+    from index `offset` of the first ``job.train_problems`` (wrapping around them)."""
     if config.rollout_problems < 1 or config.rollout_samples < 1:
         raise ValueError(
             f"rollout_problems={config.rollout_problems} and rollout_samples="
@@ -264,14 +265,14 @@ def rollout_episodes(
     )
     policy = HFPolicy.from_pretrained(model_path, generation)
     engine = RolloutEngine(
-        env_args.env_id,
+        job.env_id,
         policy,
-        env_args.env_kwargs(split="train"),
-        num_envs=env_args.num_envs,
+        job.env_kwargs(split="train"),
+        num_envs=job.num_envs,
         progress=True,
     )
     source = engine.task.source
-    pool = min(getattr(env_args, "train_problems", len(source)) or len(source), len(source))
+    pool = min(job.train_problems or len(source), len(source))
     count = min(config.rollout_problems, pool)
     ids = [source[(offset + i) % pool]["id"] for i in range(count)]
     return engine.run(ids, group_size=config.rollout_samples, seed=generation.seed)

@@ -3,7 +3,7 @@ model alone's ``math/solve-v0`` (`env_kwargs_for`)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,8 +34,6 @@ class EvalConfig:
     ensemble_size: int = 3
     samples: int = 1
     ks: Sequence[int] = (1,)
-    rounds: int | None = None
-    num_agents: int | None = None
     temperature: float = 1.0
     greedy: bool = False
     max_completion_length: int = 96  # tokens per turn, the training configs' name
@@ -49,29 +47,23 @@ class EvalConfig:
     save_episodes: Path | None = None
     progress: bool = False
     device: str | None = None
-    # The team env's own kwargs beyond the task (``{"refiner_mode": "resolve", "verifier":
-    # "math"}``): the same env the run trained, played as it trained. The model alone plays
-    # solve-v0 with the same ``verifier``.
+    # The team env's own kwargs beyond the task (``{"rounds": 2, "refiner_mode": "resolve",
+    # "verifier": "math"}``): the same env the run trained, played as it trained. The model
+    # alone plays solve-v0 with the same ``verifier``.
     env_options: dict[str, Any] = field(default_factory=dict)
 
     def env_kwargs(self) -> dict[str, Any]:
-        kwargs: dict[str, Any] = {"task": self.task}
-        if self.data_path:
-            kwargs["data_path"] = self.data_path
-        if self.task in PROCEDURAL_TASKS:
-            # Held out by construction (`envs.splits`): the test split, distinct texts.
-            kwargs["split"] = self.split or "test"
-            kwargs["task_kwargs"] = {
-                "difficulty": self.levels(),
-                "size": self.offset + self.num_problems,
-            }
-        elif self.split:
-            kwargs["split"] = self.split
-        if self.rounds is not None:
-            kwargs["rounds"] = self.rounds
-        if self.num_agents is not None:
-            kwargs["num_agents"] = self.num_agents
-        return {**kwargs, **self.env_options}
+        """The team env's kwargs (`env_kwargs`): a generated task's test split by default (held
+        out by construction, `envs.splits`), its problems up to ``offset + num_problems``."""
+        procedural = self.task in PROCEDURAL_TASKS
+        return env_kwargs(
+            self.task,
+            data_path=self.data_path,
+            split=(self.split or "test") if procedural else self.split,
+            difficulty=self.levels() if procedural else None,
+            size=self.offset + self.num_problems,
+            options=self.env_options,
+        )
 
     def __post_init__(self) -> None:
         if self.task in PROCEDURAL_TASKS and not self.difficulty:
@@ -99,12 +91,41 @@ class EvalConfig:
         )
 
 
+def env_kwargs(
+    task: str,
+    *,
+    data_path: str | None = None,
+    split: str | None = None,
+    difficulty: Sequence[int] | None = None,
+    size: int | None = None,
+    repeat: bool = False,
+    options: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The kwargs of an env playing `task`: the one builder of training's env
+    (`trainers.run.args.Job.env_kwargs`) and of evaluation's (`EvalConfig.env_kwargs`).
+
+    A generated task (`envs.tasks.PROCEDURAL_TASKS`) gets its levels (`difficulty`), its
+    problems a level (`size`) and, with `repeat`, cycles them; `options` are the env's own
+    (rounds, rewards, protocol, the verifier), passed as they are.
+    """
+    kwargs: dict[str, Any] = {"task": task}
+    if data_path:
+        kwargs["data_path"] = data_path
+    if split:
+        kwargs["split"] = split
+    if task in PROCEDURAL_TASKS:
+        task_kwargs: dict[str, Any] = {"difficulty": list(difficulty or ()), "size": size}
+        if repeat:
+            task_kwargs["repeat"] = True
+        kwargs["task_kwargs"] = task_kwargs
+    return {**kwargs, **(options or {})}
+
+
 def env_kwargs_for(config: EvalConfig, env_id: str) -> dict[str, Any]:
-    """The config's env kwargs, less those `env_id` does not take (solve-v0: rounds, agents)."""
+    """The config's env kwargs, less the team env's own options when `env_id` is the model
+    alone's solve-v0 (it keeps the verifier)."""
     kwargs = config.env_kwargs()
     if env_id == ALONE_ENV:
-        kwargs.pop("rounds", None)
-        kwargs.pop("num_agents", None)
         for key in config.env_options:
             if key != "verifier":  # the team env's own options
                 kwargs.pop(key, None)

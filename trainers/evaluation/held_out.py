@@ -9,6 +9,7 @@ import logging
 from typing import Any
 
 from trainers.evaluation.config import EvalConfig
+from trainers.rollout.source import RunSource
 
 logger = logging.getLogger(__name__)
 
@@ -30,19 +31,19 @@ def task_problems(kwargs: dict[str, Any], count: int, offset: int = 0) -> list[d
     return [source[i] for i in range(offset, min(offset + count, len(source)))]
 
 
-def check_held_out(env_args: Any, evaluation: EvalConfig) -> dict[str, Any]:
+def check_held_out(job: RunSource, evaluation: EvalConfig) -> dict[str, Any]:
     """Refuse (`OverlapError`) a run whose evaluation problems share a text with its training
     problems (`envs.overlap`: whitespace and case ignored), unless ``--allow_overlap``; return
     the counts compared. Generated tasks are held out by construction (`envs.splits`); a user's
     JSONL or hub split is checked here, as the training problems the run will read
-    (`env_args`: the run's `trainers.run.args.RunArguments`)."""
+    (`job`: the run's settings, a `trainers.run.args.Job`)."""
     import envs
 
-    train = task_problems(env_args.env_kwargs(split="train"), env_args.train_problems)
+    train = task_problems(job.env_kwargs(split="train"), job.train_problems)
     held = task_problems(evaluation.env_kwargs(), evaluation.num_problems, evaluation.offset)
     shared = envs.overlap(held, train)
     figures = {"train_problems": len(train), "eval_problems": len(held), "shared": len(shared)}
-    if shared and not env_args.allow_overlap:
+    if shared and not job.allow_overlap:
         examples = "; ".join(repr(text[:100]) for text in shared[:3])
         raise OverlapError(
             f"refusing to train: {len(shared)} of the {len(held)} evaluation problems occur among "

@@ -1,25 +1,35 @@
-"""The training scripts' arguments in four groups, parsed once by `trainers.run.parser.RunParser`
-(a `TrlParser`) next to the algorithm's config (`CPUGRPOConfig`, ... in `trainers.algorithms`):
+"""The training scripts' arguments, parsed once by `trainers.run.parser.RunParser` (a
+`TrlParser`) next to the env's options group (`trainers.run.options.options_group`) and the
+algorithm's config (`CPUGRPOConfig`, ... in `trainers.algorithms`):
 
-- `EnvArguments`: the env, its task and problems, its rewards, and the run's budget;
+- `EnvArguments`: the env, its task and problems;
+- the env's own options (rounds, rewards, protocol), derived from its options dataclass;
+- `RolloutArguments`: how episodes are played and paid (copies, role weights, branching) and the
+  run's time budget;
 - `ModelArguments`: the start model and what of it trains (a small dataclass, not TRL's
   `ModelConfig`: that one's fields -- dtype, attention, quantisation, ``use_peft`` with its own
   LoRA defaults -- would be accepted here and silently ignored, as no builder reads them);
 - `EvalArguments`: the before/after evaluation, which plays the training env with its own split
-  and problem count as the only overrides (`trainers.run.experiment.eval_config`);
+  and problem count as the only overrides (`trainers.run.bridge.eval_config`);
 - `WarmupArguments`: the SFT warm-up before RL (`trainers.run.warmup`).
 
-`RunArguments` is all four in one record, what the train functions take. Each group checks its
-own fields in ``__post_init__``; ``--help`` prints one section per group.
+`Job` holds the parsed groups apart, what the train functions take. Each group checks its own
+fields in ``__post_init__``, the env's options class its options; ``--help`` prints one section
+per group.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
-from envs.tasks import PROCEDURAL_TASKS
+import envs
 from trainers.embedded import EMBEDDED_TASK, embedded_levels
+from trainers.evaluation.config import env_kwargs
+from trainers.run.options import option_kwargs
 
 
 def comma_items(text: str) -> list[str]:
@@ -29,7 +39,11 @@ def comma_items(text: str) -> list[str]:
 
 @dataclass
 class EnvArguments:
-    """Which env, task and problems a training script plays, its rewards and the run's budget.
+    """Which env a training script plays, on which task and problems.
+
+    The env's own options (rounds, rewards, protocol...) are not here: each env states them in
+    its options dataclass (`envs.options`), and the scripts add them as their own argument group
+    (`trainers.run.options.options_group`).
 
     Args:
         env_id (`str`, set by the script): the registered env.
@@ -37,31 +51,11 @@ class EnvArguments:
             (default: the one the embedded model is built on).
         difficulty (`list[int]`, [1, 2, 3]): levels of a generated task (default: those of the
             embedded model).
-        rounds (`int | None`): reflection/debate rounds; None keeps the env's default.
-        num_agents (`int | None`): debate/ensemble agents; None keeps the env's default.
         train_problems (`int`, 2000): training problems (the task's train split).
-        max_train_minutes (`float | None`, 15): wall-clock budget of the training loop (GRPO,
-            PPO: its steps; SFT, DPO: its rounds, rollouts included, `trainers.run.rounds`);
-            the scripts' defaults are time-bounded by it.
-        num_envs (`int`, 64): env copies the rollout engine runs at once.
-        role_weights (`str`, ""): reward weight per role, e.g. "solver=1,critic=0.5".
-        critic_reward (`str | None`): reflection's critic reward: "verdict", "balanced",
-            "outcome" or "counterfactual" (`envs.reflection`); None keeps the env's default
-            ("verdict").
-        revision_reward (`str | None`): how revising turns are paid (reflection's refiner,
-            debaters after round 0, the tool env's executor after round 0): "score" or
-            "improvement" (`envs.core.revision_reward`); None keeps the env's default ("score").
-        improvement_bonus (`float | None`): weight of the change in an "improvement" pay.
-        counterfactual_weight (`float | None`): weight of the change in a "counterfactual"
-            critic's pay (the tool env's verifier: `verifier_reward`).
-        verifier_reward (`str | None`): the tool env's verifier: "verdict" or "counterfactual".
-        refiner_mode (`str | None`): reflection's refiner after a rejection: "revise" (apply the
-            critic's feedback; the env's default) or "resolve" (solve afresh).
-        audit (`str`, ""): reflection: comma-separated roles whose turns earn 0 when they state a
-            false equation (`envs.reflection`), e.g. "critic,refiner"; empty: none.
+        verifier (`str | None`): a verifier name instead of the task's own, e.g. "math".
     """
 
-    _argument_group_name = "env and run (the env, its task, rewards and the time budget)"
+    _argument_group_name = "env (the env, its task, split and problems; its options below)"
 
     env_id: str = field(default="math/reflection-v0", metadata={"help": "Registered env id."})
     task: str = field(default=EMBEDDED_TASK, metadata={"help": "Task name."})
@@ -74,11 +68,37 @@ class EnvArguments:
             "the embedded model was built on for the task."
         },
     )
-    rounds: int | None = field(
-        default=None, metadata={"help": "Env rounds (reflection, debate, tool)."}
-    )
-    num_agents: int | None = field(default=None, metadata={"help": "Debate/ensemble agents."})
     train_problems: int = field(default=2000, metadata={"help": "Number of training problems."})
+    verifier: str | None = field(
+        default=None, metadata={"help": "Verifier name (default: the task's), e.g. 'math'."}
+    )
+
+    def __post_init__(self) -> None:
+        if not self.difficulty:
+            self.difficulty = embedded_levels(self.task)
+        if self.train_problems < 1:
+            raise ValueError(f"train_problems must be >= 1, got {self.train_problems}")
+
+
+@dataclass
+class RolloutArguments:
+    """How the run plays and pays its episodes, and its time budget.
+
+    Args:
+        max_train_minutes (`float | None`, 15): wall-clock budget of the training loop (GRPO,
+            PPO: its steps; SFT, DPO: its rounds, rollouts included,
+            `trainers.algorithms.rounds`); the scripts' defaults are time-bounded by it.
+        num_envs (`int`, 64): env copies the rollout engine runs at once.
+        role_weights (`str`, ""): reward weight per role, e.g. "solver=1,critic=0.5".
+        branch_turns (`bool`, False): GRPO: branched rollouts; every turn's G samples reply to
+            one shared history, so each turn's group baseline compares replies, not histories.
+        mask_uniform_groups (`bool`, False): GRPO: drop from the loss the turn groups whose G
+            rewards are all equal (zero advantage: no signal), so they do not dilute the
+            token-normalised loss of the groups that carry one.
+    """
+
+    _argument_group_name = "rollouts and budget (how episodes are played and paid; the time)"
+
     max_train_minutes: float | None = field(
         default=15.0,
         metadata={"help": "Training time budget in minutes (GRPO, PPO: steps; SFT, DPO: rounds)."},
@@ -87,69 +107,27 @@ class EnvArguments:
     role_weights: str = field(
         default="", metadata={"help": "Reward weight per role, e.g. 'solver=1,critic=0.5'."}
     )
-    verifier: str | None = field(
-        default=None, metadata={"help": "Verifier name (default: the task's), e.g. 'math'."}
-    )
-    influence_discount: float | None = field(
-        default=None, metadata={"help": "Debate: influence-aware reward discount (0 disables)."}
-    )
-    team_reward: bool | None = field(
-        default=None, metadata={"help": "Reflection: one shared team reward at the end."}
-    )
-    critic_reward: str | None = field(
-        default=None,
+    branch_turns: bool = field(
+        default=False,
         metadata={
-            "help": "Reflection: 'verdict' (verdict matches the truth; the env's default), "
-            "'balanced' (the verdict, each class of reviewed answer carrying half the batch's "
-            "weight), 'outcome' (score of the revision the feedback led to) or 'counterfactual' "
-            "(the verdict plus what the revision changed against keeping the answer)."
+            "help": "GRPO: sample every turn G times from one shared history (a branched "
+            "rollout), so a turn's group baseline compares replies, not the histories before them."
         },
     )
-    revision_reward: str | None = field(
-        default=None,
+    mask_uniform_groups: bool = field(
+        default=False,
         metadata={
-            "help": "Revising turns' pay (refiner, debaters after round 0, tool executor after "
-            "round 0): 'score' (env default) or 'improvement' (score + bonus x change)."
-        },
-    )
-    improvement_bonus: float | None = field(
-        default=None, metadata={"help": "Weight of the change in an 'improvement' pay (env: 1)."}
-    )
-    counterfactual_weight: float | None = field(
-        default=None,
-        metadata={"help": "Weight of the change in a 'counterfactual' critic's pay (env: 1)."},
-    )
-    verifier_reward: str | None = field(
-        default=None,
-        metadata={"help": "Tool env's verifier: 'verdict' (env default) or 'counterfactual'."},
-    )
-    refiner_mode: str | None = field(
-        default=None,
-        metadata={
-            "help": "Reflection: after a rejection the refiner 'revise's with the critic's "
-            "feedback (env default) or 'resolve's the problem afresh."
-        },
-    )
-    audit: str = field(
-        default="",
-        metadata={
-            "help": "Reflection: roles whose turns earn 0 when they state a false equation, "
-            "e.g. 'critic,refiner' (empty: none)."
+            "help": "GRPO: leave out of the loss the turn groups whose rewards are all equal "
+            "(no signal), so they do not dilute the token-normalised loss."
         },
     )
 
     def __post_init__(self) -> None:
-        if not self.difficulty:
-            self.difficulty = embedded_levels(self.task)
-        if self.train_problems < 1:
-            raise ValueError(f"train_problems must be >= 1, got {self.train_problems}")
         if self.max_train_minutes is not None and not self.max_train_minutes > 0:
             raise ValueError(f"max_train_minutes must be > 0, got {self.max_train_minutes}")
+        if self.num_envs < 1:
+            raise ValueError(f"num_envs must be >= 1, got {self.num_envs}")
         self.weights()  # validate early
-        self.audit_roles()
-        parent = getattr(super(), "__post_init__", None)  # the next group of RunArguments
-        if parent is not None:
-            parent()
 
     def weights(self) -> dict[str, float]:
         """`role_weights` as a dict, or a ValueError saying the expected form."""
@@ -166,62 +144,6 @@ class EnvArguments:
                 )
         return out
 
-    def audit_roles(self) -> tuple[str, ...]:
-        """`audit` as a tuple of roles, checked against the reflection env's rules before any
-        model loads (`envs.reflection`)."""
-        roles = tuple(comma_items(self.audit))
-        if not roles:
-            return roles
-        if self.env_id != "math/reflection-v0":
-            raise ValueError(f"--audit applies to math/reflection-v0, not {self.env_id}")
-        from envs.reflection import ROLES
-
-        unknown = [r for r in roles if r not in ROLES]
-        if unknown:
-            raise ValueError(f"--audit {self.audit!r}: unknown roles {unknown}; roles: {ROLES}")
-        return roles
-
-    def env_options(self) -> dict:
-        """The env's own kwargs beyond the task, its problems and its size (rounds, agents):
-        verifier, rewards, audit and protocol, as training and evaluation both pass them."""
-        out = {}
-        for name in (
-            "verifier",
-            "influence_discount",
-            "team_reward",
-            "critic_reward",
-            "revision_reward",
-            "improvement_bonus",
-            "counterfactual_weight",
-            "verifier_reward",
-            "refiner_mode",
-        ):
-            if getattr(self, name) not in (None, ""):
-                out[name] = getattr(self, name)
-        audit = self.audit_roles()
-        if audit:
-            out["audit"] = audit
-        return out
-
-    def env_kwargs(self, split: str | None = None) -> dict:
-        kwargs: dict = {"task": self.task}
-        if self.data_path:
-            kwargs["data_path"] = self.data_path
-        if split or self.split:
-            kwargs["split"] = split or self.split
-        if self.task in PROCEDURAL_TASKS:  # training cycles a small level's problems (epochs)
-            kwargs["task_kwargs"] = {
-                "difficulty": list(self.difficulty),
-                "size": 10_000,
-                "repeat": True,
-            }
-        if self.rounds is not None:
-            kwargs["rounds"] = self.rounds
-        if self.num_agents is not None:
-            kwargs["num_agents"] = self.num_agents
-        kwargs.update(self.env_options())
-        return kwargs
-
 
 @dataclass
 class ModelArguments:
@@ -236,11 +158,6 @@ class ModelArguments:
         role_models (`str`, ""): GRPO/PPO train a full model per role: "all" gives every role its
             own copy of the start model; "critic=PATH,..." starts those roles from PATH (the rest
             from the start model).
-        branch_turns (`bool`, False): GRPO: branched rollouts; every turn's G samples reply to
-            one shared history, so each turn's group baseline compares replies, not histories.
-        mask_uniform_groups (`bool`, False): GRPO: drop from the loss the turn groups whose G
-            rewards are all equal (zero advantage: no signal), so they do not dilute the
-            token-normalised loss of the groups that carry one.
         lora_r (`int`, 8), lora_alpha (`int`, 16): rank and alpha of each role's adapter.
     """
 
@@ -269,20 +186,6 @@ class ModelArguments:
             "model) or 'ROLE=PATH,...' (those roles start from PATH, the rest from the start model)."
         },
     )
-    branch_turns: bool = field(
-        default=False,
-        metadata={
-            "help": "GRPO: sample every turn G times from one shared history (a branched "
-            "rollout), so a turn's group baseline compares replies, not the histories before them."
-        },
-    )
-    mask_uniform_groups: bool = field(
-        default=False,
-        metadata={
-            "help": "GRPO: leave out of the loss the turn groups whose rewards are all equal "
-            "(no signal), so they do not dilute the token-normalised loss."
-        },
-    )
 
     def __post_init__(self) -> None:
         if self.lora_r < 1 or self.lora_alpha < 1:
@@ -299,9 +202,6 @@ class ModelArguments:
                 raise ValueError(
                     f"trainable_params {self.trainable_params!r} is not a regex: {exc}"
                 ) from exc
-        parent = getattr(super(), "__post_init__", None)  # the next group of RunArguments
-        if parent is not None:
-            parent()
 
     def role_model_paths(self) -> bool | dict[str, str]:
         """`role_models` as the trainers take it: False, True ("all") or {role: path}."""
@@ -327,8 +227,6 @@ class ModelArguments:
             "lora_alpha": self.lora_alpha,
             "role_models": self.role_model_paths(),
             "trainable": self.trainable_params or None,
-            "branch_turns": self.branch_turns,
-            "mask_uniform_groups": self.mask_uniform_groups,
         }
 
 
@@ -338,7 +236,7 @@ class EvalArguments:
     (`EnvArguments`: task, levels, rounds, agents, verifier, rewards, protocol) with these
     overrides only: the split (``eval_split``), the problems (``eval_problems``,
     ``eval_difficulty``, ``eval_data_path``), the episodes per problem and the temperature
-    (`trainers.run.experiment.eval_config`). Its tokens per turn are training's
+    (`trainers.run.bridge.eval_config`). Its tokens per turn are training's
     (``max_completion_length``, every algorithm's config).
 
     Args:
@@ -352,7 +250,7 @@ class EvalArguments:
         eval_data_path (`str | None`): a local JSONL file of held-out problems; needed with
             `data_path`, whose problems the run trains on.
         allow_overlap (`bool`, False): train even when evaluation problems occur among the
-            training problems (the run refuses to start otherwise: `trainers.run.experiment`).
+            training problems (the run refuses to start otherwise: `trainers.evaluation.held_out`).
         eval_temperature (`float | None`): sampling temperature of the before/after evaluations;
             None: the training temperature (GRPO/PPO's `temperature`, else 1.0).
     """
@@ -401,9 +299,6 @@ class EvalArguments:
             )
         if self.eval_temperature is not None and not self.eval_temperature > 0:
             raise ValueError(f"eval_temperature must be > 0, got {self.eval_temperature}")
-        parent = getattr(super(), "__post_init__", None)  # the next group of RunArguments
-        if parent is not None:
-            parent()
 
 
 @dataclass
@@ -445,23 +340,100 @@ class WarmupArguments:
             raise ValueError(f"warmup_sft_steps must be >= 0, got {self.warmup_sft_steps}")
         if not self.warmup_learning_rate > 0:
             raise ValueError(f"warmup_learning_rate must be > 0, got {self.warmup_learning_rate}")
-        parent = getattr(super(), "__post_init__", None)  # the next group of RunArguments
-        if parent is not None:
-            parent()
 
 
-GROUPS = (EnvArguments, ModelArguments, EvalArguments, WarmupArguments)  # --help's order
+GROUPS = (EnvArguments, RolloutArguments, ModelArguments, EvalArguments, WarmupArguments)
 
 
-@dataclass
-class RunArguments(WarmupArguments, EvalArguments, ModelArguments, EnvArguments):
-    """The four groups in one record, what the train functions take (``args.env_kwargs()``,
-    ``args.eval_problems``, ...). Each group's ``__post_init__`` checks its own fields."""
+@dataclass(frozen=True)
+class Job:
+    """A training run's parsed groups, kept apart (as TRL's scripts keep ``script_args``,
+    ``training_args`` and ``model_args``): what the train functions take beside the algorithm's
+    config. ``options`` holds the env's own options as the env takes them (``{"rounds": 2,
+    "audit": ("critic",), ...}``), checked here once by the env's options class.
+
+    `Job.of` builds one from flat names (``Job.of(env_id=..., eval_problems=0, rounds=1)``), for
+    tests and notebooks.
+    """
+
+    env: EnvArguments
+    options: Mapping[str, Any] = field(default_factory=dict)
+    rollout: RolloutArguments = field(default_factory=RolloutArguments)
+    model: ModelArguments = field(default_factory=ModelArguments)
+    eval: EvalArguments = field(default_factory=EvalArguments)
+    warmup: WarmupArguments = field(default_factory=WarmupArguments)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "options", dict(self.options))
+        spec = envs.spec(self.env.env_id)
+        if spec.options is not None:  # the env's own errors, before any model loads
+            spec.options_for(**self.env_kwargs(split="train"))
 
     @classmethod
-    def merge(cls, *groups: object) -> RunArguments:
-        """One `RunArguments` from parsed groups (`GROUPS`' instances, any order)."""
-        values: dict = {}
-        for group in groups:
-            values.update(vars(group))
-        return cls(**values)
+    def of(cls, **values: Any) -> Job:
+        """A `Job` from flat names: each group's fields go to it, the rest are the env's
+        options (a sequence option may be written as on the command line, ``audit="critic,
+        refiner"``); a name that is neither raises, naming what is accepted."""
+        groups: dict[str, Any] = {}
+        for name, group in zip(("env", "rollout", "model", "eval", "warmup"), GROUPS, strict=True):
+            names = {f.name for f in dataclasses.fields(group)}
+            groups[name] = group(**{k: values.pop(k) for k in list(values) if k in names})
+        env_id = groups["env"].env_id
+        known = envs.spec(env_id).options
+        allowed = {f.name for f in dataclasses.fields(known)} if known else set()
+        unknown = sorted(set(values) - allowed)
+        if unknown:
+            raise TypeError(
+                f"Job.of() got unexpected arguments {unknown}: neither a field of "
+                f"{', '.join(g.__name__ for g in GROUPS)} nor an option of {env_id}"
+            )
+        return cls(options={**values, **option_kwargs(env_id, values)}, **groups)
+
+    # The run's settings that the layers below read (`trainers.rollout.source.RunSource`).
+    @property
+    def env_id(self) -> str:
+        return self.env.env_id
+
+    @property
+    def train_problems(self) -> int:
+        return self.env.train_problems
+
+    @property
+    def num_envs(self) -> int:
+        return self.rollout.num_envs
+
+    @property
+    def max_train_minutes(self) -> float | None:
+        return self.rollout.max_train_minutes
+
+    @property
+    def allow_overlap(self) -> bool:
+        return self.eval.allow_overlap
+
+    def env_options(self) -> dict[str, Any]:
+        """The env's kwargs beyond its task and problems, as training and evaluation both pass
+        them: the verifier (if chosen) and the env's own options."""
+        verifier = {"verifier": self.env.verifier} if self.env.verifier else {}
+        return {**verifier, **self.options}
+
+    def env_kwargs(self, split: str | None = None) -> dict[str, Any]:
+        """The training env's kwargs (`trainers.evaluation.config.env_kwargs`): training cycles
+        a generated task's levels (10,000 problems a level, repeated)."""
+        env = self.env
+        return env_kwargs(
+            env.task,
+            data_path=env.data_path,
+            split=split or env.split,
+            difficulty=env.difficulty,
+            size=10_000,
+            repeat=True,
+            options=self.env_options(),
+        )
+
+    def builder_kwargs(self) -> dict[str, Any]:
+        """The trainer builders' arguments from the model and rollout groups."""
+        return {
+            **self.model.builder_kwargs(),
+            "branch_turns": self.rollout.branch_turns,
+            "mask_uniform_groups": self.rollout.mask_uniform_groups,
+        }

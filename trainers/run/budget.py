@@ -9,7 +9,7 @@ import time
 
 from transformers import TrainerCallback
 
-from trainers.run.args import RunArguments
+from trainers.run.args import Job
 
 logger = logging.getLogger(__name__)
 
@@ -47,16 +47,16 @@ class TimeBudget(TrainerCallback):
 MIN_MINUTES = 1.0  # what a budget leaves to training after `spent_seconds` of warm-up, at least
 
 
-def budget_minutes(env_args: RunArguments, spent_seconds: float = 0.0) -> float | None:
+def budget_minutes(job: Job, spent_seconds: float = 0.0) -> float | None:
     """What the time budget leaves to training: ``--max_train_minutes`` less `spent_seconds`
     already spent on the run's training (a warm-up), but at least `MIN_MINUTES`; None: none."""
-    minutes = getattr(env_args, "max_train_minutes", None)
+    minutes = job.max_train_minutes
     if not minutes:
         return None
     return max(minutes - spent_seconds / 60, MIN_MINUTES)
 
 
-def callbacks(env_args: RunArguments, spent_seconds: float = 0.0) -> list[TrainerCallback]:
+def callbacks(job: Job, spent_seconds: float = 0.0) -> list[TrainerCallback]:
     """The run's callbacks from the env arguments: the time budget (`budget_minutes`)."""
-    minutes = budget_minutes(env_args, spent_seconds)
+    minutes = budget_minutes(job, spent_seconds)
     return [] if minutes is None else [TimeBudget(minutes)]

@@ -1,9 +1,12 @@
-"""The shared entry point of the ``scripts/train_<env>.py`` scripts (TRL-style parsing).
+"""The shared entry point of the ``scripts/train_<env>.py`` scripts and ``mathteams train ENV``
+(TRL-style parsing).
 
 Each algorithm is one `ALGOS` entry: the module that holds it (in `trainers.algorithms`), the
 name of its config dataclass there (a TRL config subclass with CPU defaults), the name of its train
-function ``train(args: RunArguments, config) -> dict`` in `trainers.run.train`, and the envs it
-applies to (None: every env). Nothing of TRL is imported until an algorithm is picked.
+function ``train(job: Job, config) -> dict`` in `trainers.run.train`, and the envs it applies to
+(None: every env). Nothing of TRL is imported until an algorithm is picked. `SCRIPT_DEFAULTS`
+holds each env's training defaults that differ from its options class's (the reasons beside
+them), so a script and ``mathteams train`` run the same job.
 """
 
 from __future__ import annotations
@@ -37,6 +40,22 @@ ALGOS: dict[str, Algo] = {
 }
 ADAPTER_ALGOS = ("grpo", "ppo")  # the ones that can train a LoRA adapter or a model per role
 
+# Each env's training defaults where they differ from its options class's (a --config file and
+# flags override them).
+SCRIPT_DEFAULTS: dict[str, dict[str, Any]] = {
+    # The critic is paid for its verdict (the env's default; paying it by the revision's outcome
+    # taught it to accept). Every role's turn earns 0 when it states a false equation (`--audit
+    # ""` turns it off): paid by the verdict alone, a critic sharing weights with a mostly right
+    # solver learns to write "= 0: it checks" under any subtraction (envs/reflection.py). After
+    # a rejection the refiner solves afresh (`revise` applies the critic's check): on
+    # validation, a refiner applying the trained critic's checks broke 60% of right answers
+    # (team final answer 0.18), one solving afresh 7% (0.86; docs/results.md, "Credit and
+    # protocol options, chosen on validation").
+    "math/reflection-v0": {"audit": "solver,critic,refiner", "refiner_mode": "resolve"},
+    # The embedded recipe writes tool transcripts (the warm-up's demonstrations) of `unknown` only.
+    "math/tool-v0": {"task": "unknown"},
+}
+
 
 def available(env_id: str) -> list[str]:
     """Algorithms that apply to `env_id` and whose module is present."""
@@ -64,10 +83,11 @@ def make_parser(algo: str, env_id: str, defaults: dict[str, Any] | None = None) 
     from trainers.run.parser import RunParser
 
     config_cls, train = ALGOS[algo].load()
-    parser = RunParser(config_cls)
+    parser = RunParser(config_cls, env_id)
     script_defaults: dict[str, Any] = {
         "env_id": env_id,
         "output_dir": f"outputs/{env_id.split('/')[1]}_{algo}",
+        **SCRIPT_DEFAULTS.get(env_id, {}),
     }
     script_defaults.update(defaults or {})
     parser.set_defaults(**script_defaults)
@@ -104,14 +124,19 @@ def run_script(
         print(doc)
         print(f"algorithms for {env_id}: {', '.join(available(env_id))}\n")
     parser, train = make_parser(algo, env_id, defaults)
-    env_args, config, unknown = parser.parse_args_and_config(argv, return_remaining_strings=True)
+    job, config, unknown = parser.parse_args_and_config(argv, return_remaining_strings=True)
     if unknown:
         raise SystemExit(  # one line, not argparse's page-long usage of every GRPOConfig field
             f"{parser.prog}: unrecognized arguments: {' '.join(unknown)} "
             f"(`{parser.prog} {algo} --help` lists every field)"
         )
+    if job.env.env_id != env_id:
+        raise SystemExit(
+            f"{parser.prog}: --env_id {job.env.env_id} with {env_id}'s options; train it with "
+            f"its own script or `mathteams train {job.env.env_id}`"
+        )
     for flag in ("role_adapters", "role_models"):
-        if getattr(env_args, flag) and algo not in ADAPTER_ALGOS:
+        if getattr(job.model, flag) and algo not in ADAPTER_ALGOS:
             raise SystemExit(
                 f"--{flag} applies to {' and '.join(ADAPTER_ALGOS)}, not {algo}; "
                 f"{algo} trains the whole shared model"
@@ -119,6 +144,17 @@ def run_script(
     from trainers.evaluation.held_out import OverlapError
 
     try:
-        return train(env_args, config)
+        return train(job, config)
     except OverlapError as err:  # a refusal before training, not a crash: one line, no traceback
         raise SystemExit(f"{parser.prog}: {err}") from None
+
+
+def train_command(env_id: str, argv: Sequence[str]) -> dict[str, Any]:
+    """``mathteams train ENV [ALGO] [flags]``: `run_script` with the env's script doc (an env
+    id or a built-in short name: reflection, debate, tool, solve, ensemble)."""
+    import envs
+
+    if "/" not in env_id:
+        env_id = f"math/{env_id}-v0"
+    envs.spec(env_id)  # an unknown env: the registry's "did you mean"
+    return run_script(env_id, argv, doc=f"Train the agents of `{env_id}`.")

@@ -27,7 +27,7 @@ from trainers.evaluation.held_out import check_held_out
 from trainers.evaluation.report.plots import has_curve, plot_compute, plot_curves
 from trainers.evaluation.report.summary import summary, summary_table
 from trainers.evaluation.report.tables import markdown_report
-from trainers.run.args import RunArguments
+from trainers.run.args import Job
 from trainers.run.bridge import eval_config
 
 logger = logging.getLogger(__name__)
@@ -38,21 +38,21 @@ def is_main(config: Any) -> bool:
     return config.process_index == 0
 
 
-def start_run(env_args: RunArguments, config: Any, algo: str) -> tuple[Path, dict[str, Any]]:
+def start_run(job: Job, config: Any, algo: str) -> tuple[Path, dict[str, Any]]:
     """Create ``output_dir``, resolve the start model, evaluate it (``results["before"]``).
 
     Under ``accelerate launch`` only the main process evaluates and writes; every process trains.
     """
     out = Path(config.output_dir)
     out.mkdir(parents=True, exist_ok=True)
-    start_model = resolve_model(env_args.model_name_or_path)
-    results: dict[str, Any] = {"env": env_args.env_id, "algo": algo, "start_model": start_model}
-    results["env_kwargs"] = env_args.env_kwargs()  # the training env's (critic_reward, audit...)
+    start_model = resolve_model(job.model.model_name_or_path)
+    results: dict[str, Any] = {"env": job.env_id, "algo": algo, "start_model": start_model}
+    results["env_kwargs"] = job.env_kwargs()  # the training env's (critic_reward, audit...)
     results["processes"] = config.world_size
-    if not env_args.eval_problems:
+    if not job.eval.eval_problems:
         return out, results
-    before = eval_config(env_args, start_model, config)
-    results["held_out"] = check_held_out(env_args, before)  # every process, before any model
+    before = eval_config(job, start_model, config)
+    results["held_out"] = check_held_out(job, before)  # every process, before any model
     if is_main(config):
         results["before"] = kept_before(out / "metrics.json", before, config) or evaluate(before)
         print(markdown_report(results["before"]))
@@ -76,7 +76,7 @@ def kept_before(path: Path, before: EvalConfig, config: Any) -> dict[str, Any] |
 
 
 def finish_run(
-    env_args: RunArguments,
+    job: Job,
     config: Any,
     results: dict[str, Any],
     final: Path,
@@ -90,12 +90,12 @@ def finish_run(
     results["log_history"] = log_history
     if not is_main(config):
         return results
-    if env_args.eval_problems:
-        after = eval_config(env_args, str(final), config)
+    if job.eval.eval_problems:
+        after = eval_config(job, str(final), config)
         base = results.get("rl_start_model", results["start_model"])  # RL's start (warmed up?)
-        if getattr(env_args, "role_adapters", False):  # final/ holds one adapter per role
+        if job.model.role_adapters:  # final/ holds one adapter per role
             after.model, after.role_adapters_dir = base, str(final)
-        elif getattr(env_args, "role_models", ""):  # final/ holds one model per role
+        elif job.model.role_models:  # final/ holds one model per role
             roles = sorted(p.parent.name for p in final.glob("*/config.json"))
             after.model = base
             after.role_models = {role: str(final / role) for role in roles}
@@ -104,7 +104,7 @@ def finish_run(
         results["summary"] = summary(results)
         print(summary_table(results["summary"]))
     write_json_atomic(out / "metrics.json", results)
-    title = f"{env_args.env_id} {results['algo']}"
+    title = f"{job.env_id} {results['algo']}"
     with atomic_path(out / "curves.png") as tmp:
         plot_curves(log_history, tmp, title, results.get("summary"))
     written = [final, out / "metrics.json", out / "curves.png"]

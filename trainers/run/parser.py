@@ -1,5 +1,6 @@
 """The training scripts' parser: TRL's `TrlParser` over the run's argument groups
-(`trainers.run.args`) and an algorithm's config, parsed once."""
+(`trainers.run.args`), the env's options group (`trainers.run.options`) and an algorithm's
+config, parsed once."""
 
 from __future__ import annotations
 
@@ -7,23 +8,28 @@ from typing import Any
 
 from trl import TrlParser
 
-from trainers.run.args import GROUPS, RunArguments
+from trainers.run.args import GROUPS, Job
+from trainers.run.options import option_kwargs, options_group
 
 
 class RunParser(TrlParser):
-    """TRL's `TrlParser` over `trainers.run.args.GROUPS` and an algorithm's config, in one
-    parse: ``--help`` prints one section per group (env and run first, TRL's config last), and
-    `parse_args_and_config` returns ``(RunArguments, config, ...)``.
+    """TRL's `TrlParser` over `trainers.run.args.GROUPS`, `env_id`'s options group and an
+    algorithm's config, in one parse: ``--help`` prints one section per group (the env and its
+    options first, TRL's config last), and `parse_args_and_config` returns ``(Job, config,
+    ...)``.
 
     A config may derive defaults from the parsed env (`CPUGRPOConfig.derived_defaults`: the
     batch is every turn slot x G). Those fields default to None in the parser and are filled in
     the parsed namespace, before the config is built, unless a flag or --config set them.
     """
 
-    def __init__(self, config_cls: type) -> None:
-        super().__init__((*GROUPS, config_cls))
+    def __init__(self, config_cls: type, env_id: str) -> None:
+        self.env_id = env_id
+        self.options_cls = options_group(env_id)
+        groups = (GROUPS[0], *([self.options_cls] if self.options_cls else []), *GROUPS[1:])
+        super().__init__((*groups, config_cls))
         self.usage = "%(prog)s [ALGORITHM] [--config FILE.yaml] [--FIELD VALUE ...]"
-        self.groups = len(GROUPS)
+        self.groups = len(groups)
         self.derive = getattr(config_cls, "derived_defaults", None)
         if self.derive is not None:
             self.set_defaults(**dict.fromkeys(config_cls.DERIVED))
@@ -38,4 +44,8 @@ class RunParser(TrlParser):
 
     def parse_args_and_config(self, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
         out = super().parse_args_and_config(*args, **kwargs)
-        return (RunArguments.merge(*out[: self.groups]), *out[self.groups :])
+        parsed = list(out[: self.groups])
+        options = option_kwargs(self.env_id, parsed.pop(1)) if self.options_cls else {}
+        env, rollout, model, evaluation, warmup = parsed
+        job = Job(env, options, rollout, model, evaluation, warmup)
+        return (job, *out[self.groups :])

@@ -1,6 +1,6 @@
 """One train function per algorithm, what `trainers.run.cli` runs for ``scripts/train_<env>.py``:
 evaluate the start model, train it (`trainers.algorithms`), save it, evaluate the result and write
-the run's files (`trainers.run.experiment`). Each takes the script's `RunArguments` and the
+the run's files (`trainers.run.experiment`). Each takes the script's `Job` and the
 algorithm's config and returns the run's figures."""
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from trainers.evaluation.evaluate import evaluate
 from trainers.evaluation.report.console import Console, install
 from trainers.evaluation.report.tables import markdown_report
 from trainers.rollout.records import Episode
-from trainers.run.args import RunArguments
+from trainers.run.args import Job
 from trainers.run.bridge import eval_config
 from trainers.run.budget import budget_minutes, callbacks
 from trainers.run.experiment import finish_run, is_main, start_run
@@ -38,7 +38,7 @@ CASES = {True: "on_right", False: "on_wrong", None: "first"}
 
 
 def train_online(
-    env_args: RunArguments,
+    job: Job,
     config: Any,
     algo: str,
     build: Callable[..., Any],
@@ -47,39 +47,39 @@ def train_online(
     """Evaluate the start, train with the trainer `build` makes (GRPO's or PPO's builder, which
     play the env while they train), evaluate the result; return the figures. `extra_files` are
     what a complete checkpoint holds besides `Trainer`'s own (PPO's value head)."""
-    out, results = start_run(env_args, config, algo)
-    start = warm_up(env_args, config, results, out)
+    out, results = start_run(job, config, algo)
+    start = warm_up(job, config, results, out)
     warmed = results.get("warmup", {})
     spent = 0.0 if warmed.get("reused") else warmed.get("seconds", 0.0)  # not its evaluation
     trainer = build(
         start,
-        env_args.env_id,
-        env_args.env_kwargs(split="train"),
+        job.env_id,
+        job.env_kwargs(split="train"),
         config,
-        role_weights=env_args.weights(),
-        train_problems=env_args.train_problems,
-        num_envs=env_args.num_envs,
-        callbacks=callbacks(env_args, spent),
-        **env_args.builder_kwargs(),
+        role_weights=job.rollout.weights(),
+        train_problems=job.train_problems,
+        num_envs=job.num_envs,
+        callbacks=callbacks(job, spent),
+        **job.builder_kwargs(),
     )
     # a bar over the time budget and a compact line, not transformers' bar and metric dicts
-    install(trainer, Console(budget_minutes(env_args, spent), log_path=out / "log.jsonl"))
+    install(trainer, Console(budget_minutes(job, spent), log_path=out / "log.jsonl"))
     began = time.perf_counter()
     trainer.train(resume_from_checkpoint=resume_checkpoint(config, extra_files=extra_files))
     results["train_seconds"] = time.perf_counter() - began
     results["train_steps"] = trainer.state.global_step
     final = out / "final"
     trainer.save_model(str(final))
-    return finish_run(env_args, config, results, final, trainer.state.log_history)
+    return finish_run(job, config, results, final, trainer.state.log_history)
 
 
-def warm_up(env_args: RunArguments, config: Any, results: dict[str, Any], out: Path) -> str:
+def warm_up(job: Job, config: Any, results: dict[str, Any], out: Path) -> str:
     """The model RL starts from: the start model, or its warm-up SFT (`trainers.run.warmup`),
     evaluated on the held-out problems (``results["warmup"]``)."""
     start = results["start_model"]
-    steps = env_args.warmup_sft_steps
+    steps = job.warmup.warmup_sft_steps
     if steps is None:
-        steps = default_steps(env_args, start)
+        steps = default_steps(job, start)
     if not steps:
         return start
     if config.world_size > 1:
@@ -88,9 +88,9 @@ def warm_up(env_args: RunArguments, config: Any, results: dict[str, Any], out: P
             "(a run with --max_steps 1 leaves the warmed model in OUTPUT_DIR/warmup), then "
             "launch from it with --model_name_or_path OUTPUT_DIR/warmup --warmup_sft_steps 0"
         )
-    path, figures = warm_start(env_args, config, start, out / "warmup", steps)
-    if env_args.eval_problems and is_main(config):
-        figures["eval"] = evaluate(eval_config(env_args, path, config))
+    path, figures = warm_start(job, config, start, out / "warmup", steps)
+    if job.eval.eval_problems and is_main(config):
+        figures["eval"] = evaluate(eval_config(job, path, config))
         print("after the warm-up SFT, before RL:")
         print(markdown_report(figures["eval"]))
     results["warmup"] = figures
@@ -98,14 +98,14 @@ def warm_up(env_args: RunArguments, config: Any, results: dict[str, Any], out: P
     return path
 
 
-def train_grpo(env_args: RunArguments, config: CPUGRPOConfig) -> dict[str, Any]:
+def train_grpo(job: Job, config: CPUGRPOConfig) -> dict[str, Any]:
     """Evaluate the start, train with multi-agent GRPO, evaluate the result; return the figures."""
-    return train_online(env_args, config, "grpo", build_grpo_trainer)
+    return train_online(job, config, "grpo", build_grpo_trainer)
 
 
-def train_ppo(env_args: RunArguments, config: CPUPPOConfig) -> dict[str, Any]:
+def train_ppo(job: Job, config: CPUPPOConfig) -> dict[str, Any]:
     """Evaluate the start, train with multi-agent PPO, evaluate the result; return the figures."""
-    return train_online(env_args, config, "ppo", build_ppo_trainer, extra_files=(VALUE_HEAD,))
+    return train_online(job, config, "ppo", build_ppo_trainer, extra_files=(VALUE_HEAD,))
 
 
 def run_sft_stage(
@@ -153,27 +153,25 @@ def sft_update(config: CPUSFTConfig, trainable: str | None) -> Update:
     return update
 
 
-def train_rounds(
-    env_args: RunArguments, config: Any, algo: str, stages: Sequence[Stage]
-) -> dict[str, Any]:
+def train_rounds(job: Job, config: Any, algo: str, stages: Sequence[Stage]) -> dict[str, Any]:
     """Evaluate the start, run each stage's rounds of rollout -> update in turn, each scored on
     the validation problems (`trainers.run.validation`), keep the best model
     (`trainers.algorithms.rounds.play_rounds`) and evaluate it; return the figures."""
-    out, results = start_run(env_args, config, algo)
+    out, results = start_run(job, config, algo)
     began = time.perf_counter()  # the time budget counts the validation checks
-    validation, why_not = validation_check(env_args, config, results["start_model"])
+    validation, why_not = validation_check(job, config, results["start_model"])
     figures, final, history = play_rounds(
-        env_args, config, stages, out, results["start_model"], validation, why_not, began
+        job, config, stages, out, results["start_model"], validation, why_not, began
     )
     results.update(figures)
-    return finish_run(env_args, config, results, final, history)
+    return finish_run(job, config, results, final, history)
 
 
-def train_sft(env_args: RunArguments, config: CPUSFTConfig) -> dict[str, Any]:
+def train_sft(job: Job, config: CPUSFTConfig) -> dict[str, Any]:
     """Evaluate the start; rounds of rollout -> SFT on the good turns (expert iteration,
     `trainers.algorithms.rounds`); evaluate the result."""
-    update = sft_update(config, env_args.trainable_params or None)
-    return train_rounds(env_args, config, "sft", [Stage("sft", update, config.iterations)])
+    update = sft_update(config, job.model.trainable_params or None)
+    return train_rounds(job, config, "sft", [Stage("sft", update, config.iterations)])
 
 
 def sft_stage_config(config: CPUDPOConfig, out: Path) -> CPUSFTConfig:
@@ -223,11 +221,11 @@ def dpo_update(config: CPUDPOConfig, trainable: str | None) -> Update:
     return update
 
 
-def train_dpo(env_args: RunArguments, config: CPUDPOConfig) -> dict[str, Any]:
+def train_dpo(job: Job, config: CPUDPOConfig) -> dict[str, Any]:
     """Evaluate the start; with ``--sft_first``, rounds of rollout -> SFT on the good turns for
     ``sft_budget`` of the time budget; then rounds of rollout -> DPO on the pairs (``iterations``
     of them, 1 by default); evaluate the result (`trainers.algorithms.rounds`)."""
-    trainable = env_args.trainable_params or None
+    trainable = job.model.trainable_params or None
     stages = [Stage("dpo", dpo_update(config, trainable), config.iterations)]
     if config.sft_first:
 
@@ -237,4 +235,4 @@ def train_dpo(env_args: RunArguments, config: CPUDPOConfig) -> dict[str, Any]:
 
         sft = Stage("sft", sft_round, config.sft_iterations, config.sft_budget)
         stages.insert(0, sft)
-    return train_rounds(env_args, config, "dpo", stages)
+    return train_rounds(job, config, "dpo", stages)

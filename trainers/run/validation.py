@@ -29,7 +29,7 @@ from trainers.evaluation.config import EvalConfig
 from trainers.evaluation.evaluate import evaluate
 from trainers.evaluation.held_out import task_problems
 from trainers.evaluation.splits import held_levels
-from trainers.run.args import RunArguments
+from trainers.run.args import Job
 from trainers.run.bridge import eval_config
 
 
@@ -78,30 +78,26 @@ class Validation:
         return bool(self.patience) and stale >= self.patience
 
 
-def validation_check(
-    env_args: RunArguments, config: Any, start_model: str
-) -> tuple[Validation | None, str]:
+def validation_check(job: Job, config: Any, start_model: str) -> tuple[Validation | None, str]:
     """The run's `Validation` (module docstring, "Where the validation problems come from"), or
     None and why selection is off."""
     if not getattr(config, "select_on_validation", False):
         return None, "--select_on_validation false"
-    if not env_args.eval_problems:
+    if not job.eval.eval_problems:
         return None, "--eval_problems 0 runs no evaluation, the validation check included"
     if getattr(config, "world_size", 1) > 1:
         return None, "the validation check runs in one process (not under accelerate launch)"
-    evaluation = eval_config(env_args, start_model, config)
-    check, where = _check_config(env_args, config, evaluation)
+    evaluation = eval_config(job, start_model, config)
+    check, where = _check_config(job, config, evaluation)
     if check is None:
         return None, where
-    refusal = _not_held_out(env_args, evaluation, check)
+    refusal = _not_held_out(job, evaluation, check)
     if refusal:
         return None, refusal
     return Validation(check, config.select_metric, config.patience, where), ""
 
 
-def _check_config(
-    env_args: RunArguments, config: Any, evaluation: EvalConfig
-) -> tuple[EvalConfig | None, str]:
+def _check_config(job: Job, config: Any, evaluation: EvalConfig) -> tuple[EvalConfig | None, str]:
     """The validation check's evaluation and where its problems come from, or None and why not."""
     size = config.validation_problems
     common = {
@@ -115,17 +111,17 @@ def _check_config(
         "role_models": {},
         "role_adapters_dir": None,
     }
-    if env_args.task in PROCEDURAL_TASKS:
+    if job.env.task in PROCEDURAL_TASKS:
         # after the evaluation's own problems when it evaluates on the validation split too
-        offset = env_args.eval_problems if evaluation.split == "validation" else 0
-        candidates = list(evaluation.difficulty or env_args.difficulty)
+        offset = job.eval.eval_problems if evaluation.split == "validation" else 0
+        candidates = list(evaluation.difficulty or job.env.difficulty)
         try:
-            levels = held_levels(env_args.task, "validation", candidates, offset + size)
+            levels = held_levels(job.env.task, "validation", candidates, offset + size)
         except ValueError as exc:
             return None, f"too few validation problems: {exc} (--validation_problems)"
         check = dataclasses.replace(
             evaluation,
-            data_path=env_args.data_path,
+            data_path=job.env.data_path,
             split="validation",
             difficulty=levels,
             offset=offset,
@@ -135,15 +131,15 @@ def _check_config(
     # the training problems after those the rounds play
     check = dataclasses.replace(
         evaluation,
-        data_path=env_args.data_path,
+        data_path=job.env.data_path,
         split="train",
-        offset=env_args.train_problems,
+        offset=job.train_problems,
         **common,
     )
-    return check, f"training problems after the first {env_args.train_problems} (never rolled out)"
+    return check, f"training problems after the first {job.train_problems} (never rolled out)"
 
 
-def _not_held_out(env_args: RunArguments, evaluation: EvalConfig, check: EvalConfig) -> str:
+def _not_held_out(job: Job, evaluation: EvalConfig, check: EvalConfig) -> str:
     """Why the check's problems are not held out (too few, or shared with the evaluation's or
     the rounds' problems), or "" when they are."""
     import envs
@@ -153,7 +149,7 @@ def _not_held_out(env_args: RunArguments, evaluation: EvalConfig, check: EvalCon
     if len(held) < size:
         return (
             f"the training split holds {check.offset + len(held)} problems, fewer than "
-            f"--train_problems {env_args.train_problems} + --validation_problems {size}; lower "
+            f"--train_problems {job.train_problems} + --validation_problems {size}; lower "
             "either to select rounds on validation problems the rounds never play"
         )
     others = {
@@ -161,10 +157,8 @@ def _not_held_out(env_args: RunArguments, evaluation: EvalConfig, check: EvalCon
             evaluation.env_kwargs(), evaluation.num_problems, evaluation.offset
         )
     }
-    if env_args.task not in PROCEDURAL_TASKS:  # generated splits are disjoint by construction
-        others["training"] = task_problems(
-            env_args.env_kwargs(split="train"), env_args.train_problems
-        )
+    if job.env.task not in PROCEDURAL_TASKS:  # generated splits are disjoint by construction
+        others["training"] = task_problems(job.env_kwargs(split="train"), job.train_problems)
     for name, problems in others.items():
         shared = envs.overlap(held, problems)
         if shared:

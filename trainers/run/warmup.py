@@ -45,10 +45,10 @@ from pathlib import Path
 from typing import Any
 
 import envs
-from envs.roles import env_roles as roles_of_env
+from envs.roles import env_roles
 from trainers.embedded import EmbeddedRecipe
 from trainers.evaluation.report.console import Console, install
-from trainers.run.args import RunArguments
+from trainers.run.args import Job
 
 logger = logging.getLogger(__name__)
 
@@ -64,16 +64,6 @@ DONE = "warmup.json"
 TRANSCRIPT_TASK = "unknown"
 
 
-def env_roles(env_id: str) -> list[str]:
-    """The roles of `env_id`'s agents (``executor_0`` -> ``executor``), in turn order
-    (`envs.roles.env_roles`)."""
-    env = envs.make(env_id, task=TRANSCRIPT_TASK)
-    try:
-        return roles_of_env(env)
-    finally:
-        env.close()
-
-
 def embedded_manifest(model_path: str | Path) -> dict[str, Any] | None:
     """The ``recipe.json`` of an embedded build in `model_path`, or None (not one)."""
     path = Path(model_path) / "recipe.json"
@@ -86,14 +76,14 @@ def embedded_manifest(model_path: str | Path) -> dict[str, Any] | None:
     return manifest if isinstance(manifest, dict) and "recipe" in manifest else None
 
 
-def default_steps(env_args: RunArguments, model_path: str) -> int:
+def default_steps(job: Job, model_path: str) -> int:
     """`AUTO_STEPS` when an embedded build starts an env with a role it was never trained on
     (``unknown`` task); else 0."""
     manifest = embedded_manifest(model_path)
-    if manifest is None or env_args.task != TRANSCRIPT_TASK or env_args.data_path:
+    if manifest is None or job.env.task != TRANSCRIPT_TASK or job.env.data_path:
         return 0
     trained = set(manifest.get("sft", {}).get("rows_per_role", {}))
-    return AUTO_STEPS if set(env_roles(env_args.env_id)) - trained else 0
+    return AUTO_STEPS if set(env_roles(job.env_id)) - trained else 0
 
 
 def folded_scale(model_path: str | Path) -> float:
@@ -104,21 +94,21 @@ def folded_scale(model_path: str | Path) -> float:
 
 
 def embedded_demonstrations(
-    env_args: RunArguments, model_path: str, rows: int, seed: int
+    job: Job, model_path: str, rows: int, seed: int
 ) -> list[dict[str, Any]]:
     """`rows` chat rows: the env's roles from the embedded recipe's transcripts of training
     problems, with `REPLAY_SHARE` of the recipe's other rows and drills, shuffled."""
     from trainers.embedded.transcripts import drill_rows, sft_rows
 
-    if env_args.task != TRANSCRIPT_TASK or env_args.data_path:
+    if job.env.task != TRANSCRIPT_TASK or job.env.data_path:
         raise ValueError(
             f"--warmup_data embedded has transcripts of the {TRANSCRIPT_TASK!r} task only, not "
-            f"task={env_args.task!r}{' with --data_path' if env_args.data_path else ''}; pass "
+            f"task={job.env.task!r}{' with --data_path' if job.env.data_path else ''}; pass "
             '--warmup_data PATH.jsonl (one {"messages": [...]} chat per line)'
         )
     manifest = embedded_manifest(model_path)
     recipe = EmbeddedRecipe(**_tuples(manifest["recipe"])) if manifest else EmbeddedRecipe()
-    roles = set(env_roles(env_args.env_id))
+    roles = set(env_roles(job.env_id))
     wanted = math.ceil(rows * (1 - REPLAY_SHARE))
     own: list[dict[str, Any]] = []
     other: list[dict[str, Any]] = []
@@ -128,7 +118,7 @@ def embedded_demonstrations(
             TRANSCRIPT_TASK,
             split="train",
             size=min(PROBLEM_CHUNK, wanted),  # a problem gives each role at least one row
-            difficulty=list(env_args.difficulty),
+            difficulty=list(job.env.difficulty),
             seed=seed + 7919 * chunk,  # a fresh draw per chunk
             repeat=True,  # a small level's train problems cycle
         ).source
@@ -146,7 +136,7 @@ def embedded_demonstrations(
         if not new:
             raise ValueError(
                 f"the embedded recipe's transcripts have no rows for the roles {sorted(roles)} "
-                f"of {env_args.env_id}; pass --warmup_data PATH.jsonl"
+                f"of {job.env_id}; pass --warmup_data PATH.jsonl"
             )
         own += new
         other += [r for r in made if r["role"] not in roles]
@@ -203,7 +193,7 @@ def file_demonstrations(path: str) -> list[dict[str, Any]]:
     return rows
 
 
-def warmup_config(env_args: RunArguments, config: Any, out: Path, steps: int) -> Any:
+def warmup_config(job: Job, config: Any, out: Path, steps: int) -> Any:
     """The warm-up's `CPUSFTConfig` (loss on the assistant replies only): cosine schedule,
     rows up to 1024 tokens (a second-round executor row of the embedded tool transcripts reaches
     ~600, past the 512 the build trained on)."""
@@ -213,7 +203,7 @@ def warmup_config(env_args: RunArguments, config: Any, out: Path, steps: int) ->
         output_dir=str(out / "trainer"),
         max_steps=steps,
         per_device_train_batch_size=BATCH,
-        learning_rate=env_args.warmup_learning_rate,
+        learning_rate=job.warmup.warmup_learning_rate,
         lr_scheduler_type="cosine",
         warmup_steps=max(1, steps // 20),
         use_cpu=getattr(config, "use_cpu", True),
@@ -227,7 +217,7 @@ def warmup_config(env_args: RunArguments, config: Any, out: Path, steps: int) ->
 
 
 def warm_start(
-    env_args: RunArguments, config: Any, model_path: str, out: Path, steps: int
+    job: Job, config: Any, model_path: str, out: Path, steps: int
 ) -> tuple[str, dict[str, Any]]:
     """SFT `model_path` for `steps` steps on the demonstrations; save to `out`; return (the
     saved model's path, figures). A finished warm-up already in `out` is reused (its figures
@@ -243,12 +233,12 @@ def warm_start(
             logger.info("reusing the finished warm-up in %s", out)
             return str(out), {**figures, "reused": True}
     began = time.perf_counter()
-    if env_args.warmup_data == "embedded":
-        rows = embedded_demonstrations(env_args, model_path, steps * BATCH, config.seed)
+    if job.warmup.warmup_data == "embedded":
+        rows = embedded_demonstrations(job, model_path, steps * BATCH, config.seed)
     else:
-        rows = file_demonstrations(env_args.warmup_data)
+        rows = file_demonstrations(job.warmup.warmup_data)
     made = time.perf_counter() - began
-    trainer = build_sft_trainer(model_path, rows, warmup_config(env_args, config, out, steps))
+    trainer = build_sft_trainer(model_path, rows, warmup_config(job, config, out, steps))
     install(trainer, Console())  # a bar over the warm-up's steps; its logs stay in log_history
     scale = folded_scale(model_path)
     norm = trainer.model.get_decoder().norm.weight  # before train() builds the optimizer
@@ -263,7 +253,7 @@ def warm_start(
         "start_model": model_path,
         "max_steps": steps,
         "steps": trainer.state.global_step,
-        "data": env_args.warmup_data,
+        "data": job.warmup.warmup_data,
         "rows": len(rows),
         "rows_per_role": dict(Counter(row["role"] for row in rows)),
         "folded_scale": scale,

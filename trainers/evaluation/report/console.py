@@ -22,7 +22,7 @@ from tqdm.auto import tqdm
 from transformers import PrinterCallback, ProgressCallback, TrainerCallback
 from transformers import logging as hf_logging
 
-from trainers.evaluation.report.verification import REVIEWERS  # whose accuracy is a verdict's
+from envs.roles import review_roles, role_of
 
 AGENT = "agents/"  # the per-role metrics the rollout logs: agents/<name>/{reward,accuracy}
 FIGURES = ("reward", "accuracy", "balanced_accuracy")
@@ -66,7 +66,7 @@ def compact_line(
         if "reward" in figures:
             text += f" reward {figures['reward']:.2f}"
         if "accuracy" in figures:
-            review = "review " if agent.split("_")[0] in REVIEWERS else ""
+            review = "review " if role_of(agent) in review_roles() else ""  # a verdict's accuracy
             text += f" {review}acc {figures['accuracy']:.2f}"
         if "balanced_accuracy" in figures:  # a reviewer's verdicts, both classes weighed alike
             text += f" balanced {figures['balanced_accuracy']:.2f}"

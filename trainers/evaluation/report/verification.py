@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from envs.roles import review_roles, role_of
+
 # (key, row label, signed): `{who}` is the reviewing role (critic, verifier).
 VERIFICATION = (
     ("solver/accuracy", "solver accuracy (first answer)", False),
@@ -24,14 +26,15 @@ VERIFICATION = (
     ("review/fixed", "fixed (rejected wrong -> right)", False),
     ("review/broke", "broke (right under review -> wrong)", False),
 )
-REVIEWERS = ("critic", "verifier")
 
 
 def reviewer(metrics: Mapping[str, Any]) -> str:
-    """The role whose verdicts the review figures are: the first critic or verifier agent."""
+    """The role whose verdicts the review figures are: the first agent of a role some
+    registered env states as reviewing (`envs.roles.review_roles`: critic, verifier)."""
+    reviewing = review_roles()
     for agent in metrics.get("agents", {}):
-        role = agent.split("_")[0]
-        if role in REVIEWERS:
+        role = role_of(agent)
+        if role in reviewing:
             return role
     return "review"
 

@@ -1,0 +1,273 @@
+"""``mathteams evaluate`` (``python scripts/evaluate.py``): evaluate policies on any registered env x task, with the metrics multi-agent papers report.
+
+    python scripts/evaluate.py                                   # embedded model, reflection, unknown task
+    python scripts/evaluate.py --env_id math/debate-v0 --num_problems 100 --json out.json
+    python scripts/evaluate.py --task gsm8k --data_path ../shared/data/gsm8k/test.jsonl --model_name_or_path Qwen/Qwen2.5-0.5B-Instruct
+
+Flags use the training scripts' names (``scripts/train_<env>.py``): --env_id, --data_path,
+--model_name_or_path, --role_models ROLE=PATH,..., --max_completion_length (tokens per turn),
+--num_envs, and the env's own options (--rounds, --num_agents, --refiner_mode...: one group
+derived from its options dataclass). A training run's own before/after evaluation plays the same env with
+--split and the problem count as its only overrides. The old dashed names (--num-problems,
+--max-new-tokens, --model, --role-model, --role-adapters, ...) still work, with a warning.
+
+Leads (unless --no_compare) with the team against the same model alone on the same problems,
+compute-matched: the team's majority vote (maj1@turnK), final answer and first answer (pass1@turn1)
+beside the model alone given the team's first-turn prompt (math/solve-v0's where they agree) with
+k independent samples per problem (mean pass@1 and majority vote maj@k, for each k of --alone-k:
+by default 1, 3 and the team's generations per episode), tokens per episode on both sides, and
+paired bootstrap intervals on team - alone; procedural tasks per level. The model alone is also
+matched in tokens: the first k whose samples spend the team's tokens per episode (enough samples
+are drawn for it, up to 10 per problem), and the stronger of the two baselines is named. Then the
+verification gap per level (the accuracy of the first answers the first review accepted minus
+that of all first answers) beside the critic's true-positive and true-negative rates, fixes,
+breaks and the model alone's pass@k - maj@k; then accuracy (the final answer), pass@k (with
+--samples >= k), pass1@turnK, the wrong->right / right->wrong flip rates per round and
+per-agent metrics. --plot writes accuracy against generations and tokens (the alone maj@k curve,
+the team's answers as points).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+import envs
+from trainers.algorithms.checkpoint import atomic_path
+from trainers.embedded import EMBEDDED_TASK
+from trainers.evaluation.evaluate import EvalConfig, evaluate
+from trainers.evaluation.report.plots import plot_compute
+from trainers.evaluation.report.tables import markdown_report
+from trainers.run.args import comma_items
+from trainers.run.options import add_group, option_kwargs
+
+
+def _ks(text: str) -> list[int]:
+    try:
+        ks = [int(k) for k in text.split(",") if k.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected ints like 1,3,5, got {text!r}") from None
+    if not ks or any(k < 1 for k in ks):
+        raise argparse.ArgumentTypeError(f"expected ints >= 1 like 1,3,5, got {text!r}")
+    return ks
+
+
+def _env_option(text: str) -> tuple[str, Any]:
+    """``KEY=VALUE`` with VALUE read as JSON where it parses (``2``, ``true``, ``["critic"]``),
+    else as a string (``resolve``)."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(
+            f"expected KEY=VALUE like refiner_mode=resolve, got {text!r}"
+        )
+    try:
+        return key.strip(), json.loads(value)
+    except json.JSONDecodeError:
+        return key.strip(), value
+
+
+# Old flag -> its name in the training scripts' vocabulary; other dashed flags map to underscores.
+RENAMED = {
+    "--env": "--env_id",
+    "--model": "--model_name_or_path",
+    "--role-model": "--role_models",
+    "--role-adapters": "--role_adapters_dir",  # training's --role_adapters is a bool
+    "--max-new-tokens": "--max_completion_length",
+}
+
+
+def current_flags(argv: list[str]) -> list[str]:
+    """`argv` with each deprecated flag (`RENAMED`, or dashes inside a name) renamed, warning
+    once per flag (FutureWarning)."""
+    out = []
+    for arg in argv:
+        flag, sep, value = arg.partition("=")
+        if flag.startswith("--") and (flag in RENAMED or "-" in flag[2:]):
+            new = RENAMED.get(flag, "--" + flag[2:].replace("-", "_"))
+            warnings.warn(f"{flag} is deprecated; use {new}", FutureWarning, stacklevel=2)
+            arg = new + sep + value
+        out.append(arg)
+    return out
+
+
+DEFAULT_ENV = "math/reflection-v0"
+
+
+def chosen_env(argv: list[str]) -> str:
+    """The ``--env_id`` of `argv` (its last one), before the full parse: its options group
+    depends on it. An unknown id is left to the full parse, which names the choices."""
+    pre = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    pre.add_argument("--env_id", default=DEFAULT_ENV)
+    env_id = pre.parse_known_args(argv)[0].env_id
+    return env_id if env_id in envs.list_envs() else DEFAULT_ENV
+
+
+def make_parser(env_id: str = DEFAULT_ENV) -> argparse.ArgumentParser:
+    """The evaluation's parser; `env_id`'s own options (rounds, agents, rewards, protocol) are
+    one group of it, derived from the env's options dataclass (`trainers.run.options`), as in
+    the training scripts."""
+    parser = argparse.ArgumentParser(
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        allow_abbrev=False,
+    )
+    parser.add_argument("--env_id", default=DEFAULT_ENV, choices=envs.list_envs())
+    parser.add_argument(
+        "--task",
+        default=EMBEDDED_TASK,
+        choices=envs.list_tasks(),
+        help="default: the task the embedded model is built on",
+    )
+    parser.add_argument("--data_path", default=None, help="local JSONL for gsm8k/math/anli")
+    parser.add_argument(
+        "--split",
+        default=None,
+        help="task split (generated tasks: 'test' reports, 'validation' chooses settings; a "
+        "problem's split is a hash of its text, so neither shares a problem with 'train')",
+    )
+    parser.add_argument(
+        "--difficulty",
+        type=int,
+        nargs="+",
+        default=None,
+        help="levels of a generated task (default: the embedded model's training levels that "
+        "hold their share of --num_problems as distinct problems of the split: unknown 2, 3)",
+    )
+    parser.add_argument("--num_problems", type=int, default=200)
+    parser.add_argument("--offset", type=int, default=0, help="first problem index")
+    parser.add_argument(
+        "--model_name_or_path",
+        default=None,
+        help="hub id or local folder; default: the shipped embedded model",
+    )
+    parser.add_argument(
+        "--role_models",
+        action="append",
+        default=[],
+        metavar="ROLE=PATH,...",
+        help="a different model for some roles, e.g. critic=./critic,refiner=./refiner "
+        "(a run with --role_models writes final/<role>/; repeatable)",
+    )
+    parser.add_argument(
+        "--role_adapters_dir",
+        default=None,
+        metavar="FOLDER",
+        help="one LoRA adapter per role in FOLDER/<role>/ on top of --model_name_or_path (the "
+        "final/ of a run with --role_adapters true)",
+    )
+    parser.add_argument(
+        "--ensemble",
+        default=None,
+        choices=["majority_vote", "hidden_state_mean", "hidden_state_weighted"],
+        help="answer with an ensemble of instruction variants (answering roles)",
+    )
+    parser.add_argument("--ensemble_size", type=int, default=3, help="K instruction variants")
+    parser.add_argument("--samples", type=int, default=1, help="episodes per problem (for pass@k)")
+    parser.add_argument("--k", type=int, nargs="+", default=[1], help="pass@k values")
+    parser.add_argument("--temperature", type=float, default=1.0)
+    parser.add_argument("--greedy", action="store_true", help="greedy decoding (default: sample)")
+    parser.add_argument(
+        "--device", default=None, help="where the models run, e.g. cuda (default: cpu)"
+    )
+    parser.add_argument(
+        "--max_completion_length",
+        type=int,
+        default=EvalConfig.max_completion_length,
+        help="tokens per turn (the training scripts' name)",
+    )
+    parser.add_argument("--num_envs", type=int, default=64, help="env copies batched per turn")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--no_compare", action="store_true", help="skip the same-model-alone baseline"
+    )
+    parser.add_argument(
+        "--alone_k",
+        type=_ks,
+        default=None,
+        metavar="K,K,...",
+        help="samples per problem the model alone votes over (maj@k), e.g. 1,3,5 "
+        "(default: 1, 3 and the team's generations per episode; the k matched in tokens "
+        "joins them)",
+    )
+    parser.add_argument(
+        "--env_option",
+        type=_env_option,
+        action="append",
+        default=None,
+        metavar="KEY=VALUE",
+        help="a kwarg of the team env beyond its options group (repeatable), e.g. verifier=math; "
+        "its options have their own flags (--refiner_mode resolve)",
+    )
+    parser.set_defaults(option_names=add_group(parser, env_id))
+    parser.add_argument("--save_episodes", type=Path, default=None, help="write episodes as JSONL")
+    parser.add_argument("--json", type=Path, default=None, help="write the metrics as JSON")
+    parser.add_argument(
+        "--plot",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="write accuracy against compute as a PNG: the model alone's maj@k for k = 1..its "
+        "samples against generations and tokens, the team's answers as points",
+    )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    argv = current_flags(list(sys.argv[1:] if argv is None else argv))
+    parser = make_parser(chosen_env(argv))
+    args = parser.parse_args(argv)
+    items = [item for text in args.role_models for item in comma_items(text)]
+    bad = [r for r in items if "=" not in r]
+    if bad:
+        parser.error(f"--role_models takes ROLE=PATH,... (e.g. critic=./critic), got {bad}")
+    if args.plot is not None and (args.no_compare or args.env_id == "math/solve-v0"):
+        parser.error("--plot draws the team against the model alone: drop --no_compare")
+    role_models = dict(r.split("=", 1) for r in items)
+    config = EvalConfig(
+        env_id=args.env_id,
+        task=args.task,
+        data_path=args.data_path,
+        split=args.split,
+        difficulty=args.difficulty,
+        num_problems=args.num_problems,
+        offset=args.offset,
+        model=args.model_name_or_path,
+        role_models=role_models,
+        role_adapters_dir=args.role_adapters_dir,
+        ensemble=args.ensemble,
+        ensemble_size=args.ensemble_size,
+        samples=args.samples,
+        ks=args.k,
+        temperature=args.temperature,
+        greedy=args.greedy,
+        device=args.device,
+        max_completion_length=args.max_completion_length,
+        num_envs=args.num_envs,
+        seed=args.seed,
+        compare=not args.no_compare,
+        alone_ks=args.alone_k,
+        save_episodes=args.save_episodes,
+        progress=True,
+        env_options={
+            **option_kwargs(args.env_id, {n: getattr(args, n) for n in args.option_names}),
+            **dict(args.env_option or []),
+        },
+    )
+    start = time.perf_counter()
+    results = evaluate(config)
+    results["seconds"] = time.perf_counter() - start
+    print(markdown_report(results))
+    if args.json is not None:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+        print(f"wrote {args.json}")
+    if args.plot is not None:
+        with atomic_path(args.plot) as tmp:
+            plot_compute({"": results}, tmp, f"{config.env_id} {config.task}")
+        print(f"wrote {args.plot}")
+    return results
