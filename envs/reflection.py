@@ -25,9 +25,10 @@ that ends in a right answer. ``critic_reward="balanced"`` pays the verdict like 
 marks the critic's info ``balance_reviews``: the GRPO trainer then weights each verdict reward by
 the rarity of its class (answer under review right or wrong) among the reviews of its rollout
 batch (`trainers.algorithms.rows.review_class_weights`), so that each class carries half the
-batch's weight and "incorrect" every time earns no more than "correct" every time. (Measured on
-a weak start model, GRPO's per-group normalisation still let the critic drift to always
-rejecting: docs/results.md.) With ``critic_reward="counterfactual"`` a review is paid its verdict
+batch's weight and "incorrect" every time earns no more than "correct" every time. (Measured
+with the refiner re-solving, it did not stop the critic's drift in training: balanced accuracy
+0.711 -> 0.626, as without it; docs/results.md, "Credit and protocol options, chosen on
+validation".) With ``critic_reward="counterfactual"`` a review is paid its verdict
 (as "verdict") plus ``counterfactual_weight`` times what it changed in the team's outcome against
 keeping the answer it reviewed: the revision's score minus the reviewed answer's score, paid when
 the refiner answers. A verdict that led to a fix earns 2, one that kept a right answer right 1, a
@@ -47,8 +48,9 @@ the solver sees it (its instruction and prompt), so it solves afresh instead of 
 critic's check (after an acceptance, or a review with no verdict, it sees the usual prompt and
 keeps the answer). The critic then gates a resample: a right answer it wrongly rejects is lost
 only when the fresh solution is wrong, where a refiner that applies a wrong check loses it
-whenever the check is wrong. (Measured on a GRPO-trained team, docs/results.md: the refiner that
-applies the check broke 53% of right answers, the one that re-solves 9%.)
+whenever the check is wrong. (Measured on GRPO-trained teams, on validation: the refiner that
+applies the check broke 60% of right answers under review, the one that re-solves 7%;
+docs/results.md, "Credit and protocol options, chosen on validation".)
 
 ``audit`` names roles whose turns must also get their arithmetic right: a turn of an audited role
 that states an equation that does not hold (``23 - 21 = 0``; `rewards.arithmetic`) earns 0,
@@ -56,7 +58,8 @@ whatever its answer or verdict: its own step's reward, the outcome a critic is p
 critic keeps only the negative part: a break its review caused still costs), and, with
 ``team_reward``, the agent's share of the final reward. Paid by the verdict alone, a critic
 sharing weights with a solver that is mostly right learns to write "= 0: it checks" under any
-subtraction; the audit pays only checks that are worked right (docs/results.md).
+subtraction; the audit pays only checks that are worked right (an earlier build: `git show
+93f0224:docs/results.md`, "The arithmetic audit").
 
 Infos: ``problem_id``, ``turn`` (0-based index of the agent turn), ``round``, ``role``,
 ``extracted``, ``correct``, ``score``, ``reason``, ``parse_error``, ``action_clipped``,
