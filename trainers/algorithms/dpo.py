@@ -217,12 +217,14 @@ class CPUDPOConfig(RolloutSettings, DPOConfig):
     use_cpu: bool = field(default=True, metadata={"help": "Train on the CPU."})
     bf16: bool = field(default=False, metadata={"help": "bf16 mixed precision."})
     gradient_checkpointing: bool | None = no_gradient_checkpointing()
-    # After the SFT rounds of --sft_first, a DPO round at 5e-5 left the embedded team at 0.757
-    # maj1@turnK (its refiner broke 18% of right answers); at 1e-5, 0.860 (docs/results.md).
+    # After the SFT rounds of --sft_first, a DPO round at 5e-5 left an earlier embedded team at
+    # 0.757 maj1@turnK (its refiner broke 18% of right answers); at 1e-5, 0.860 (`git show
+    # 93f0224:docs/results.md`, "SFT and DPO in rounds").
     learning_rate: float = field(default=1e-5, metadata={"help": "Adam learning rate."})
     beta: float = field(default=0.1, metadata={"help": "DPO temperature (KL strength)."})
-    # DPO alone on the team's pairs cost the SFT'd embedded team 0.13 maj1@turnK in one round;
-    # with the NLL of the chosen reply beside it (RPO) it gained (docs/results.md).
+    # DPO alone on the team's pairs cost an earlier SFT'd embedded team 0.13 maj1@turnK in one
+    # round; with the NLL of the chosen reply beside it (RPO) it gained (`git show
+    # 93f0224:docs/results.md`, "SFT and DPO in rounds").
     loss_type: list[str] = field(
         default_factory=lambda: ["sigmoid", "sft"],
         metadata={"help": "TRL's DPO losses, summed: 'sigmoid' (DPO) plus 'sft' (NLL, RPO)."},
@@ -262,7 +264,7 @@ class CPUDPOConfig(RolloutSettings, DPOConfig):
     )
     sft_steps: int = field(default=60, metadata={"help": "Steps per SFT round (--sft_first)."})
     # As `CPUSFTConfig.learning_rate`: 2e-4 broke an earlier embedded team's SFT -> DPO
-    # (`git show 93f0224:docs/results.md`).
+    # (`git show 93f0224:docs/results.md`, "The reflection pipelines with the audit").
     sft_learning_rate: float = field(default=5e-5, metadata={"help": "SFT LR when --sft_first."})
 
 

@@ -118,7 +118,8 @@ def balance_rows(rows: Sequence[dict[str, Any]], seed: int = 0) -> list[dict[str
     Why: as the team improves, most answers under review are right, so a critic's good turns
     would be mostly ``correct`` verdicts and a refiner's mostly kept answers, and the rarer
     skills (rejecting, repairing) would get ever fewer rows. On the embedded team the two did
-    not differ beyond the runs' intervals (an earlier build: `git show 93f0224:docs/results.md`)."""
+    not differ beyond the runs' intervals (an earlier build: `git show 93f0224:docs/results.md`,
+    "SFT and DPO in rounds")."""
     cases: dict[tuple[str, bool], list[int]] = {}
     for i, row in enumerate(rows):
         if row["under_review"] is not None:

@@ -3,9 +3,11 @@
 RL improves what a policy already does now and then; it cannot find a reply format it never
 writes. The embedded model is built without ``math/tool-v0`` rows (`EmbeddedRecipe`'s
 ``tool_fraction`` 0), so its executor answers in prose and is right 2% of the time, and GRPO
-sees a reward in 5% of its groups: ``train_tool.py`` moved its headline by +0.008
-(docs/results.md). A short SFT on demonstrations first (a cold start, as in DeepSeek-R1 before
-its RL) teaches the format; GRPO or PPO then trains on the policy's own play.
+sees a reward in 5% of its groups: without a warm-up, ``train_tool.py`` moved its headline by
+only +0.008 (an earlier build: `git show 93f0224:docs/results.md`, "Every script's defaults
+(v13)"). A short SFT on demonstrations first (a cold start, as in DeepSeek-R1 before its RL)
+teaches the format; GRPO or PPO then trains on the policy's own play (with it the team's vote
+goes 0.033 -> 0.787: docs/results.md, "The other scripts' defaults").
 
 **Demonstrations.** ``--warmup_data embedded`` (the default): transcripts of the embedded
 recipe (`trainers.embedded.transcripts.sft_rows`) on the task's *training* problems, played
@@ -53,7 +55,7 @@ from trainers.run.args import Job
 logger = logging.getLogger(__name__)
 
 AUTO_STEPS = (
-    500  # enough for the embedded tool team to act as one (git show 93f0224:docs/results.md)
+    500  # the embedded tool team acts as one (docs/results.md, "The other scripts' defaults")
 )
 REPLAY_SHARE = 1 / 3  # of the embedded demonstrations: rows of roles other than the env's
 BATCH = 16
