@@ -241,8 +241,9 @@ class CPUDPOConfig(RolloutSettings, DPOConfig):
     critic_outcome: bool = field(
         default=True, metadata={"help": "Critic pairs also need the refinement outcome."}
     )
-    # On by default: on the embedded team one DPO round alone taught little, SFT rounds first
-    # then the DPO round did (docs/results.md, "SFT -> DPO rounds, chosen on validation").
+    # On by default: on an earlier embedded team one DPO round alone left it level, SFT rounds
+    # first then the DPO round lifted it (`git show 93f0224:docs/results.md`, "SFT and DPO in
+    # rounds"); today's pipeline: docs/results.md, "SFT -> DPO rounds, chosen on validation".
     sft_first: bool = field(
         default=True,
         metadata={"help": "SFT rounds first, then DPO (false: DPO rounds only)."},
