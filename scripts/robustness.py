@@ -7,17 +7,7 @@ python scripts/bench.py robustness       # score every verifier on it (a table, 
 
 import sys
 
-# The corpus's names too, for the code that reads them from here (tests/rewards/).
-from trainers.benchmarks.corpus import (  # noqa: F401
-    CATEGORIES,
-    CORPUS,
-    build_corpus,
-    load_corpus,
-    main,
-    render,
-    score_verifier,
-    timed,
-)
+from trainers.benchmarks.corpus import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 
 from rewards import get_verifier
-
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "scripts"))
-
-import robustness  # scripts/ is not a package: the path is set just above
+from trainers.benchmarks import corpus as robustness
+from trainers.benchmarks import scoring
 
 
 @pytest.fixture(scope="module")
@@ -49,8 +45,8 @@ def test_a_changed_corpus_fails_the_check(tmp_path: Path) -> None:
 )
 def test_no_attack_pays_and_nothing_raises(items: list[dict], name: str, options: dict) -> None:
     verifier = get_verifier(name, **options)
-    call = robustness.timed(verifier)
-    figures = robustness.score_verifier(name, call, items)
+    call = scoring.timed(verifier)
+    figures = scoring.score_verifier(name, call, items)
     assert figures["items"] > 0
     assert figures["errors"] == 0
     assert figures["false_positive_ids"] == []

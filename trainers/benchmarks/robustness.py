@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from trainers.benchmarks import corpus as robustness
+from trainers.benchmarks import scoring
 from trainers.benchmarks.common import add_json_argument
 
 NAME = "robustness"
@@ -68,8 +69,8 @@ def _robustness_call(name: str, args: argparse.Namespace, stack: Any) -> Any:
     """The scoring call for one verifier name (see `trainers.benchmarks.corpus`), or None."""
     from rewards import RemoteVerifier, get_verifier
 
-    if name in robustness.BASELINES:
-        baseline = robustness.IsolatedBaseline(name, args.deadline)
+    if name in scoring.BASELINES:
+        baseline = scoring.IsolatedBaseline(name, args.deadline)
         stack.callback(baseline.close)
         return baseline
     if name == "learned":
@@ -77,15 +78,15 @@ def _robustness_call(name: str, args: argparse.Namespace, stack: Any) -> Any:
             return None
         from trainers.verifier.model import LearnedVerifier
 
-        return robustness.timed(LearnedVerifier(args.learned))
+        return scoring.timed(LearnedVerifier(args.learned))
     if name == "remote":
         from rewards.serving.http import BackgroundServer
         from rewards.serving.server import create_app
 
         server = BackgroundServer(create_app({"math": get_verifier("math")})).start()
         stack.callback(server.stop)
-        return robustness.timed(RemoteVerifier(server.url, verifier="math"))
-    return robustness.timed(get_verifier(name))
+        return scoring.timed(RemoteVerifier(server.url, verifier="math"))
+    return scoring.timed(get_verifier(name))
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -107,8 +108,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             if call is None:
                 results[name] = {"skipped_reason": "no --learned DIR given"}
                 continue
-            results[name] = robustness.score_verifier(name, call, items)
+            results[name] = scoring.score_verifier(name, call, items)
             print(f"{name}: done", file=sys.stderr)
     print(f"corpus: {args.corpus} ({len(items)} items)")
-    print(robustness.table(results))
+    print(scoring.table(results))
     return {"corpus": str(args.corpus), "items": len(items), "verifiers": results}
