@@ -140,6 +140,27 @@ def build_tokenizer(
     Raises:
         ValueError: If `vocab_size` cannot hold the 256 byte symbols and the special tokens.
     """
+    _check_vocab_size(vocab_size, whole_numbers)
+    tokenizer = _train_bpe(_training_lines(corpus, whole_numbers), vocab_size, whole_numbers)
+    if whole_numbers:
+        _check_whole_numbers(tokenizer, vocab_size)
+    wrapped = PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer,
+        pad_token=PAD_TOKEN,
+        bos_token=BOS_TOKEN,
+        eos_token=IM_END,
+        additional_special_tokens=[IM_START],
+        model_max_length=model_max_length,
+        padding_side="left",
+        chat_template=CHAT_TEMPLATE,
+    )
+    logger.debug("built tiny tokenizer with %d tokens", len(wrapped))
+    return wrapped
+
+
+def _check_vocab_size(vocab_size: int, whole_numbers: bool) -> None:
+    """Raises unless `vocab_size` holds the 256 byte symbols, the special tokens and, with
+    `whole_numbers`, every number below `WHOLE_NUMBERS` beyond the ten digits."""
     minimum = 256 + len(SPECIAL_TOKENS) + (WHOLE_NUMBERS - 10 if whole_numbers else 0)
     if vocab_size < minimum:
         numbers = f" + {WHOLE_NUMBERS - 10} numbers" if whole_numbers else ""
@@ -148,6 +169,23 @@ def build_tokenizer(
             f"entries (256 bytes + {len(SPECIAL_TOKENS)} special tokens{numbers}); "
             f"pass vocab_size>={minimum}."
         )
+
+
+def _training_lines(corpus: Iterable[str] | None, whole_numbers: bool) -> list[str]:
+    """The BPE's training text: the built-in corpus, `corpus`, and with `whole_numbers` a line
+    of every number below `WHOLE_NUMBERS`, repeated often enough for BPE to merge each."""
+    lines = list(builtin_corpus())
+    if corpus is not None:
+        lines.extend(corpus)
+    if whole_numbers:
+        lines.extend([" ".join(map(str, range(WHOLE_NUMBERS)))] * max(1000, len(lines)))
+    return lines
+
+
+def _train_bpe(lines: list[str], vocab_size: int, whole_numbers: bool) -> Tokenizer:
+    """A byte-level BPE with Qwen2's pipeline (NFC, the pre-tokenizing regex, a regex-free
+    ByteLevel; runs of up to three digits kept together with `whole_numbers`) trained on
+    `lines`."""
     pattern = WHOLE_NUMBERS_REGEX if whole_numbers else PRETOKENIZE_REGEX
     tokenizer = Tokenizer(models.BPE())
     tokenizer.normalizer = normalizers.NFC()
@@ -164,31 +202,18 @@ def build_tokenizer(
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
-    lines = list(builtin_corpus())
-    if corpus is not None:
-        lines.extend(corpus)
-    if whole_numbers:
-        lines.extend([" ".join(map(str, range(WHOLE_NUMBERS)))] * max(1000, len(lines)))
     tokenizer.train_from_iterator(lines, trainer=trainer)
-    if whole_numbers:
-        split = [n for n in range(WHOLE_NUMBERS) if len(tokenizer.encode(str(n)).ids) != 1]
-        if split:
-            raise ValueError(
-                f"vocab_size={vocab_size} leaves {len(split)} numbers below {WHOLE_NUMBERS} "
-                f"split (e.g. {split[0]}); pass a larger vocab_size."
-            )
-    wrapped = PreTrainedTokenizerFast(
-        tokenizer_object=tokenizer,
-        pad_token=PAD_TOKEN,
-        bos_token=BOS_TOKEN,
-        eos_token=IM_END,
-        additional_special_tokens=[IM_START],
-        model_max_length=model_max_length,
-        padding_side="left",
-        chat_template=CHAT_TEMPLATE,
-    )
-    logger.debug("built tiny tokenizer with %d tokens", len(wrapped))
-    return wrapped
+    return tokenizer
+
+
+def _check_whole_numbers(tokenizer: Tokenizer, vocab_size: int) -> None:
+    """Raises when a number below `WHOLE_NUMBERS` is not a single token of `tokenizer`."""
+    split = [n for n in range(WHOLE_NUMBERS) if len(tokenizer.encode(str(n)).ids) != 1]
+    if split:
+        raise ValueError(
+            f"vocab_size={vocab_size} leaves {len(split)} numbers below {WHOLE_NUMBERS} "
+            f"split (e.g. {split[0]}); pass a larger vocab_size."
+        )
 
 
 def build_tiny_model(

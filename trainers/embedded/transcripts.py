@@ -51,6 +51,7 @@ solver makes (off by a little, a step undone with the wrong sign, off by a lot).
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from typing import Any
 
 import envs
@@ -392,72 +393,113 @@ def sft_rows(
         envs.make("math/debate-v0", num_agents=2, rounds=2, task="reach"),
     )
     rows: list[dict[str, Any]] = []
-
-    def add(obs: dict[str, str], reply: str, role: str) -> None:
-        rows.append(
-            {
-                "messages": [*build_messages(obs), {"role": "assistant", "content": reply}],
-                "role": role,
-            }
-        )
-
     for problem in problems:
         if problem["metadata"].get("source") == "reach":
             rows.extend(
                 reach_rows(problem, rng, *reach_envs, review_fraction, second_round, team_fraction)
             )
             continue
-        start = problem["metadata"]["start"]
-        reflection.reset(options={"problem": problem})
-        add(reflection.observe("solver_0"), solver_reply(problem, rng, work_fraction), "solver")
-        if rng.random() < review_fraction:
-            claimed = start if rng.random() < 0.5 else slip(problem, rng)
-            reflection.step(solver_reply(problem, rng, work_fraction, claimed))
-            check = check_reply(problem, claimed)
-            add(reflection.observe("critic_0"), check, "critic")
-            reflection.step(check)
-            add(
-                reflection.observe("refiner_0"),
-                repair_reply(problem, claimed, rework.random() < rework_fraction),
-                "refiner",
-            )
-            if rng.random() < second_round:
-                again = start if rng.random() < 0.5 else slip(problem, rng)
-                reflection.step(_answer_text(problem, again, rng, work_fraction))
-                check = check_reply(problem, again)
-                add(reflection.observe("critic_0"), check, "critic")
-                reflection.step(check)
-                add(
-                    reflection.observe("refiner_0"),
-                    repair_reply(problem, again, rework.random() < rework_fraction),
-                    "refiner",
-                )
+        rows += reflection_rows(
+            problem,
+            reflection,
+            rng,
+            review_fraction,
+            second_round,
+            work_fraction,
+            lambda: rework.random() < rework_fraction,
+        )
         if rng.random() < team_fraction:
-            shown = solver_reply(
-                problem, rng, work_fraction, start if rng.random() < 0.5 else slip(problem, rng)
-            )
-            if rng.random() < 0.5:
-                obs, _ = ensemble.reset(options={"problem": problem})
-                reply = solver_reply(problem, rng, work_fraction)
-                add(obs[rng.choice(ensemble.agents)], reply, "variant")
-            else:
-                debate.reset(options={"problem": problem})
-                other = solver_reply(problem, rng, work_fraction, slip(problem, rng))
-                obs, *_ = debate.step({"debater_0": shown, "debater_1": other})
-                add(obs["debater_0"], solver_reply(problem, rng, work_fraction), "debater")
+            rows.append(team_row(problem, ensemble, debate, rng, work_fraction))
         if tooled.random() < tool_fraction:
-            tool.reset(options={"problem": problem})
-            plan = plan_reply(problem)
-            add(tool.observe("analyzer_0"), plan, "analyzer")
-            tool.step(plan)
-            add(tool.observe("executor_0"), program_reply(problem), "executor")
-            slipped = None if tooled.random() < 0.5 else program_slip(problem, tooled)
-            tool.step(program_reply(problem, slipped))
-            output = tool.infos["executor_0"]["extracted"]
-            check = check_reply(problem, None if output is None else int(output))
-            add(tool.observe("verifier_0"), check, "verifier")
-            tool.step(check)
-            add(tool.observe("executor_0"), program_reply(problem), "executor")
+            rows += tool_rows(problem, tool, tooled)
+    return rows
+
+
+def chat_row(obs: dict[str, str], reply: str, role: str) -> dict[str, Any]:
+    """One SFT row: the chat messages of observation `obs` and `reply` as the assistant's."""
+    return {
+        "messages": [*build_messages(obs), {"role": "assistant", "content": reply}],
+        "role": role,
+    }
+
+
+def reflection_rows(
+    problem: dict[str, Any],
+    reflection: Any,
+    rng: random.Random,
+    review_fraction: float,
+    second_round: float,
+    work_fraction: float,
+    rework: Callable[[], bool],
+) -> list[dict[str, Any]]:
+    """The ``math/reflection-v0`` rows of one ``unknown`` problem: a solver row; with chance
+    `review_fraction` a critic and refiner row on an answer right or slipped (`review_rows`),
+    and with `second_round` a second pair on a revision right or slipped. `rework` draws
+    whether a repair works the problem out afresh."""
+    start = problem["metadata"]["start"]
+    reflection.reset(options={"problem": problem})
+    solved = solver_reply(problem, rng, work_fraction)
+    rows = [chat_row(reflection.observe("solver_0"), solved, "solver")]
+    if rng.random() < review_fraction:
+        claimed = start if rng.random() < 0.5 else slip(problem, rng)
+        shown = solver_reply(problem, rng, work_fraction, claimed)
+        rows += review_rows(problem, reflection, shown, claimed, rework())
+        if rng.random() < second_round:
+            again = start if rng.random() < 0.5 else slip(problem, rng)
+            shown = _answer_text(problem, again, rng, work_fraction)
+            rows += review_rows(problem, reflection, shown, again, rework())
+    return rows
+
+
+def review_rows(
+    problem: dict[str, Any], reflection: Any, shown: str, claimed: int, rework: bool
+) -> list[dict[str, Any]]:
+    """One review round of `reflection`: the answer `shown` (ending at `claimed`) is stepped,
+    then the critic's row (`check_reply`) and the refiner's (`repair_reply`, afresh with
+    `rework`)."""
+    reflection.step(shown)
+    check = check_reply(problem, claimed)
+    rows = [chat_row(reflection.observe("critic_0"), check, "critic")]
+    reflection.step(check)
+    repair = repair_reply(problem, claimed, rework)
+    rows.append(chat_row(reflection.observe("refiner_0"), repair, "refiner"))
+    return rows
+
+
+def team_row(
+    problem: dict[str, Any], ensemble: Any, debate: Any, rng: random.Random, work_fraction: float
+) -> dict[str, Any]:
+    """An ensemble variant's row or (half the time) a debater's, answering after a shown
+    answer and another's slip."""
+    start = problem["metadata"]["start"]
+    claimed = start if rng.random() < 0.5 else slip(problem, rng)
+    shown = solver_reply(problem, rng, work_fraction, claimed)
+    if rng.random() < 0.5:
+        obs, _ = ensemble.reset(options={"problem": problem})
+        reply = solver_reply(problem, rng, work_fraction)
+        return chat_row(obs[rng.choice(ensemble.agents)], reply, "variant")
+    debate.reset(options={"problem": problem})
+    other = solver_reply(problem, rng, work_fraction, slip(problem, rng))
+    obs, *_ = debate.step({"debater_0": shown, "debater_1": other})
+    return chat_row(obs["debater_0"], solver_reply(problem, rng, work_fraction), "debater")
+
+
+def tool_rows(problem: dict[str, Any], tool: Any, tooled: random.Random) -> list[dict[str, Any]]:
+    """The ``math/tool-v0`` rows of one problem: the analyzer's plan, the executor's program,
+    the verifier's check of a program right or slipped (run in the sandbox), and the
+    executor's second-round program."""
+    tool.reset(options={"problem": problem})
+    plan = plan_reply(problem)
+    rows = [chat_row(tool.observe("analyzer_0"), plan, "analyzer")]
+    tool.step(plan)
+    rows.append(chat_row(tool.observe("executor_0"), program_reply(problem), "executor"))
+    slipped = None if tooled.random() < 0.5 else program_slip(problem, tooled)
+    tool.step(program_reply(problem, slipped))
+    output = tool.infos["executor_0"]["extracted"]
+    check = check_reply(problem, None if output is None else int(output))
+    rows.append(chat_row(tool.observe("verifier_0"), check, "verifier"))
+    tool.step(check)
+    rows.append(chat_row(tool.observe("executor_0"), program_reply(problem), "executor"))
     return rows
 
 
@@ -478,12 +520,7 @@ def reach_rows(
     rows: list[dict[str, Any]] = []
 
     def add(obs: dict[str, str], reply: str, role: str) -> None:
-        rows.append(
-            {
-                "messages": [*build_messages(obs), {"role": "assistant", "content": reply}],
-                "role": role,
-            }
-        )
+        rows.append(chat_row(obs, reply, role))
 
     def answer() -> str:
         return reach_solve_reply(problem, None if rng.random() < 0.5 else reach_slip(problem, rng))
