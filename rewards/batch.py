@@ -101,18 +101,25 @@ def verify_batch(
     # A daemonic process (a multiprocessing.Pool worker) may not start children.
     if serial or multiprocessing.current_process().daemon or not _picklable(resolved):
         return results + _verify_chunk(resolved, rest)
-    workers = min(workers, len(rest))
-    size = math.ceil(len(rest) / (workers * _CHUNKS_PER_WORKER))
-    chunks = [rest[i : i + size] for i in range(0, len(rest), size)]
+    return results + _verify_pooled(resolved, rest, workers, mp_context)
+
+
+def _verify_pooled(
+    verifier: Verifier, pairs: list[tuple[str, str]], workers: int, mp_context: str | None
+) -> list[Verdict]:
+    """`pairs` verified in a process pool of at most `workers`, a few chunks each, in order;
+    serially when the pool cannot start or breaks."""
+    workers = min(workers, len(pairs))
+    size = math.ceil(len(pairs) / (workers * _CHUNKS_PER_WORKER))
+    chunks = [pairs[i : i + size] for i in range(0, len(pairs), size)]
     context = multiprocessing.get_context(mp_context) if mp_context else _default_context()
     try:
         with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-            pooled = [
+            return [
                 v
-                for chunk in pool.map(_verify_chunk, [resolved] * len(chunks), chunks)
+                for chunk in pool.map(_verify_chunk, [verifier] * len(chunks), chunks)
                 for v in chunk
             ]
     except (OSError, BrokenProcessPool) as exc:
         logger.warning("verify_batch: process pool failed (%s); verifying serially", exc)
-        pooled = _verify_chunk(resolved, rest)
-    return results + pooled
+        return _verify_chunk(verifier, pairs)
