@@ -116,6 +116,17 @@ def make_parser(env_id: str = DEFAULT_ENV) -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         allow_abbrev=False,
     )
+    _add_problem_flags(parser)
+    _add_model_flags(parser)
+    _add_sampling_flags(parser)
+    _add_comparison_flags(parser)
+    _add_env_flags(parser, env_id)
+    _add_output_flags(parser)
+    return parser
+
+
+def _add_problem_flags(parser: argparse.ArgumentParser) -> None:
+    """The env and the problems it plays: task, data, split, levels, how many, from where."""
     parser.add_argument("--env_id", default=DEFAULT_ENV, choices=envs.list_envs())
     parser.add_argument(
         "--task",
@@ -140,6 +151,10 @@ def make_parser(env_id: str = DEFAULT_ENV) -> argparse.ArgumentParser:
     )
     parser.add_argument("--num_problems", type=int, default=200)
     parser.add_argument("--offset", type=int, default=0, help="first problem index")
+
+
+def _add_model_flags(parser: argparse.ArgumentParser) -> None:
+    """Who plays: the model, per-role models or adapters, an ensemble of instruction variants."""
     parser.add_argument(
         "--model_name_or_path",
         default=None,
@@ -167,6 +182,10 @@ def make_parser(env_id: str = DEFAULT_ENV) -> argparse.ArgumentParser:
         help="answer with an ensemble of instruction variants (answering roles)",
     )
     parser.add_argument("--ensemble_size", type=int, default=3, help="K instruction variants")
+
+
+def _add_sampling_flags(parser: argparse.ArgumentParser) -> None:
+    """How episodes are sampled: samples per problem, decoding, device, batching, seed."""
     parser.add_argument("--samples", type=int, default=1, help="episodes per problem (for pass@k)")
     parser.add_argument("--k", type=int, nargs="+", default=[1], help="pass@k values")
     parser.add_argument("--temperature", type=float, default=1.0)
@@ -182,6 +201,10 @@ def make_parser(env_id: str = DEFAULT_ENV) -> argparse.ArgumentParser:
     )
     parser.add_argument("--num_envs", type=int, default=64, help="env copies batched per turn")
     parser.add_argument("--seed", type=int, default=0)
+
+
+def _add_comparison_flags(parser: argparse.ArgumentParser) -> None:
+    """The team against the same model alone: whether, and the k its votes are over."""
     parser.add_argument(
         "--no_compare", action="store_true", help="skip the same-model-alone baseline"
     )
@@ -194,6 +217,11 @@ def make_parser(env_id: str = DEFAULT_ENV) -> argparse.ArgumentParser:
         "(default: 1, 3 and the team's generations per episode; the k matched in tokens "
         "joins them)",
     )
+
+
+def _add_env_flags(parser: argparse.ArgumentParser, env_id: str) -> None:
+    """The team env's kwargs: --env_option for any, and `env_id`'s options group (its names in
+    the parsed ``option_names``)."""
     parser.add_argument(
         "--env_option",
         type=_env_option,
@@ -204,6 +232,10 @@ def make_parser(env_id: str = DEFAULT_ENV) -> argparse.ArgumentParser:
         "its options have their own flags (--refiner_mode resolve)",
     )
     parser.set_defaults(option_names=add_group(parser, env_id))
+
+
+def _add_output_flags(parser: argparse.ArgumentParser) -> None:
+    """What is written beside the printed report: episodes, metrics, the compute plot."""
     parser.add_argument("--save_episodes", type=Path, default=None, help="write episodes as JSONL")
     parser.add_argument("--json", type=Path, default=None, help="write the metrics as JSON")
     parser.add_argument(
@@ -214,7 +246,6 @@ def make_parser(env_id: str = DEFAULT_ENV) -> argparse.ArgumentParser:
         help="write accuracy against compute as a PNG: the model alone's maj@k for k = 1..its "
         "samples against generations and tokens, the team's answers as points",
     )
-    return parser
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
