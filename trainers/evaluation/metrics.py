@@ -29,6 +29,7 @@ import math
 import re
 from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from envs.roles import role_of
@@ -104,6 +105,40 @@ def compute_metrics(episodes: Sequence[Episode], ks: Sequence[int] = (1,)) -> di
     return out
 
 
+@dataclass
+class _ReviewTally:
+    """The outcomes `review_metrics` rates, gathered episode by episode (`add`): each review's
+    hit (its verdict matches the truth) under the truth of the answer reviewed (`hits`), whether
+    the next answer turn fixed a rejected wrong answer or broke a right one, and the first
+    answers' correctness, all of them and those the first review accepted."""
+
+    hits: dict[bool, list[bool]] = field(default_factory=lambda: {True: [], False: []})
+    fixed: list[bool] = field(default_factory=list)
+    broke: list[bool] = field(default_factory=list)
+    first: list[bool] = field(default_factory=list)
+    accepted: list[bool] = field(default_factory=list)
+
+    def add(self, episode: Episode) -> None:
+        turns, answering = episode.turns, answer_roles_of(episode)
+        answers = answer_sequence(episode)
+        reviews = [i for i, t in enumerate(turns) if "reviewed_correct" in t.info]
+        if answers:
+            self.first.append(answers[0][1])
+            if reviews and turns[reviews[0]].info.get("verdict") is True:
+                self.accepted.append(answers[0][1])
+        for i in reviews:
+            info = turns[i].info
+            truth, verdict = bool(info["reviewed_correct"]), info.get("verdict")
+            self.hits[truth].append(verdict is truth)
+            nxt = next((t for t in turns[i + 1 :] if role_of(t.agent) in answering), None)
+            if nxt is None:
+                continue
+            if truth:
+                self.broke.append(not nxt.info.get("correct"))
+            elif verdict is False:
+                self.fixed.append(bool(nxt.info.get("correct")))
+
+
 def review_metrics(episodes: Sequence[Episode]) -> dict[str, float | None]:
     """How reviews (critic, program verifier) judge, what the model's own check adds, and what
     the revision after a review does. Reviews are the turns whose info has ``reviewed_correct``
@@ -124,46 +159,29 @@ def review_metrics(episodes: Sequence[Episode]) -> dict[str, float | None]:
 
     Empty when no episode has a review turn.
     """
-    hits: dict[bool, list[bool]] = {True: [], False: []}
-    fixed, broke, first, accepted = [], [], [], []
+    tally = _ReviewTally()
     for episode in episodes:
-        turns, answering = episode.turns, answer_roles_of(episode)
-        answers = answer_sequence(episode)
-        reviews = [i for i, t in enumerate(turns) if "reviewed_correct" in t.info]
-        if answers:
-            first.append(answers[0][1])
-            if reviews and turns[reviews[0]].info.get("verdict") is True:
-                accepted.append(answers[0][1])
-        for i in reviews:
-            info = turns[i].info
-            truth, verdict = bool(info["reviewed_correct"]), info.get("verdict")
-            hits[truth].append(verdict is truth)
-            nxt = next((t for t in turns[i + 1 :] if role_of(t.agent) in answering), None)
-            if nxt is None:
-                continue
-            if truth:
-                broke.append(not nxt.info.get("correct"))
-            elif verdict is False:
-                fixed.append(bool(nxt.info.get("correct")))
-    if not hits[True] and not hits[False]:
+        tally.add(episode)
+    if not tally.hits[True] and not tally.hits[False]:
         return {}
 
     def mean(xs: list[bool]) -> float | None:
         return sum(xs) / len(xs) if xs else None
 
-    tpr, tnr = mean(hits[True]), mean(hits[False])
+    tpr, tnr = mean(tally.hits[True]), mean(tally.hits[False])
     classes = [r for r in (tpr, tnr) if r is not None]
-    accuracy, kept = mean(first), mean(accepted)
+    accuracy, kept = mean(tally.first), mean(tally.accepted)
+    fixed, broke = mean(tally.fixed), mean(tally.broke)
     return {
         "review/tpr": tpr,
         "review/tnr": tnr,
         "review/balanced_accuracy": sum(classes) / len(classes),
         "review/gap": None if kept is None or accuracy is None else kept - accuracy,
-        "review/accepted": None if not first else len(accepted) / len(first),
-        "review/fixed": mean(fixed),
-        "review/broke": mean(broke),
-        "review/fixed_when_flagged": mean(fixed) or 0.0,
-        "review/broke_right": mean(broke) or 0.0,
+        "review/accepted": None if not tally.first else len(tally.accepted) / len(tally.first),
+        "review/fixed": fixed,
+        "review/broke": broke,
+        "review/fixed_when_flagged": fixed or 0.0,
+        "review/broke_right": broke or 0.0,
     }
 
 
