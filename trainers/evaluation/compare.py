@@ -296,15 +296,7 @@ def compare_team_alone(
         b = {p: scores[other][p] for p in keep if p in scores[other]}
         return paired_interval(a, b, resamples, seed=seed)
 
-    paired, headroom = {}, {}
-    for k in ks:
-        other = f"alone/maj@{k}"
-        if not scores.get(other):
-            continue
-        for mine in ("team/vote", "team/final"):
-            paired[f"{mine} - {other}"] = pair(mine, other)
-        if scores.get(f"alone/pass@{k}"):
-            headroom[f"alone/pass@{k} - {other}"] = pair(f"alone/pass@{k}", other)
+    paired, headroom = _paired_rows(ks, scores, pair)
     matched = [k for k in dict.fromkeys((matched_k, tokens_k)) if k is not None]
     matched = [k for k in matched if scores.get(f"alone/maj@{k}")]
     baseline = max(matched, key=lambda k: figures[f"alone/maj@{k}"], default=matched_k)
@@ -317,6 +309,26 @@ def compare_team_alone(
         "levels": levels,
         "baseline_k": baseline,
     }
+
+
+def _paired_rows(
+    ks: Sequence[int],
+    scores: Mapping[str, Mapping[str, float]],
+    pair: Callable[..., dict[str, Any]],
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """`compare_team_alone`'s ``paired`` (the team's vote and final answer against
+    ``alone/maj@k``) and ``headroom`` (``alone/pass@k`` against ``alone/maj@k``) for each k of
+    `ks` the model alone has, each `pair`ed over the problems both sides have."""
+    paired, headroom = {}, {}
+    for k in ks:
+        other = f"alone/maj@{k}"
+        if not scores.get(other):
+            continue
+        for mine in ("team/vote", "team/final"):
+            paired[f"{mine} - {other}"] = pair(mine, other)
+        if scores.get(f"alone/pass@{k}"):
+            headroom[f"alone/pass@{k} - {other}"] = pair(f"alone/pass@{k}", other)
+    return paired, headroom
 
 
 def _level_rows(
