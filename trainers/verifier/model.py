@@ -250,11 +250,7 @@ def train_verifier(
 
     if not train_rows:
         raise ValueError("train_verifier: no training rows")
-    texts = [format_input(r["response"], r["reference"]) for r in train_rows]
-    if base_model is None:
-        model, tokenizer = build_classifier(texts[:4000], seed=seed, **(model_kwargs or {}))
-    else:
-        model, tokenizer = _load_base(base_model)
+    model, tokenizer = _starting_model(train_rows, base_model, seed, model_kwargs)
     tokenizer.truncation_side = "left"
     output = Path(output_dir)
     args = _training_arguments(output / "trainer", max_steps, batch_size, learning_rate, seed)
@@ -270,12 +266,7 @@ def train_verifier(
     before = trainer.evaluate()["eval_loss"] if eval_set is not None else None
     result = trainer.train()
     after = trainer.evaluate()["eval_loss"] if eval_set is not None else None
-    path = output / "model"
-    trainer.model.save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    (path / CONFIG_FILE).write_text(
-        json.dumps({"max_length": max_length, "input": "Response: ...\\nReference answer: ..."})
-    )
+    path = _save_verifier(trainer.model, tokenizer, output / "model", max_length)
     return {
         "model_path": str(path),
         "train_loss": result.training_loss,
@@ -284,6 +275,32 @@ def train_verifier(
         "eval_loss_after": after,
         "runtime_s": result.metrics.get("train_runtime"),
     }
+
+
+def _starting_model(
+    train_rows: Sequence[Mapping[str, Any]],
+    base_model: str | None,
+    seed: int,
+    model_kwargs: Mapping[str, Any] | None,
+) -> tuple[Any, Any]:
+    """`train_verifier`'s model and tokenizer before training: `base_model` loaded as a
+    classifier, or (None) a tiny random one whose tokenizer is trained on the first 4,000 rows'
+    inputs (`build_classifier`, options in `model_kwargs`)."""
+    if base_model is not None:
+        return _load_base(base_model)
+    texts = [format_input(r["response"], r["reference"]) for r in train_rows]
+    return build_classifier(texts[:4000], seed=seed, **(model_kwargs or {}))
+
+
+def _save_verifier(model: Any, tokenizer: Any, path: Path, max_length: int) -> Path:
+    """Save a trained verifier as a `LearnedVerifier` folder at `path`: the model, its
+    tokenizer and `CONFIG_FILE` (the tokens per pair and the input's form)."""
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    (path / CONFIG_FILE).write_text(
+        json.dumps({"max_length": max_length, "input": "Response: ...\\nReference answer: ..."})
+    )
+    return path
 
 
 def _labelled(rows: Sequence[Mapping[str, Any]], tokenizer: Any, max_length: int) -> Any:
