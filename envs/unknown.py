@@ -12,7 +12,7 @@ error, so the check also tells how to repair it. Checking costs as much as solvi
 are the same chain of small steps, one run forwards and one backwards, so a critic made of the
 same model checks no better than its solver solves. This is the control family, the one without
 a generation-verification gap: measured, a trained team ties the same model's self-consistency
-on it (docs/results.md). ``reach`` (`envs.reach`) is the family with the gap.
+on it (docs/results.md, "The main job over 3 seeds"). ``reach`` (`envs.reach`) is the family with the gap.
 
 Level ``d`` has ``d`` steps of 2..9 each; the start is 2..30 and every quantity stays an integer in
 1..60, so each step is a small fact while undoing several at once is not. Candidate ``index`` of

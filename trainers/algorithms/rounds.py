@@ -7,7 +7,8 @@ model, trains on what that play gave, and hands the result to the next round: ex
 (rejection-sampling fine-tuning, as in STaR and ReST-EM, continued from the latest model rather
 than restarted). A DPO round cuts its pairs from its own play and uses the round's start model
 as the reference (iterative DPO; with the default ``sft`` term on the chosen replies, iterative
-RPO, Pang et al. 2024). On the embedded team more than one DPO round broke the refiner, so
+RPO, Pang et al. 2024). On the embedded team more than one DPO round broke the refiner (`git show
+93f0224:docs/results.md`, "SFT and DPO in rounds"), so
 ``dpo`` plays one by default, after SFT rounds (``--sft_first``, on by default).
 
 **Stages.** A run is a list of `Stage`: SFT rounds, then DPO rounds (``dpo``), or one kind

@@ -7,7 +7,7 @@ at once. ``python scripts/build_embedded.py`` rebuilds them from `EmbeddedRecipe
 CPU with the recipe's thread count the rebuild is bit-identical), in about 34 minutes on 2 cores.
 `REACH_VARIANT` (``--variant reach``) builds on both task families, ``reach`` (the gap family:
 checking a chain is far cheaper than finding it) and ``unknown`` (the control); it is measured
-in docs/results.md and not shipped.
+in docs/results.md ("The build on both families") and not shipped.
 
 1. transcripts (`trainers.embedded.transcripts`): ``unknown`` train problems (and, in
    `REACH_VARIANT`, ``reach`` ones, interleaved: the solver guesses a chain at a glance, the
@@ -48,7 +48,7 @@ from typing import Any
 logger = logging.getLogger(__name__)
 
 # The scripts' default task, the one the shipped build is trained on. ``reach`` (the family with a
-# generation-verification gap) joins it in `REACH_VARIANT`, not shipped (docs/results.md).
+# generation-verification gap) joins it in `REACH_VARIANT`, not shipped (docs/results.md, "The build on both families").
 EMBEDDED_TASK = "unknown"
 RECIPE_VERSION = 13  # bump whenever the transcripts or the training change
 # bump whenever ``reach``'s transcripts change (`transcripts.reach_rows`, `reach_fact`); keyed only

@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
         choices=["reach"],
         default=None,
         help="reach: the build on both task families (REACH_VARIANT; not shipped, see "
-        "docs/results.md); give it its own --out",
+        "docs/results.md, 'The build on both families'); give it its own --out",
     )
     args = parser.parse_args(argv)
     recipe = recipe_with(args.set, args.variant)
