@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import random
+from typing import Any
 
 
 def table(name: str, rows: list[tuple[int, bool, bool, bool]]) -> None:
@@ -42,7 +43,7 @@ def table(name: str, rows: list[tuple[int, bool, bool, bool]]) -> None:
         )
 
 
-def main(argv: list[str] | None = None) -> None:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -56,18 +57,19 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
     parser.add_argument("--show", type=int, default=0, help="wrong verdicts to print")
-    args = parser.parse_args(argv)
+    return parser
 
+
+def policies(args: argparse.Namespace) -> tuple[Any, Any]:
+    """The solver (sampled at T=1) and the critic (greedy with ``--greedy``) of ``--model``,
+    sharing one model; torch seeded and on ``--threads`` threads."""
     import dataclasses
 
     import torch
 
-    import envs
     from agents.base import GenerationArguments
     from agents.hf import HFPolicy
-    from envs.reflection import parse_verdict
     from trainers.embedded import resolve_model
-    from trainers.embedded.transcripts import reach_check_reply, reach_slip, reach_solve_reply
 
     torch.manual_seed(args.seed)
     torch.set_num_threads(args.threads)
@@ -78,6 +80,17 @@ def main(argv: list[str] | None = None) -> None:
         solver.tokenizer,
         dataclasses.replace(sampled, max_new_tokens=120, do_sample=not args.greedy),
     )
+    return solver, critic
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
+
+    import envs
+    from envs.reflection import parse_verdict
+    from trainers.embedded.transcripts import reach_check_reply, reach_slip, reach_solve_reply
+
+    solver, critic = policies(args)
     task = envs.make_task(
         "reach", split=args.split, size=args.problems, difficulty=args.difficulty, seed=args.seed
     )
