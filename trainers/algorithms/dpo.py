@@ -252,7 +252,8 @@ class CPUDPOConfig(RolloutSettings, DPOConfig):
         default=1,
         metadata={
             "help": "DPO rounds, each on fresh problems played by the latest model (more than "
-            "one broke the embedded team's refiner: `git show 93f0224:docs/results.md`, "SFT and DPO in rounds")."
+            "one broke the embedded team's refiner: `git show 93f0224:docs/results.md`, 'SFT and "
+            "DPO in rounds')."
         },
     )
     sft_iterations: int = field(
