@@ -119,40 +119,10 @@ def _naive(env_id: str, env_kwargs: dict[str, Any], policy: Any, problem_ids: li
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Generated tokens per second: the engine (continuous, lockstep) vs the naive loop."""
-
-    from trainers.rollout.engine import RolloutEngine
-
     policy = _bench_policy(args)
-    env_kwargs: dict[str, Any] = {"rounds": args.rounds} if "solve" not in args.env else {}
-    if "ensemble" in args.env:
-        env_kwargs = {}
-    source: Any = args.env
-    if args.slow_step_s:
-        source = _slow_env_factory(args, env_kwargs)
-        env_kwargs = {}
-    modes = {"continuous": {}, "continuous-inline": {"step_workers": 0}, "lockstep": {}}
-    if not args.slow_step_s:
-        del modes["continuous-inline"]
-    engines = {
-        mode: RolloutEngine(
-            source,
-            policy,
-            env_kwargs,
-            num_envs=args.problems,
-            continuous=mode != "lockstep",
-            **extra,
-        )
-        for mode, extra in modes.items()
-    }
+    source, env_kwargs = _env_source(args)
+    engines = _engines(args, source, policy, env_kwargs)
     problems = engines["continuous"].problem_ids(args.problems)
-
-    def timed(fn: Callable[[], int]) -> tuple[int, float]:
-        cuda_sync()
-        start = time.perf_counter()
-        tokens = fn()
-        cuda_sync()
-        return tokens, time.perf_counter() - start
-
     figures: dict[str, Any] = {
         "env": args.env,
         "problems": args.problems,
@@ -173,37 +143,106 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         loops["naive"] = lambda: _naive(args.env, env_kwargs, policy, problems)
     for engine in engines.values():
         engine.run(problems[:2])  # warm-up
+    runs, peaks = _repeat_loops(loops, args.repeats)
+    for name, timed_runs in runs.items():
+        figures[name] = _median_run(timed_runs, peaks[name])
+        if name in engines:
+            figures[name]["batching"] = _padding(engines[name].last_batching)
+    if naive:
+        _add_ratios(figures, engines)
+    _print_figures(args, figures)
+    return figures
+
+
+def _env_source(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
+    """The engines' env (its id, or with ``--slow-step-s`` a factory of slowed envs) and its
+    kwargs."""
+    env_kwargs: dict[str, Any] = {"rounds": args.rounds} if "solve" not in args.env else {}
+    if "ensemble" in args.env:
+        env_kwargs = {}
+    if args.slow_step_s:
+        return _slow_env_factory(args, env_kwargs), {}
+    return args.env, env_kwargs
+
+
+def _engines(
+    args: argparse.Namespace, source: Any, policy: Any, env_kwargs: dict[str, Any]
+) -> dict[str, Any]:
+    """A rollout engine per mode: continuous, lockstep, and with ``--slow-step-s`` continuous
+    stepping its copies inline (no threads)."""
+    from trainers.rollout.engine import RolloutEngine
+
+    modes = {"continuous": {}, "continuous-inline": {"step_workers": 0}, "lockstep": {}}
+    if not args.slow_step_s:
+        del modes["continuous-inline"]
+    return {
+        mode: RolloutEngine(
+            source,
+            policy,
+            env_kwargs,
+            num_envs=args.problems,
+            continuous=mode != "lockstep",
+            **extra,
+        )
+        for mode, extra in modes.items()
+    }
+
+
+def _timed(fn: Callable[[], int]) -> tuple[int, float]:
+    """`fn`'s tokens and its seconds, the device synchronised on both ends."""
+    cuda_sync()
+    start = time.perf_counter()
+    tokens = fn()
+    cuda_sync()
+    return tokens, time.perf_counter() - start
+
+
+def _repeat_loops(
+    loops: dict[str, Callable[[], int]], repeats: int
+) -> tuple[dict[str, list[tuple[int, float]]], dict[str, int]]:
+    """Each loop's (tokens, seconds) runs and its peak RSS over `repeats` alternating repeats."""
     # Alternating repeats: this machine's speed drifts over seconds, so each repeat runs every
     # loop back to back, and each ratio compares the runs of one repeat.
     runs: dict[str, list[tuple[int, float]]] = {name: [] for name in loops}
     peaks: dict[str, int] = dict.fromkeys(loops, 0)
-    for _ in range(max(1, args.repeats)):
+    for _ in range(max(1, repeats)):
         for name, loop in loops.items():
             with peak_rss() as peak:
-                runs[name].append(timed(loop))
+                runs[name].append(_timed(loop))
             peaks[name] = max(peaks[name], peak[0])
-    for name, timed_runs in runs.items():
-        rates = [t / s for t, s in timed_runs]
-        middle = sorted(range(len(rates)), key=rates.__getitem__)[len(rates) // 2]
-        tokens, seconds = timed_runs[middle]  # the run of median tokens per second
-        figures[name] = {
-            "tokens": tokens,
-            "seconds": seconds,
-            "tokens_per_s": tokens / seconds,
-            "runs_tokens_per_s": rates,
-            "peak_rss_gib": peaks[name] / 2**30,
-        }
-        if name in engines:
-            figures[name]["batching"] = _padding(engines[name].last_batching)
-    if naive:
-        naive_rates = figures["naive"]["runs_tokens_per_s"]
-        for mode in engines:
-            ratios = [
-                m / n for m, n in zip(figures[mode]["runs_tokens_per_s"], naive_rates, strict=True)
-            ]
-            figures[mode]["ratios"] = ratios
-            figures[mode]["ratio"] = statistics.median(ratios)
-        figures["ratio"] = figures["continuous"]["ratio"]
+    return runs, peaks
+
+
+def _median_run(timed_runs: list[tuple[int, float]], peak: int) -> dict[str, Any]:
+    """A loop's figures: the run of median tokens per second, every run's rate, the peak RSS."""
+    rates = [t / s for t, s in timed_runs]
+    middle = sorted(range(len(rates)), key=rates.__getitem__)[len(rates) // 2]
+    tokens, seconds = timed_runs[middle]  # the run of median tokens per second
+    return {
+        "tokens": tokens,
+        "seconds": seconds,
+        "tokens_per_s": tokens / seconds,
+        "runs_tokens_per_s": rates,
+        "peak_rss_gib": peak / 2**30,
+    }
+
+
+def _add_ratios(figures: dict[str, Any], engines: dict[str, Any]) -> None:
+    """Each engine mode's speed-up on the naive loop, per repeat and their median; the
+    continuous engine's as the headline ``ratio``."""
+    naive_rates = figures["naive"]["runs_tokens_per_s"]
+    for mode in engines:
+        ratios = [
+            m / n for m, n in zip(figures[mode]["runs_tokens_per_s"], naive_rates, strict=True)
+        ]
+        figures[mode]["ratios"] = ratios
+        figures[mode]["ratio"] = statistics.median(ratios)
+    figures["ratio"] = figures["continuous"]["ratio"]
+
+
+def _print_figures(args: argparse.Namespace, figures: dict[str, Any]) -> None:
+    """One line per loop: tokens, seconds and tokens/s, the ratio to the naive loop, the peak
+    RSS and an engine's padding."""
     print(
         f"{args.env} x {args.problems} problems on {args.device}, model {figures['model']} "
         f"({figures['params'] / 1e6:.1f}M params)"
@@ -226,7 +265,6 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 f"prompt padding {pad['prefill_waste']:.0%}"
             )
         print(line)
-    return figures
 
 
 def _slow_env_factory(args: argparse.Namespace, env_kwargs: dict[str, Any]) -> Any:
