@@ -153,6 +153,20 @@ def test_a_factory_takes_no_env_kwargs_and_an_env_must_be_an_id_or_a_callable():
         RolloutEngine(3, ScriptedPolicy(["x"]))  # type: ignore[arg-type]
 
 
+def test_an_env_that_does_not_meet_the_protocol_is_refused_naming_what_it_lacks():
+    class NoAgents:
+        """Has reset and step, but no possible agents: not a team env."""
+
+        unwrapped = property(lambda self: self)
+
+        def reset(self, seed=None, options=None): ...
+
+        def step(self, action): ...
+
+    with pytest.raises(TypeError, match=r"lacks possible_agents \(envs\.core\.TeamEnv"):
+        RolloutEngine(NoAgents, ScriptedPolicy(["x"]))
+
+
 def test_a_registered_env_from_a_factory_plays_as_from_its_id():
     by_id = RolloutEngine("math/reflection-v0", ScriptedPolicy(["\\boxed{1}"]), {"rounds": 1})
     by_factory = RolloutEngine(

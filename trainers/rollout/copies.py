@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agents.base import Generation
+from envs.core import TeamEnv
 from trainers.rollout.records import Episode
 
 Request = tuple[str, dict[str, str]]  # (agent, observation)
@@ -38,7 +39,7 @@ class EnvCopy:
         job (`int`): which of the run's episodes this is.
     """
 
-    env: Any
+    env: TeamEnv
     episode: Episode
     pending: dict[str, float] = field(default_factory=dict)
     parallel: bool = False

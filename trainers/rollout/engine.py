@@ -23,27 +23,30 @@ Before the copies are stepped, each env class's optional pre-step hook runs once
 about to be taken (`trainers.rollout.copies.prepare_steps`): math/tool-v0 runs the programs of
 its executors' replies in parallel across the copies there. The engine knows no env by name.
 
-The env protocol. Any PettingZoo env that follows it can be rolled out, from a registered id
-(made with `envs.make`) or from a factory (a callable returning a fresh env):
-- AEC (`pettingzoo.AECEnv`, wrapped or not) or Parallel (`pettingzoo.ParallelEnv`, told apart by
-  ``env.unwrapped``). AEC: ``reset(seed=, options=)``, ``agents``, ``agent_selection``,
+The env protocol, typed in `envs.core` and checked when the engine makes its first env. Any
+PettingZoo env that meets it can be rolled out, from a registered id (made with `envs.make`) or
+from a factory (a callable returning a fresh env):
+- `envs.core.TeamEnv` (every env): ``possible_agents``, ``agents``, ``reset(seed=, options=)``
+  and ``step``; AEC (`pettingzoo.AECEnv`, wrapped or not) or Parallel (`pettingzoo.ParallelEnv`,
+  told apart by ``env.unwrapped``). AEC envs are `envs.core.AECTeamEnv`s: ``agent_selection``,
   ``terminations``, ``truncations``, ``observe(agent)``, ``step(text)``, and ``rewards`` and
-  ``infos`` on the raw env after each step. Parallel: ``reset(seed=, options=) -> (observations,
-  infos)``, ``agents``, ``step(actions) -> (observations, rewards, terminations, truncations,
-  infos)``.
+  ``infos`` on the raw env after each step. Parallel: ``reset(seed=, options=) ->
+  (observations, infos)``, ``step(actions) -> (observations, rewards, terminations,
+  truncations, infos)``.
 - Observations are dicts of text (what a `Policy` reads: ``prompt``, ``instruction``, ...); a
   plain string is not one. Actions are the policies' reply strings.
 - ``reset`` gets ``options={"problem_id": id}`` with the ids passed to `run`; an env may ignore
   it. `problem_ids` needs a ``task`` attribute with a ``source`` (the project's envs have one).
 - Infos: ``round`` (an int) is read when present, to number a turn's round (else 0 for AEC, the
   step count for Parallel); every info is recorded on its turn as it is.
-- Optional: ``possible_agents`` (roles for per-role training), ``answer_roles`` (the roles that
-  state answers, `envs.roles`; default: the built-in envs'), ``turn_results`` (the trainer's
-  record of every step's rewards and full infos, read instead of what agents are shown),
-  ``immediate_rewards`` (True allows branched rollouts), and ``prepare_steps`` on the raw env's
-  class: ``prepare_steps(steps)`` is called once per class each turn with the ``(env, action)``
-  pairs about to be stepped, before any is; it may do work best done in a batch (math/tool-v0
-  runs their programs at once) but must not change what the steps do.
+- Optional, `envs.core.TaskTeamEnv`'s members (the project's envs have them all): ``task``,
+  ``answer_roles`` (the roles that state answers, `envs.roles`; default: the built-in envs'),
+  ``turn_results`` (the trainer's record of every step's rewards and full infos, read instead of
+  what agents are shown) and ``immediate_rewards`` (True allows branched rollouts); and
+  `envs.core.PreparesSteps` on the raw env's class: ``prepare_steps(steps)`` is called once per
+  class each turn with the ``(env, action)`` pairs about to be stepped, before any is; it may do
+  work best done in a batch (math/tool-v0 runs their programs at once) but must not change what
+  the steps do.
 
 Rewards: after every env step, each agent's reward from that step is added to that agent's latest
 turn (its own action's reward, or a shared team reward at the end). A reward reaching an agent
@@ -76,6 +79,7 @@ from pettingzoo import ParallelEnv
 import envs as envs_pkg
 from agents.base import Generation, Policy, StepwisePolicy
 from agents.roles import RoleMap
+from envs.core import TeamEnv, missing_members
 from envs.roles import answer_roles, role_of
 from trainers.rollout.branched import BranchedRollout, Tree
 from trainers.rollout.continuous import ContinuousRollout, stream_runner
@@ -121,7 +125,7 @@ class RolloutEngine:
 
     def __init__(
         self,
-        env_id: str | Callable[[], Any],
+        env_id: str | Callable[[], TeamEnv],
         policies: RoleMap | Mapping[str, Policy] | Policy,
         env_kwargs: Mapping[str, Any] | None = None,
         num_envs: int = 64,
@@ -133,7 +137,7 @@ class RolloutEngine:
             raise ValueError(f"num_envs must be a positive int, got {num_envs!r}")
         if not isinstance(step_workers, int) or step_workers < 0:
             raise ValueError(f"step_workers must be an int >= 0, got {step_workers!r}")
-        self._factory: Callable[[], Any] | None = None
+        self._factory: Callable[[], TeamEnv] | None = None
         if not isinstance(env_id, str):
             if not callable(env_id):
                 raise TypeError(
@@ -159,7 +163,7 @@ class RolloutEngine:
         # the last run's batching counts: prompt tokens and padded prompt cells of its prefills,
         # decode slots (a row's seat for one token) and tokens generated in them
         self.last_batching: dict[str, int] = {}
-        self._envs: list[Any] = []
+        self._envs: list[TeamEnv] = []
         probe = self._make_env()
         self.env_id = self.env_id or env_name(probe)  # a factory's env: its name
         self.parallel = isinstance(probe.unwrapped, ParallelEnv)
@@ -167,10 +171,20 @@ class RolloutEngine:
         self.answer_roles = answer_roles(probe)  # recorded on every episode
         self._envs.append(probe)
 
-    def _make_env(self) -> Any:
+    def _make_env(self) -> TeamEnv:
         if self._factory is not None:
-            return self._factory()
-        return envs_pkg.make(self.env_id, **self.env_kwargs)
+            env = self._factory()
+        else:
+            env = envs_pkg.make(self.env_id, **self.env_kwargs)
+        if not self._envs:  # the first one: does the env meet the protocol the engine plays?
+            raw = getattr(env, "unwrapped", env)  # `agents` may first be set by reset
+            missing = [m for m in missing_members(raw, TeamEnv) if m != "agents"]
+            if missing:
+                raise TypeError(
+                    f"{env_name(env)} is not a team env the engine can play: it lacks "
+                    f"{', '.join(missing)} (envs.core.TeamEnv; see trainers.rollout.engine)"
+                )
+        return env
 
     def problem_ids(self, count: int, offset: int = 0) -> list[str]:
         """Ids of `count` problems of the env's task, from index `offset` of its source."""
