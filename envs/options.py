@@ -110,6 +110,11 @@ class EnvFacts:
         """The most steps an episode takes: the env's ``max_turns``."""
         return len(self.slots)
 
+    @property
+    def turns(self) -> int:
+        """The most agent turns an episode records: every agent of every step."""
+        return sum(len(step) for step in self.slots)
+
 
 @dataclass(frozen=True)
 class TaskOptions:

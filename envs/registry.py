@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from envs.errors import DuplicateEnvError, RegistryError, UnknownEnvError
+from envs.options import TaskOptions
 
 ENV_ID_RE = re.compile(
     r"^(?P<namespace>[a-z][a-z0-9_]*)/(?P<name>[a-z][a-z0-9_]*)-v(?P<version>\d+)$"
@@ -74,8 +75,6 @@ class EnvSpec:
         task's, then the spec's kwargs over them); the spec's kwargs alone without a class."""
         if self.options is None:
             return dict(self.kwargs)
-        from envs.options import TaskOptions
-
         shared = TaskOptions if issubclass(self.options, TaskOptions) else None
         task_fields = {f.name for f in dataclasses.fields(shared)} if shared else set()
         made = self.options_for()

@@ -210,7 +210,7 @@ def program_name(words: Sequence[str]) -> Iterator[None]:
 
 
 def train(argv: list[str]) -> Any:
-    """``mathteams train ENV [ALGO] [flags]``: `TRAIN` (or its fallback) with ENV's env id."""
+    """``mathteams train ENV [ALGO] [flags]``: `TRAIN` with ENV's env id."""
     if not argv:
         raise UsageError(f"{train_help()}\n\n{PROG} train: ENV is required")
     if argv[0] in ("-h", "--help"):

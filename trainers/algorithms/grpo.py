@@ -551,5 +551,5 @@ class CPUGRPOConfig(GRPOConfig):
             names = {f.name for f in dataclasses.fields(spec.options)}
             shape = {k: getattr(parsed, k) for k in ("rounds", "num_agents") if k in names}
             shape = {k: v for k, v in shape.items() if v is not None}
-            slots = sum(len(step) for step in spec.facts(**shape).slots)
+            slots = spec.facts(**shape).turns
         return {"per_device_train_batch_size": slots * parsed.num_generations}

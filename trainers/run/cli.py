@@ -150,11 +150,6 @@ def run_script(
 
 
 def train_command(env_id: str, argv: Sequence[str]) -> dict[str, Any]:
-    """``mathteams train ENV [ALGO] [flags]``: `run_script` with the env's script doc (an env
-    id or a built-in short name: reflection, debate, tool, solve, ensemble)."""
-    import envs
-
-    if "/" not in env_id:
-        env_id = f"math/{env_id}-v0"
-    envs.spec(env_id)  # an unknown env: the registry's "did you mean"
+    """``mathteams train ENV [ALGO] [flags]``: `run_script` for a registered `env_id` (the
+    command, `trainers.cli.train`, turns ENV's short name into it and refuses an unknown one)."""
     return run_script(env_id, argv, doc=f"Train the agents of `{env_id}`.")
