@@ -43,13 +43,22 @@ class EnvServerError(RuntimeError):
         status: the HTTP status (for a WebSocket error, the status the server gave it), or None
             when no answer came back.
         field: the request field the server named, when it named one.
+        code: the server's stable error code (``SESSION_LOST``, ``EPISODE_OVER``, ...) when it
+            answered one; when no answer came back, ``TIMEOUT`` (no answer within the client's
+            ``timeout_s``), ``UNREACHABLE`` (an HTTP request could not be sent or its answer
+            was cut off) or ``CONNECTION_LOST`` (the WebSocket is gone).
     """
 
     def __init__(
-        self, message: str, url: str, status: int | None = None, field: str | None = None
+        self,
+        message: str,
+        url: str,
+        status: int | None = None,
+        field: str | None = None,
+        code: str | None = None,
     ) -> None:
         super().__init__(message)
-        self.url, self.status, self.field = url, status, field
+        self.url, self.status, self.field, self.code = url, status, field, code
 
 
 class EnvRequestError(EnvServerError, ValueError):
@@ -96,11 +105,17 @@ def _refusal(url: str, status: int, body: Any, what: str) -> EnvServerError:
     """The exception for an error answer of the server."""
     if isinstance(body, Mapping):
         message = body.get("error") or body.get("message") or json.dumps(body)[:500]
-        field = body.get("field")
+        field, code = body.get("field"), body.get("code")
     else:
-        message, field = str(body)[:500], None
+        message, field, code = str(body)[:500], None, None
     kind = EnvRequestError if 400 <= status < 500 else EnvServerError
-    return kind(f"env server {url} refused {what} (HTTP {status}): {message}", url, status, field)
+    return kind(
+        f"env server {url} refused {what} (HTTP {status}): {message}",
+        url,
+        status,
+        field,
+        code if isinstance(code, str) else None,
+    )
 
 
 class HTTPConnection:
@@ -137,12 +152,14 @@ class HTTPConnection:
                 f"env server {self.url}: {what} timed out after {self.timeout_s:g} s "
                 f"({type(exc).__name__})",
                 self.url,
+                code="TIMEOUT",
             ) from exc
         except httpx.TransportError as exc:
             raise EnvServerError(
                 f"env server {self.url} is unreachable: {what} failed "
                 f"({type(exc).__name__}: {exc})",
                 self.url,
+                code="UNREACHABLE",
             ) from exc
         try:
             body = response.json()
@@ -237,6 +254,7 @@ class WSConnection:
                 f"env server {url} is unreachable: opening {self.ws_url} failed "
                 f"({type(exc).__name__}: {exc})",
                 url,
+                code="UNREACHABLE",
             ) from exc
 
     def _what(self, verb: str) -> str:
@@ -250,11 +268,22 @@ class WSConnection:
             try:
                 self.socket.send(json.dumps(message, ensure_ascii=True))
                 raw = self.socket.recv(timeout=self.timeout_s)
+            except TimeoutError as exc:
+                # A late answer would be read as the next call's: the connection (and with it
+                # the session, on the server) ends here.
+                self.socket.close()
+                raise EnvServerError(
+                    f"env server {self.url}: {what} timed out after {self.timeout_s:g} s; the "
+                    "connection is closed, and its session with it",
+                    self.url,
+                    code="TIMEOUT",
+                ) from exc
             except self._errors as exc:
                 raise EnvServerError(
                     f"env server {self.url}: {what} failed, the connection is gone "
                     f"({type(exc).__name__}: {exc})",
                     self.url,
+                    code="CONNECTION_LOST",
                 ) from exc
         try:
             reply = json.loads(raw)

@@ -16,7 +16,7 @@ protocol in `envs.serving.openenv`.
 | ``GET /sessions/{id}/render`` | - | ``{"render": str \\| null}`` |
 | ``POST /sessions/{id}/fork`` | - | 201, a new session holding a deep copy of the env |
 | ``DELETE /sessions/{id}`` | - | ``{"session_id", "closed": true}`` |
-| ``GET /health`` | - | ``{"status": "healthy", "sessions", "max_sessions", "uptime_s"}`` |
+| ``GET /health`` | - | ``{"status": "healthy", "sessions", "max_sessions", "uptime_s", "run_id"}`` |
 | ``GET /envs`` | - | the served env ids with their default kwargs, and the limits |
 | ``WS /ws`` | messages, below | one connection, one session |
 | ``POST /reset``, ``POST /step``, ``GET /state``, ``GET /metadata``, ``GET /schema`` | OpenEnv's | OpenEnv's (`envs.serving.openenv`), on a server serving one env |
@@ -73,7 +73,9 @@ field: an env id that is not served 404 (a malformed one 422); kwargs the env re
 setting a kwarg in ``blocked_kwargs`` (file paths, the sandbox: only the operator sets those, with
 ``env_kwargs``), a verifier that is not a registered name (no import paths, no ``remote:``), a
 number over ``kwarg_limits`` or an env with more than ``max_agents`` agents 422; an unknown
-session 404 (one reaped for idleness says so); a step naming an agent whose turn it is not, a step
+session 404 (one reaped for idleness says so, ``SESSION_CLOSED``; one made by an earlier run of
+the server, ``SESSION_LOST``: sessions live in the server's memory, so a restart loses every
+session, and each session id starts with the ``run_id`` of the run that made it); a step naming an agent whose turn it is not, a step
 before the first reset or after the episode ended 409; a malformed body or an action the env
 refuses (a non-string) 422; a body over ``max_body_bytes`` 413; more than ``max_sessions``
 sessions 429 (with ``Retry-After``); a reset, step, state or render that runs past
@@ -212,6 +214,7 @@ def _add_info_routes(app: Any, store: SessionStore, respond: Any) -> None:
                 "sessions": len(store.sessions),
                 "max_sessions": config.max_sessions,
                 "uptime_s": time.time() - started,
+                "run_id": store.run_id,
             }
         )
 

@@ -8,6 +8,10 @@ refused raises `ApiError` (`envs.serving.bodies`: an HTTP status, the field at f
 code); `envs.serving.server` answers it over HTTP or WebSocket, and its module docstring lists
 the routes, messages and limits.
 
+Sessions live in this process's memory: a restarted server holds none of the sessions of its
+earlier run. Each session id starts with the store's `run_id`, so a request naming a session of
+another run is answered 404 ``SESSION_LOST`` (saying so), not ``UNKNOWN_SESSION``.
+
 The limits (`envs.serving.limits`) and the reading of request bodies (`envs.serving.bodies`:
 `request_models`, `parse_json`, `validate`) are re-exported here, where they lived first.
 """
@@ -50,6 +54,7 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 MAX_EXPIRED_REMEMBERED = 4096
+RUN_ID_CHARS = 8  # the hex characters of a session id naming the server run that made it
 
 
 class Session:
@@ -94,6 +99,14 @@ class SessionStore:
         self.expired: OrderedDict[str, str] = OrderedDict()  # closed id -> why
         self.reserved = 0
         self.executor = ThreadPoolExecutor(config.workers, thread_name_prefix="env-session")
+        # This run of the server: every session id starts with it, so that a session of an
+        # earlier run (the server restarted) is told apart from an id never made here.
+        self.run_id = uuid.uuid4().hex[:RUN_ID_CHARS]
+        self.started_at = time.time()
+
+    def new_id(self) -> str:
+        """A new session id: this run's `run_id`, then random hex (32 hex characters)."""
+        return self.run_id + uuid.uuid4().hex[RUN_ID_CHARS:]
 
     async def _run(self, fn: Callable[..., Any], *args: Any) -> Any:
         """`fn(*args)` on the thread pool; what an env raises beyond `ApiError` becomes a 500."""
@@ -205,7 +218,7 @@ class SessionStore:
             env = await self._run(self._build, env_id, kwargs)
         finally:
             self.reserved -= 1
-        session = Session(uuid.uuid4().hex, env_id, kwargs, env, owner)
+        session = Session(self.new_id(), env_id, kwargs, env, owner)
         try:
             return self._register(session)
         except ApiError:
@@ -222,7 +235,7 @@ class SessionStore:
             finally:
                 self.reserved -= 1
             session.touch()
-            clone = Session(uuid.uuid4().hex, session.env_id, dict(session.kwargs), env, owner)
+            clone = Session(self.new_id(), session.env_id, dict(session.kwargs), env, owner)
             clone.started, clone.episode_id = session.started, session.episode_id
             clone.step_count, clone.last = session.step_count, copy.deepcopy(session.last)
             return self._register(clone)
@@ -236,11 +249,29 @@ class SessionStore:
         why = self.expired.get(session_id)
         if why is not None:
             raise ApiError(404, "session_id", "SESSION_CLOSED", f"session {session_id} {why}")
+        if self._of_another_run(session_id):
+            started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(self.started_at))
+            raise ApiError(
+                404,
+                "session_id",
+                "SESSION_LOST",
+                f"session {session_id} was made by another run of this server (this run, "
+                f"{self.run_id}, started {started}): sessions live in the server's memory and "
+                "do not survive a restart; create a new one (POST /sessions)",
+            )
         raise ApiError(
             404,
             "session_id",
             "UNKNOWN_SESSION",
             f"no session {session_id!r:.80} on this server (create one: POST /sessions)",
+        )
+
+    def _of_another_run(self, session_id: str) -> bool:
+        """Whether `session_id` reads as a session id of a run other than this one."""
+        return (
+            len(session_id) == 32
+            and all(c in "0123456789abcdef" for c in session_id)
+            and not session_id.startswith(self.run_id)
         )
 
     def _check_open(self, session: Session) -> None:
