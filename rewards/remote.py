@@ -13,6 +13,7 @@ returns a made-up default score.
 httpx is imported on the first request (``pip install -e ".[server]"``); one connection pool per
 server URL is shared by every `RemoteVerifier` of a process (httpx clients are thread-safe), and a
 verifier object holds only its settings, so it pickles and deep-copies with the envs that own it.
+`close_clients` closes those pools (at exit too; a later request opens a new one).
 
 Example:
     >>> verifier = RemoteVerifier("http://127.0.0.1:8000", verifier="math")  # doctest: +SKIP
@@ -22,6 +23,7 @@ Example:
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
 import os
@@ -35,7 +37,7 @@ from urllib.parse import parse_qsl, urlsplit, urlunsplit
 from rewards.base import Verdict
 from rewards.verifiers import not_a_string
 
-__all__ = ["RemoteVerifier", "RewardServerError", "parse_remote_name"]
+__all__ = ["RemoteVerifier", "RewardServerError", "close_clients", "parse_remote_name"]
 
 logger = logging.getLogger(__name__)
 
@@ -83,6 +85,24 @@ def _client(base_url: str) -> Any:
             client = httpx.Client(limits=limits, headers={"content-type": "application/json"})
             _CLIENTS[key] = client
         return client
+
+
+def close_clients() -> int:
+    """Close the process's shared httpx clients (their pooled connections); returns how many.
+
+    A later request opens a new client. Call it when the servers a process talked to are gone
+    (a test's loopback server stopped, the end of a job), so that no connection is left open;
+    at exit, `atexit` calls it.
+    """
+    with _CLIENTS_LOCK:
+        clients = list(_CLIENTS.values())
+        _CLIENTS.clear()
+    for client in clients:
+        client.close()
+    return len(clients)
+
+
+atexit.register(close_clients)
 
 
 def _clip(text: str, limit: int) -> str:
