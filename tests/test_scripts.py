@@ -45,6 +45,7 @@ SMOKE = {
 SMOKE_ELSEWHERE = {
     "serve_envs.py": "tests/envs/test_server.py::test_killed_server_gives_a_clear_error_not_a_default",
     "serve_rewards.py": "tests/rewards/test_server.py::test_serve_script_one_command",
+    "soak.py": "tests/envs/test_soak.py::test_short_soak_keeps_the_contract_through_a_kill_and_restarts",
 }
 
 

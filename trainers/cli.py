@@ -75,10 +75,15 @@ COMMANDS: dict[str, Command] = {
         },
     ),
     "bench": Command(
-        "benchmarks: verifiers, envs, rollout, train, robustness, sandbox, serve",
+        "benchmarks: verifiers, envs, rollout, train, robustness, sandbox, serve, soak",
         "trainers.benchmarks.cli:main",
         "bench.py",
         "KIND",
+    ),
+    "soak": Command(
+        "soak the env and reward servers under load and faults (bench soak)",
+        "trainers.benchmarks.soak:main",
+        "soak.py",
     ),
     "build-embedded": Command(
         "rebuild (or --check) the embedded default model from its recipe",

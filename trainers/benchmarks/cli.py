@@ -14,6 +14,9 @@ Commands:
     serve       the env server under load (``scripts/serve_envs.py``): steps per second of many
                 concurrent sessions over HTTP and WebSocket, and the overhead per step against
                 the same episodes in-process.
+    soak        the env and reward servers under load and faults for minutes (client kills, a
+                restart of each, refused requests): the sessions' contract, step latency p50 and
+                p99, the servers' resident memory (also ``scripts/soak.py``, ``mathteams soak``).
 
 Each command is one module of ``trainers/benchmarks/`` (``verifiers.py``, ``envs.py``, ...;
 shared helpers in ``common.py``). To add a command, write a module there with ``NAME``,
@@ -30,10 +33,19 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from trainers.benchmarks import envs, robustness, rollout, sandbox, serve, train, verifiers
+from trainers.benchmarks import (
+    envs,
+    robustness,
+    rollout,
+    sandbox,
+    serve,
+    soak,
+    train,
+    verifiers,
+)
 
 # The commands in the order --help lists them: command name -> its module.
-COMMANDS = {m.NAME: m for m in (verifiers, envs, rollout, train, robustness, sandbox, serve)}
+COMMANDS = {m.NAME: m for m in (verifiers, envs, rollout, train, robustness, sandbox, serve, soak)}
 
 
 def make_parser() -> argparse.ArgumentParser:
