@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # The GPU figures of docs/results.md ("On a GPU"), from the repository root on a CUDA machine:
-#   (a) bench.py rollout and (b) bench.py train on the random-weight model of Qwen2.5-0.5B's
-#   configuration, then (c) a short main job (train_reflection.py: 3 training minutes, bf16;
+#   (a) the bf16 check (trainers/benchmarks/bf16.py), (b) bench.py rollout at 16/64/128 copies
+#   and (c) bench.py train in bf16 and fp32, on the random-weight model of Qwen2.5-0.5B's
+#   configuration, then (d) a short main job (train_reflection.py: 3 training minutes, bf16;
 #   fp32 if bf16 fails), each with a time limit, a failing step not stopping the next.
 # Expects the packages a CUDA image lacks (trl, datasets, math-verify, gymnasium, pettingzoo,
 # transformers 5.23 and their missing needs) as wheels under .whl/ (`pip download --no-deps
 # --only-binary=:all: ... -d .whl NAME==VERSION`); they are installed to /tmp/site, not over the
-# image's. Writes at most 8 files to $OUT (default outputs/gpu_figures): env.txt, steps.txt, and
+# image's. Writes at most 20 files to $OUT (default outputs/gpu_figures): env.txt, steps.txt, and
 # each step's log and JSON (the main job's metrics.json as main_metrics.json; its model and
-# checkpoints stay in $MAIN_DIR). BUDGET_S (default 520) is the whole script's time: the main
+# checkpoints stay in $MAIN_DIR). BUDGET_S (default 580) is the whole script's time: the main
 # job's training minutes shrink if the benchmarks left it less than it needs.
 set -x
 export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
@@ -19,7 +20,7 @@ export MATHTEAMS_ALLOW_UNSUPPORTED=1
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 OUT=${OUT:-outputs/gpu_figures}
 PY=${PY:-python3}
-BUDGET_S=${BUDGET_S:-520}
+BUDGET_S=${BUDGET_S:-580}
 MAIN_DIR=${MAIN_DIR:-/tmp/main_gpu}
 mkdir -p "$OUT"
 
@@ -58,10 +59,20 @@ step() {  # step NAME LIMIT_S COMMAND...: run with a time limit, log to $OUT/NAM
     return "$rc"
 }
 
-step rollout "${ROLLOUT_S:-150}" "$PY" scripts/bench.py rollout --device cuda --qwen-0.5b \
-    --problems 16 --json "$OUT/rollout.json"
-step train "${TRAIN_S:-170}" "$PY" scripts/bench.py train --device cuda --qwen-0.5b \
-    --repeats 2 --json "$OUT/train.json"
+# (a) The bf16 check (trainers.precision): non-finite gradients of left-padded rows under bf16
+# autocast, cuDNN attention on vs the project's guard, at widths 64 mod 128 and not.
+step bf16 "${BF16_S:-60}" "$PY" -m trainers.benchmarks.bf16 --qwen-0.5b \
+    --widths 192 256 320 448 704 768 | tee "$OUT/bf16.json"
+# (b) Rollouts at 16, 64 and 128 copies.
+for copies in 16 64 128; do
+    step "rollout$copies" "${ROLLOUT_S:-60}" "$PY" scripts/bench.py rollout --device cuda \
+        --qwen-0.5b --problems "$copies" --repeats 1 --json "$OUT/rollout$copies.json"
+done
+# (c) One GRPO step against plain TRL, bf16 mixed precision and float32.
+for precision in bf16 fp32; do
+    step "train_$precision" "${TRAIN_S:-100}" "$PY" scripts/bench.py train --device cuda \
+        --qwen-0.5b --precision "$precision" --repeats 2 --json "$OUT/train_$precision.json"
+done
 
 # The main job: 3 training minutes, or what the budget leaves after ~2 min of evaluations.
 left=$((BUDGET_S - SECONDS))

@@ -90,6 +90,7 @@ from trainers.algorithms.rows import (
     turn_slots,
 )
 from trainers.algorithms.trainable import freeze_except, no_gradient_checkpointing
+from trainers.precision import guard_attention
 from trainers.roles.adapters import add_role_adapters, with_role_adapters
 from trainers.roles.models import (
     check_shared_tokenizer,
@@ -205,6 +206,8 @@ class TurnRollout:
 
     def __call__(self, prompts: list[str], trainer: GRPOTrainer) -> dict[str, list[Any]]:
         group = trainer.num_generations if trainer.model.training else trainer.num_generations_eval
+        # a stock GRPOTrainer's bf16 on CUDA: the cuDNN attention guard (trainers.precision)
+        guard_attention(trainer.args, trainer.accelerator.device)
         problems = list(dict.fromkeys(parse_slot_prompt(p)[0] for p in prompts))
         engine = self._engine(trainer)
         # Env seeds follow the optimizer step (not a call counter), so a run resumed from a

@@ -37,6 +37,7 @@ import torch
 
 from agents.decoding import length_chunks
 from trainers import compat
+from trainers.precision import guard_attention
 
 logger = logging.getLogger(__name__)
 
@@ -173,6 +174,7 @@ class LengthGroupedMixin:
     def __init__(self, *args: Any, length_grouped: bool = True, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         compat.check_trainer(self)
+        guard_attention(self.args, self.accelerator.device)  # bf16 on CUDA: trainers.precision
         self.chunked_forwards = length_grouped
         self.length_grouped = length_grouped and groupable(self.args, self.num_iterations)
         if length_grouped and not self.length_grouped:

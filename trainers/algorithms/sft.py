@@ -38,6 +38,7 @@ from agents.hf import HFPolicy
 from agents.prompts import build_messages
 from envs.roles import role_of
 from trainers.algorithms.trainable import freeze_except, no_gradient_checkpointing
+from trainers.precision import guard_attention
 from trainers.rollout.engine import RolloutEngine
 from trainers.rollout.records import Episode, Turn, answer_roles_of
 from trainers.rollout.source import RunSource
@@ -315,4 +316,5 @@ def offline_trainer(
     )
     if trainable:  # before train() builds the optimizer from the parameters that require grad
         freeze_except(trainer.model, trainable)
+    guard_attention(trainer.args, trainer.accelerator.device)  # bf16 on CUDA: trainers.precision
     return trainer

@@ -57,8 +57,14 @@ def add_parser(subparsers: Any) -> None:
         "--device",
         default="cpu",
         choices=["cpu", "cuda"],
-        help="where both trainers run (cuda: use_cpu=False, bf16 mixed precision where the GPU "
-        "supports it, peak GPU memory reported)",
+        help="where both trainers run (cuda: use_cpu=False, peak GPU memory reported)",
+    )
+    parser.add_argument(
+        "--precision",
+        default="auto",
+        choices=["auto", "bf16", "fp32"],
+        help="auto: bf16 mixed precision on a GPU that supports it, else float32 (bf16 on the CPU "
+        "is slower than float32; trainers.precision)",
     )
     parser.add_argument(
         "--qwen-0.5b",
@@ -145,7 +151,9 @@ def _setup(args: argparse.Namespace) -> _Setup:
     cuda = args.device == "cuda"
     if cuda and not torch.cuda.is_available():
         raise SystemExit("bench.py train --device cuda: torch sees no CUDA device")
-    bf16 = cuda and torch.cuda.is_bf16_supported()
+    if args.precision == "bf16" and not (cuda and torch.cuda.is_bf16_supported()):
+        raise SystemExit("bench.py train --precision bf16: needs --device cuda on a GPU with bf16")
+    bf16 = args.precision != "fp32" and cuda and torch.cuda.is_bf16_supported()
     model = resolve_model(args.model)
     get_verifier("math").verify("\\boxed{x + 1}", "2")  # one-time math-verify import, untimed
     env_kwargs: dict[str, Any] = {"split": "train"}
@@ -216,14 +224,19 @@ def _plain_trainer(setup: _Setup, out: str, rows: list[dict[str, Any]]) -> Any:
         texts = [c[-1]["content"] if isinstance(c, list) else c for c in completions]
         return [verifier.verify(t, r).score for t, r in zip(texts, reference, strict=True)]
 
+    from trainers.precision import guard_attention
+
     plain_args = setup.config(out)
     plain_args.shuffle_dataset = False
-    return GRPOTrainer(
+    trainer = GRPOTrainer(
         model=setup.model,
         reward_funcs=[correct],
         args=plain_args,
         train_dataset=Dataset.from_list(rows),
     )
+    # the same attention kernels as the multi-agent trainer's (trainers.precision)
+    guard_attention(trainer.args, trainer.accelerator.device)
+    return trainer
 
 
 def _alternating_runs(

@@ -142,6 +142,9 @@ def run_script(
                 f"{algo} trains the whole shared model"
             )
     from trainers.evaluation.held_out import OverlapError
+    from trainers.precision import cpu_precision
+
+    cpu_precision(config)  # --bf16 on a CPU: float32, said in the log
 
     try:
         return train(job, config)
