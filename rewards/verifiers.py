@@ -30,6 +30,7 @@ from rewards.numeric import (
     parse_decimal_comma,
     parse_number,
 )
+from rewards.structure import strip_redundant, structural_verdict
 from rewards.symbolic import require_math_verify, symbolic_equal
 
 __all__ = [
@@ -233,9 +234,33 @@ class MathVerifier:
         if isinstance(screened, Verdict):
             return screened
         answer = screened.answer or ""
-        gold, pred = _reference_number(bare), parse_number(answer)
+        decided = self._numbers(answer, answer, bare)
+        if decided is not None:
+            return decided
+        # Hostile answers (deep nesting, towers, huge powers) are answered here, without
+        # math-verify, where a cheap verdict is sound (`rewards.structure`).
+        structural = structural_verdict(answer, bare, self.float_rounding)
+        if structural.verdict is not None:
+            return Verdict(float(structural.verdict), answer, structural.reason)
+        core = structural.answer  # the answer without redundant brackets around it
+        if core != answer:
+            decided = self._numbers(core, answer, bare)
+            if decided is not None:
+                return decided
+        too_big = self._too_big(core)
+        if too_big is not None:
+            return Verdict(0.0, answer, too_big)
+        if _latex_key(core) == _latex_key(bare):
+            return Verdict(1.0, answer, "correct: the same expression")
+        same, why = self._symbolic(bare, core)
+        return Verdict(1.0 if same else 0.0, answer, why if same is not False else f"wrong: {why}")
+
+    def _numbers(self, text: str, answer: str, bare: str) -> Verdict | None:
+        """The verdict when `text` (the answer, or its core) and the reference are plain numbers
+        that `rewards.numeric.numbers_match` can compare, else None."""
+        gold, pred = _reference_number(bare), parse_number(text)
         if gold is not None and pred is None:
-            pred = parse_decimal_comma(answer)
+            pred = parse_decimal_comma(text)
         elif gold is None and pred is not None and pred.is_float:
             gold = _reference_decimal_comma(bare)
         if gold is not None and pred is not None:
@@ -244,13 +269,7 @@ class MathVerifier:
                 if same:
                     return Verdict(1.0, answer, "correct: numbers match")
                 return Verdict(0.0, answer, f"wrong answer: {answer:.60} != {bare:.60}")
-        too_big = self._too_big(answer)
-        if too_big is not None:
-            return Verdict(0.0, answer, too_big)
-        if _latex_key(answer) == _latex_key(bare):
-            return Verdict(1.0, answer, "correct: the same expression")
-        same, why = self._symbolic(bare, answer)
-        return Verdict(1.0 if same else 0.0, answer, why if same is not False else f"wrong: {why}")
+        return None
 
     def _too_big(self, answer: str) -> str | None:
         """Why `answer` is refused a symbolic check (too long, nested too deep), or None."""
@@ -272,6 +291,11 @@ class MathVerifier:
         math-verify's reasons."""
         if _latex_key(first) == _latex_key(second):
             return True
+        for one, other in ((first, second), (second, first)):
+            structural = structural_verdict(one, other, self.float_rounding)
+            if structural.verdict is not None:
+                return structural.verdict
+        first, second = strip_redundant(first)[0], strip_redundant(second)[0]
         if self._too_big(first) is not None or self._too_big(second) is not None:
             return False
         same, why = self._symbolic(first, second)
