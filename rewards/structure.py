@@ -621,6 +621,8 @@ def structural_verdict(answer: str, reference: str, float_rounding: int = 6) -> 
         >>> structural_verdict("x^2", "18").verdict is None
         True
     """
+    if answer.split() == reference.split():
+        return Structural(True, "correct: the same text", answer)
     stripped, layers = strip_redundant(answer)
     reference_core, _ = strip_redundant(reference)
     if layers and " ".join(stripped.split()) == " ".join(reference_core.split()):
@@ -642,8 +644,13 @@ def structural_verdict(answer: str, reference: str, float_rounding: int = 6) -> 
 
 def _decide(answer: str, reference: str, float_rounding: int) -> tuple[bool, str] | None:
     tree = parse_expression(answer)
-    gold = parse_expression(reference) if tree is not None else None
-    if tree is None or gold is None:
+    if tree is None:
+        return None
+    gold = parse_expression(reference)
+    if gold is None:
+        parts = _reference_parts(reference)
+        if parts is not None and all(_differ(tree, part) for part in parts):
+            return False, f"wrong: one value against {len(parts)}, none of them equal to it"
         return None
     value, expected = exact_value(tree), exact_value(gold)
     if value is not None and expected is not None:
@@ -652,7 +659,23 @@ def _decide(answer: str, reference: str, float_rounding: int) -> tuple[bool, str
         if _numbers_differ(value, expected, float_rounding):
             return False, "wrong: a different exact value"
         return None
+    power, other = _huge_power(tree), _huge_power(gold)
+    if power is not None and other is not None:
+        if _same_power(power, other):
+            return True, f"correct: the same polynomial of degree {power[1]}"
+        return False, "wrong: a different huge power"
+    return _differ(tree, gold)
+
+
+def _differ(tree: Node, gold: Node | None) -> tuple[bool, str] | None:
+    """``(False, why)`` when a huge `tree` provably differs from `gold` (None: +-infinity, which
+    no number equals), else None."""
     lower = log10_lower(tree)
+    if gold is None:
+        # A tree of + * ^ ! over numbers, or a polynomial, is finite.
+        if (lower is not None and lower >= MIN_HUGE_LOG10) or _huge_power(tree) is not None:
+            return False, "wrong: a finite value is not infinite"
+        return None
     if lower is not None and lower >= MIN_HUGE_LOG10:
         upper = log10_upper(gold)
         if upper is not None and lower > upper + 1:
@@ -662,17 +685,53 @@ def _decide(answer: str, reference: str, float_rounding: int) -> tuple[bool, str
             )
     power = _huge_power(tree)
     if power is not None:
-        other = _huge_power(gold)
-        if other is not None:
-            if _same_power(power, other):
-                return True, f"correct: the same polynomial of degree {power[1]}"
-            return False, "wrong: a different huge power"
         size = _rational_size(gold)
         if size is not None and size < power[1]:
             return False, (
                 f"wrong: a polynomial of degree {power[1]} against a reference of lower degree"
             )
     return None
+
+
+_OUTER_OPEN = re.compile(r"\s*(?:\\left\s*)?(?:\(|\[|\\\{)")
+_OUTER_CLOSE = re.compile(r"(?:\\right\s*)?(?:\)|\]|\\\})\s*$")
+_INFINITY = re.compile(r"\s*[-+]?\s*\\infty\s*")
+
+
+def _reference_parts(reference: str) -> list[Node | None] | None:
+    """The parts of a reference of two or more values (a tuple, interval, set or list:
+    ``(1, 2)``, ``[0, \\infty)``), each parsed (None for +-infinity), or None.
+
+    A single value equals none of these to math-verify unless it equals one of the parts (a set
+    ``{a}``, a degenerate interval ``[a, a]``), so an answer that differs from every part is
+    wrong."""
+    opening = _OUTER_OPEN.match(reference)
+    closing = _OUTER_CLOSE.search(reference)
+    start = opening.end() if opening else 0
+    end = closing.start() if closing else len(reference)
+    inner = reference[start:end]
+    parts, depth, begin = [], 0, 0
+    for index, char in enumerate(inner):
+        if char in "([{":
+            depth += 1
+        elif char in ")]}":
+            depth -= 1
+        elif char == "," and depth == 0:
+            parts.append(inner[begin:index])
+            begin = index + 1
+    parts.append(inner[begin:])
+    if len(parts) < 2:
+        return None
+    parsed: list[Node | None] = []
+    for part in parts:
+        if _INFINITY.fullmatch(part):
+            parsed.append(None)
+            continue
+        tree = parse_expression(part)
+        if tree is None:
+            return None
+        parsed.append(tree)
+    return parsed
 
 
 def _short(value: float) -> str:

@@ -66,6 +66,9 @@ def test_hundred_nested_parentheses_equal_to_the_reference_score_right(no_symbol
         ("100000!", "2\\sqrt{3}", 0.0),
         ("-10^{10^{10}}", "\\frac{1}{2}", 0.0),
         ("(1+x)^{100000}", "2\\sqrt{3}", 0.0),  # degree 100000 against a constant
+        ("9^{9^{9^{9}}}", "(1, 2)", 0.0),  # one value against two, neither equal to it
+        ("9^{9^{9^{9}}}", "[0, \\infty)", 0.0),
+        ("(1+x)^{100000}", "\\{1, x\\}", 0.0),
         ("x^{100000}", "2", 0.0),
         ("(1+x)^{100000}", "(1+x)^{100000}", 1.0),  # the same text
         ("(1+x)^{100000}", "(x+1)^{100000}", 1.0),  # the same base and exponent
@@ -105,7 +108,9 @@ def test_markers_in_nested_brackets_are_one_value_not_a_hedge(no_symbolic) -> No
         ("(1+x)^{100000}", "x^{100000}+1"),  # the reference's degree is not below 100000
         ("(1+e)^{100000}", "2"),  # e may be Euler's number: a constant
         ("10^{10^{10}}", "10^{10000000000}"),  # equal, but not by text
-        ("10^{10^{10}}", "(1, 2)"),  # outside the grammar
+        ("10^{10^{10}}", "\\begin{pmatrix} 1 \\\\ 2 \\end{pmatrix}"),  # outside the grammar
+        ("10^{10^{10}}", "(1, 10^{10^{10}})"),  # one part may equal it
+        ("\\frac{" * 8 + "1" + "}{0}" * 8, "[0, \\infty)"),  # not provably finite
         ("((1, 2))", "(1,2)"),  # a tuple is not peeled
     ],
 )
