@@ -62,3 +62,33 @@ def test_robustness_benchmark_writes_rates(run_script, tmp_path: Path) -> None:
         assert rates["items"] == rates["attacks"] + rates["correct"] > 0
         assert 0.0 <= rates["fp_rate"] <= 1.0
         assert 0.0 <= rates["fn_rate"] <= 1.0
+        latency = rates["latency"]  # per call, the warm-up call left out
+        assert latency["calls"] == rates["items"]
+        assert 0.0 <= latency["p50_s"] <= latency["p99_s"] <= latency["max_s"]
+    assert "gsm8k: " in result.stdout and " p99 " in result.stdout
+
+
+def test_percentiles_are_nearest_rank() -> None:
+    from trainers.benchmarks.robustness import percentiles
+
+    figures = percentiles([float(i) for i in range(1, 201)])
+    assert (figures["calls"], figures["p50_s"], figures["p99_s"], figures["max_s"]) == (
+        200,
+        100.5,
+        198.0,
+        200.0,
+    )
+    assert percentiles([])["p99_s"] is None
+
+
+def test_hostile_cases_hold_every_kind_of_hostile_input() -> None:
+    from trainers.benchmarks import corpus
+    from trainers.benchmarks.robustness import hostile_cases
+
+    cases = hostile_cases(corpus.load_corpus(corpus.CORPUS))
+    ids = [case_id for case_id, _text, _reference in cases]
+    assert len(ids) == len(set(ids))
+    for prefix in ("latex-", "huge-", "issue42-", "slow-", "special-", "nest-", "big-"):
+        assert any(case_id.startswith(prefix) for case_id in ids), prefix
+    assert not any(case_id.startswith("notation-") for case_id in ids)  # correct answers
+    assert ("issue42-00", "\\boxed{" + "(" * 100 + "7" + ")" * 100 + "}", "7") in cases
