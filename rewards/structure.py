@@ -13,7 +13,9 @@ well under a millisecond, with the verdict math-verify gives where it can give o
 2. Exact arithmetic: an answer and a reference that are both plain rational expressions
    (numbers, ``+ - * /``, ``\\frac``, ``\\sqrt`` of a perfect square, integer powers, small
    factorials) are evaluated exactly (`exact_value`); equal values score right, values further
-   apart than math-verify's rounding can bridge score wrong.
+   apart than math-verify's rounding can bridge score wrong. Otherwise a constant answer and a
+   constant (or polynomial, read at 0) reference are enclosed in mpmath intervals (roots and
+   ``\\pi`` included): intervals that far apart score wrong (``\\sqrt{\\sqrt{\\sqrt{2}}}`` != 7).
 3. Magnitude: a lower bound on ``log10`` of a huge answer built from non-negative numbers with
    ``+ * ^ !`` (`log10_lower`) against an upper bound for the reference (`log10_upper`, which
    reads a reference polynomial in its variables at zero: a polynomial that equals a constant
@@ -39,6 +41,9 @@ import math
 import re
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Any
+
+from rewards.numeric import parse_number
 
 __all__ = [
     "MIN_HUGE_DEGREE",
@@ -171,7 +176,8 @@ def _tokenize(text: str) -> list[str] | None:
 
 
 # A node is a tuple: ("num", Fraction, text), ("var", name), ("pi",), ("neg", a), ("add", a, b),
-# ("sub", a, b), ("mul", a, b), ("div", a, b), ("pow", a, b), ("fact", a), ("sqrt", a).
+# ("sub", a, b), ("mul", a, b), ("div", a, b), ("pow", a, b), ("fact", a), ("sqrt", a),
+# ("root", index, a) for \sqrt[index]{a}.
 Node = tuple
 
 
@@ -254,6 +260,11 @@ class _Parser:
         if token == "\\frac":
             return ("div", self.braced(), self.braced())
         if token == "\\sqrt":
+            if self.peek() == "[":
+                self.take("[")
+                index = self.expression()
+                self.take("]")
+                return ("root", index, self.braced())
             return ("sqrt", self.braced())
         raise ValueError(f"unexpected {token!r}")
 
@@ -471,6 +482,86 @@ def _upper(node: Node) -> float:
     raise ValueError(f"no upper bound for {kind}")
 
 
+# ------------------------------------------------------------------------- intervals
+
+
+def _interval(node: Node, zero_variables: bool) -> Any:
+    """An mpmath interval enclosing the value of `node` (variables read as 0 when
+    `zero_variables`); raises ValueError where it cannot give one."""
+    from mpmath import iv
+
+    kind = node[0]
+    if kind == "num":
+        return iv.mpf(node[1].numerator) / iv.mpf(node[1].denominator)
+    if kind == "pi":
+        return iv.pi
+    if kind == "var":
+        if not zero_variables:
+            raise ValueError("a variable")
+        return iv.mpf(0)
+    if kind == "neg":
+        return -_interval(node[1], zero_variables)
+    if kind in ("add", "sub", "mul", "div"):
+        left, right = _interval(node[1], zero_variables), _interval(node[2], zero_variables)
+        if kind == "add":
+            return left + right
+        if kind == "sub":
+            return left - right
+        if kind == "mul":
+            return left * right
+        if right.a <= 0 <= right.b:
+            raise ValueError("a denominator that may be 0")
+        return left / right
+    if kind in ("sqrt", "root"):
+        index = Fraction(2) if kind == "sqrt" else exact_value(node[1])
+        inner = _interval(node[-1], zero_variables)
+        if index is None or index.denominator != 1 or not 2 <= index <= 1000 or inner.a < 0:
+            raise ValueError("not a real root")
+        return inner ** (iv.mpf(1) / int(index))
+    if kind == "pow":
+        exponent = exact_value(node[2])
+        if exponent is None or exponent.denominator != 1:
+            raise ValueError("not a whole power")
+        base = _interval(node[1], zero_variables)
+        if exponent < 0:
+            if base.a <= 0 <= base.b:
+                raise ValueError("a power of 0 below 0")
+            return 1 / base ** int(-exponent)
+        return base ** int(exponent)
+    if kind == "fact":
+        value = exact_value(node)
+        if value is None:
+            raise ValueError("not a small factorial")
+        return iv.mpf(value.numerator)
+    raise ValueError(f"no interval for {kind}")
+
+
+def _intervals_apart(first: Any, second: Any, float_rounding: int) -> bool:
+    """Whether every value of one interval is further from every value of the other than
+    math-verify's rounding can bridge (see `_numbers_differ`)."""
+    from mpmath import mpf
+
+    low, high = (mpf(v) for v in first._mpi_)
+    other_low, other_high = (mpf(v) for v in second._mpi_)
+    gap = max(low - other_high, other_low - high)
+    scale = max(abs(low), abs(high), abs(other_low), abs(other_high))
+    if not (gap > 0 and scale < mpf("inf")):
+        return False
+    return gap > max(mpf(2) / mpf(10) ** float_rounding, mpf("1e-9"), scale * mpf("1e-9"))
+
+
+def _apart(tree: Node, gold: Node, float_rounding: int) -> bool:
+    """Whether the constant `tree` provably differs from `gold`, a constant or a polynomial
+    (read at 0: a polynomial equal to a constant equals it there), by interval arithmetic."""
+    if _variables(tree) or (_variables(gold) and log10_upper(gold) is None):
+        return False
+    try:
+        first, second = _interval(tree, False), _interval(gold, True)
+    except (ValueError, ZeroDivisionError, ArithmeticError, OverflowError):
+        return False
+    return _intervals_apart(first, second, float_rounding)
+
+
 # ------------------------------------------------------------------------- huge powers
 
 
@@ -648,6 +739,10 @@ def _decide(answer: str, reference: str, float_rounding: int) -> tuple[bool, str
         return None
     gold = parse_expression(reference)
     if gold is None:
+        number = parse_number(reference)  # "\\$2,125", "50%": either reading of the percent
+        if number is not None:
+            bound = max(abs(number.value), abs(number.actual))
+            return _differ(tree, ("num", bound, reference))
         parts = _reference_parts(reference)
         if parts is not None and all(_differ(tree, part) for part in parts):
             return False, f"wrong: one value against {len(parts)}, none of them equal to it"
@@ -659,6 +754,8 @@ def _decide(answer: str, reference: str, float_rounding: int) -> tuple[bool, str
         if _numbers_differ(value, expected, float_rounding):
             return False, "wrong: a different exact value"
         return None
+    if _apart(tree, gold, float_rounding):
+        return False, "wrong: a different value (interval arithmetic)"
     power, other = _huge_power(tree), _huge_power(gold)
     if power is not None and other is not None:
         if _same_power(power, other):

@@ -58,6 +58,9 @@ def test_hundred_nested_parentheses_equal_to_the_reference_score_right(no_symbol
         ("(" * 600 + "7" + ")" * 600, "7", 1.0),  # longer than max_answer_chars
         ("\\frac{" * 20 + "1" + "}{2}" * 20, "7", 0.0),  # 1/2^20: exact arithmetic
         ("\\frac{" * 20 + "1" + "}{2}" * 20, "\\frac{1}{1048576}", 1.0),
+        ("\\sqrt{" * 10 + "2" + "}" * 10, "7", 0.0),  # irrational: interval arithmetic
+        ("\\sqrt[3]{" * 10 + "8" + "}" * 10, "x^2+2x+1", 0.0),  # 1.0000352 against P(0) = 1
+        ("\\sqrt{" * 10 + "\\pi" + "}" * 10, "\\frac{\\sqrt{3}}{2}", 0.0),
         ("10^{10^{10}}", "18", 0.0),  # a tower: magnitude
         ("9^{9^{9^{9}}}", "18", 0.0),
         ("2^{2^{2^{2^{100}}}}", "x^2+2x+1", 0.0),  # a polynomial equal to a constant: at 0
@@ -67,6 +70,8 @@ def test_hundred_nested_parentheses_equal_to_the_reference_score_right(no_symbol
         ("-10^{10^{10}}", "\\frac{1}{2}", 0.0),
         ("(1+x)^{100000}", "2\\sqrt{3}", 0.0),  # degree 100000 against a constant
         ("9^{9^{9^{9}}}", "(1, 2)", 0.0),  # one value against two, neither equal to it
+        ("10^{10^{10}}", "\\$2,125", 0.0),  # a number outside the grammar: parse_number's
+        ("10^{10^{10}}", "50\\%", 0.0),
         ("9^{9^{9^{9}}}", "[0, \\infty)", 0.0),
         ("(1+x)^{100000}", "\\{1, x\\}", 0.0),
         ("x^{100000}", "2", 0.0),
@@ -112,6 +117,9 @@ def test_markers_in_nested_brackets_are_one_value_not_a_hedge(no_symbolic) -> No
         ("10^{10^{10}}", "(1, 10^{10^{10}})"),  # one part may equal it
         ("\\frac{" * 8 + "1" + "}{0}" * 8, "[0, \\infty)"),  # not provably finite
         ("((1, 2))", "(1,2)"),  # a tuple is not peeled
+        ("{{{{{{\\sqrt{2}^{2}}}}}}}", "2"),  # equal: intervals only ever prove a difference
+        ("\\sqrt[3]{" * 20 + "8" + "}" * 20, "1"),  # within math-verify's rounding of 1
+        ("(((((((\\sqrt{2})))))))", "\\frac{1}{x}"),  # not a polynomial: no value at 0
     ],
 )
 def test_hostile_answers_without_a_sound_cheap_verdict_go_to_math_verify(
@@ -198,7 +206,7 @@ def test_exact_value_refuses(text: str) -> None:
 
 @pytest.mark.parametrize(
     "text",
-    ["2^10", "2^{2}^{3}", "f(x)", "e^{2}", "i", "1,2", "\\sin(x)", "\\sqrt[3]{8}", "2{3}", ""],
+    ["2^10", "2^{2}^{3}", "f(x)", "e^{2}", "i", "1,2", "\\sin(x)", "\\sqrt[3]", "2{3}", ""],
 )
 def test_outside_the_grammar(text: str) -> None:
     assert parse_expression(text) is None
