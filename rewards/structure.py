@@ -16,10 +16,11 @@ well under a millisecond, with the verdict math-verify gives where it can give o
    apart than math-verify's rounding can bridge score wrong. Otherwise a constant answer and a
    constant (or polynomial, read at 0) reference are enclosed in mpmath intervals (roots and
    ``\\pi`` included): intervals that far apart score wrong (``\\sqrt{\\sqrt{\\sqrt{2}}}`` != 7).
-3. Magnitude: a lower bound on ``log10`` of a huge answer built from non-negative numbers with
-   ``+ * ^ !`` (`log10_lower`) against an upper bound for the reference (`log10_upper`, which
-   reads a reference polynomial in its variables at zero: a polynomial that equals a constant
-   equals it there) proves ``10^{10^{10}}`` != 18 without building the number.
+3. Magnitude: a lower bound on ``log10`` of a huge answer (`log10_lower`: towers, factorials,
+   and sums, differences and quotients that one huge part dominates) against an upper bound
+   for the reference (`log10_upper`, which reads a reference polynomial in its variables at
+   zero: a polynomial that equals a constant equals it there) proves ``10^{10^{10}}`` != 18
+   without building the number.
 4. Degree: ``(a + b x)^{E}`` (a non-constant linear base, ``E`` a whole number of at least
    `MIN_HUGE_DEGREE`) is a polynomial of degree ``E``; a reference that is ``N / D`` with
    ``N`` and ``D`` of degree below ``E`` (`_rational_size`: variables under ``+ - * /`` and
@@ -381,35 +382,59 @@ def _log10(value: Fraction) -> float:
 
 
 def log10_lower(node: Node) -> float | None:
-    """A lower bound on ``log10(|value|)`` for trees of non-negative numbers joined by
-    ``+ * ^ !`` (``-inf`` when the value may be 0), a leading minus allowed; None otherwise."""
-    if node[0] == "neg":
-        node = node[1]
+    """A lower bound on ``log10(|value|)`` of a tree without variables (``-inf`` when the value
+    may be 0), or None. Sums of non-negative terms are at least their largest term; ``a - b``
+    is at least ``0.9 |a|`` when ``|a| >= 10 |b|``; powers, factorials and roots of large
+    values are bounded below without building them."""
+    if _variables(node):
+        return None
     try:
         return _lower(node)
-    except (ValueError, RecursionError):
+    except (ValueError, OverflowError, RecursionError):
         return None
+
+
+_MARGIN = math.log10(0.9)
 
 
 def _lower(node: Node) -> float:
     kind = node[0]
     if kind == "num":
         return _log10(node[1])
-    if kind == "add":  # both sides are >= 0
-        return max(_lower(node[1]), _lower(node[2]))
+    if kind == "pi":
+        return 0.497  # log10(pi) = 0.49715
+    if kind == "neg":
+        return _lower(node[1])
+    if kind in ("add", "sub"):
+        if kind == "add" and _nonnegative(node[1]) and _nonnegative(node[2]):
+            return max(_lower(node[1]), _lower(node[2]))
+        for big, small in ((node[1], node[2]), (node[2], node[1])):
+            low, high = _lower(big), log10_upper(small)
+            if high is not None and low > high + 1:
+                return low + _MARGIN  # |a +- b| >= |a| - |b| >= 0.9 |a|
+        return -math.inf
     if kind == "mul":
         left, right = _lower(node[1]), _lower(node[2])
         return -math.inf if -math.inf in (left, right) else left + right
+    if kind == "div":
+        high = log10_upper(node[2])
+        if high is None or high == -math.inf:
+            raise ValueError("a denominator that may be 0")
+        left = _lower(node[1])
+        return left - high
+    if kind == "sqrt":
+        return _lower(node[1]) / 2
     if kind == "pow":
-        base, exponent = _lower(node[1]), _lower(node[2])
-        if base <= 0:  # a base of at most 1: a power of at least 0 (the bound says nothing)
+        base = _lower(node[1])
+        if base <= 0 or not _nonnegative(node[2]):  # |base| <= 1 or a negative exponent
             return -math.inf
+        exponent = _lower(node[2])
         if exponent == -math.inf:
             return 0.0  # the exponent may be 0: the power is at least 1 (the base is > 1)
         if exponent > 300:
             return math.inf
         return base * 10.0**exponent
-    if kind == "fact":  # a whole number n >= 0 (only + * ^ of whole numbers reach here)
+    if kind == "fact":
         if not _whole(node[1]):
             raise ValueError("factorial of a fraction")
         inner = _lower(node[1])
@@ -419,6 +444,18 @@ def _lower(node: Node) -> float:
         # n! >= (n / e)^n
         return count * (math.log10(count) - _LOG10_E) if count > math.e else 0.0
     raise ValueError(f"no lower bound for {kind}")
+
+
+def _nonnegative(node: Node) -> bool:
+    """Whether the tree's value is real and at least 0, read from its shape."""
+    kind = node[0]
+    if kind in ("num", "pi", "fact"):
+        return True
+    if kind in ("add", "mul", "div"):
+        return _nonnegative(node[1]) and _nonnegative(node[2])
+    if kind in ("sqrt", "pow"):
+        return _nonnegative(node[1])
+    return False
 
 
 def _whole(node: Node) -> bool:

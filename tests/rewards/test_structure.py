@@ -6,6 +6,8 @@ structural path, whatever the machine's load (no timing assertions)."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from rewards import MathVerifier
@@ -62,6 +64,10 @@ def test_hundred_nested_parentheses_equal_to_the_reference_score_right(no_symbol
         ("\\sqrt[3]{" * 10 + "8" + "}" * 10, "x^2+2x+1", 0.0),  # 1.0000352 against P(0) = 1
         ("\\sqrt{" * 10 + "\\pi" + "}" * 10, "\\frac{\\sqrt{3}}{2}", 0.0),
         ("10^{10^{10}}", "18", 0.0),  # a tower: magnitude
+        ("2^{2^{2^{2^{100}}}}-1", "18", 0.0),  # a tower minus a small number
+        ("-2^{2^{2^{2^{100}}}} + \\frac{5}{3}", "18", 0.0),
+        ("\\frac{10^{10^{10}}}{7}", "18", 0.0),
+        ("\\sqrt{(10^{10})!}", "18", 0.0),
         ("9^{9^{9^{9}}}", "18", 0.0),
         ("2^{2^{2^{2^{100}}}}", "x^2+2x+1", 0.0),  # a polynomial equal to a constant: at 0
         ("2^{" * 10 + "2" + "}" * 10, "18", 0.0),
@@ -216,7 +222,10 @@ def test_magnitude_bounds() -> None:
     assert log10_lower(parse_expression("10^{10^{10}}")) == pytest.approx(1e10)
     assert log10_lower(parse_expression("(10^{10})!")) > 9e10
     assert log10_lower(parse_expression("0^{5}+3")) == pytest.approx(0.477, abs=1e-3)
-    assert log10_lower(parse_expression("10-3")) is None  # subtraction: no lower bound
+    assert log10_lower(parse_expression("10-3")) == -math.inf  # may cancel: no bound
+    assert log10_lower(parse_expression("10^{10^{10}} - 10^{9}")) > 9.99e9  # one part dominates
+    assert log10_lower(parse_expression("\\frac{10^{100}}{7}")) > 99
+    assert log10_lower(parse_expression("x^{100}")) is None  # variables
     assert log10_upper(parse_expression("x^2+2x+1")) == pytest.approx(0.301, abs=1e-3)
     assert log10_upper(parse_expression("\\frac{1}{x}")) is None  # not a polynomial
     assert log10_upper(parse_expression("\\frac{10^{3}}{4}")) == pytest.approx(2.398, abs=1e-3)
