@@ -26,8 +26,9 @@ well under a millisecond, with the verdict math-verify gives where it can give o
    ``N`` and ``D`` of degree below ``E`` (`_rational_size`: variables under ``+ - * /`` and
    whole powers, constants anything the grammar reads) differs from it, as ``E + deg D > deg N``.
    Two such powers compare by base and exponent.
-5. Unreadable: an answer of only empty brackets (``{{}}``), or with `MIN_IMBALANCE` or more
-   unmatched round or square brackets, scores 0, as math-verify parses neither.
+5. Unreadable: an answer of only empty brackets (``{{}}``) against a number or expression (not
+   a set: ``{}`` is the empty set to math-verify), or with `MIN_IMBALANCE` or more unmatched
+   round or square brackets, scores 0, as math-verify parses neither.
 
 Every rule reads a small grammar (`parse_expression`: numbers, single-letter variables other
 than ``e`` and ``i``, ``\\pi``, ``+ - * / ^ !``, ``\\cdot``, ``\\times``, ``\\frac``, ``\\sqrt``,
@@ -710,6 +711,16 @@ def _numbers_differ(first: Fraction, second: Fraction, float_rounding: int) -> b
     return gap > max(Fraction(2, 10**float_rounding), Fraction(1, 10**9), scale / 10**9)
 
 
+def _plain_value(reference: str) -> bool:
+    """Whether a reference is a number or an expression of this module's grammar."""
+    if len(reference) > MAX_PARSE_CHARS:
+        return False
+    try:
+        return parse_expression(reference) is not None or parse_number(reference) is not None
+    except RecursionError:
+        return False
+
+
 def _core_of(text: str) -> str:
     """`text` without any brackets (``{{}}`` -> ``""``), for the empty-answer check."""
     return re.sub(r"\\left|\\right|[()\[\]{}\s]", "", text) if len(text) < 100_000 else text
@@ -755,7 +766,8 @@ def structural_verdict(answer: str, reference: str, float_rounding: int = 6) -> 
     reference_core, _ = strip_redundant(reference)
     if layers and " ".join(stripped.split()) == " ".join(reference_core.split()):
         return Structural(True, f"correct: the same expression inside {layers} brackets", stripped)
-    if layers == 0 and not _core_of(answer):
+    if layers == 0 and not _core_of(answer) and _plain_value(reference_core):
+        # Not against a set: {} is the empty set to math-verify.
         return Structural(False, "wrong: only empty brackets", answer)
     gap = _round_imbalance(answer)
     if abs(gap) >= MIN_IMBALANCE:

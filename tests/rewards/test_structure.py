@@ -123,6 +123,8 @@ def test_markers_in_nested_brackets_are_one_value_not_a_hedge(no_symbolic) -> No
         ("10^{10^{10}}", "(1, 10^{10^{10}})"),  # one part may equal it
         ("\\frac{" * 8 + "1" + "}{0}" * 8, "[0, \\infty)"),  # not provably finite
         ("((1, 2))", "(1,2)"),  # a tuple is not peeled
+        ("{}", "\\emptyset"),  # the empty set to math-verify
+        ("{{{{{{}}}}}}", "\\varnothing"),
         ("{{{{{{\\sqrt{2}^{2}}}}}}}", "2"),  # equal: intervals only ever prove a difference
         ("\\sqrt[3]{" * 20 + "8" + "}" * 20, "1"),  # within math-verify's rounding of 1
         ("(((((((\\sqrt{2})))))))", "\\frac{1}{x}"),  # not a polynomial: no value at 0
