@@ -1120,6 +1120,12 @@ def add_parser(subparsers: Any) -> None:
         help="the env and reward servers under load and faults: contract, latency, memory",
         description=__doc__.split("\n\n")[1] if __doc__ else None,
     )
+    add_arguments(parser)
+    parser.set_defaults(func=run)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The soak's flags (``bench.py soak`` and ``scripts/soak.py`` share them)."""
     defaults = SoakConfig()
     parser.add_argument("--sessions", type=int, default=defaults.sessions)
     length = parser.add_mutually_exclusive_group()
@@ -1142,7 +1148,6 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument("--no-memory-check", action="store_true")
     parser.add_argument("--seed", type=int, default=0)
     add_json_argument(parser)
-    parser.set_defaults(func=run)
 
 
 def config_from_args(args: argparse.Namespace) -> SoakConfig:
@@ -1178,6 +1183,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``scripts/soak.py`` and ``mathteams soak``: ``bench.py soak`` with the same flags."""
-    from trainers.benchmarks.cli import main as bench
-
-    return bench(["soak", *(sys.argv[1:] if argv is None else argv)])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    figures = run(args)
+    if args.json is not None:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")
+        print(f"wrote {args.json}")
+    return 0
