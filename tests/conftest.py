@@ -36,6 +36,20 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("filterwarnings", HOOK_WARNING)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _close_process_lived_connections() -> Any:
+    """At the end of the run, stop the loopback reward servers the fuzz's `remote` verifier
+    started and close the pooled connections of `rewards.RemoteVerifier`, both kept for the
+    process's life, so that the run leaves no socket open (``-W always::ResourceWarning``)."""
+    yield
+    import sys
+
+    if "envs.testing.fuzz.verifiers" in sys.modules:
+        sys.modules["envs.testing.fuzz.verifiers"].stop_loopback_servers()
+    if "rewards.remote" in sys.modules:
+        sys.modules["rewards.remote"].close_clients()
+
+
 @pytest.fixture
 def report_time(record_property) -> Callable[[str, float, float], None]:
     """``report_time(what, seconds, bound)``: a duration and the bound it should stay under,

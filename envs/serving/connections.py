@@ -249,6 +249,8 @@ class WSConnection:
             # websockets >= 17 wants a context manager; entering it opens the connection (on
             # older versions it is the connection, and entering returns it).
             self.socket = opener.__enter__()
+            # closes the socket when the env is dropped unclosed (as HTTPConnection does)
+            weakref.finalize(self, self.socket.close)
         except self._errors as exc:
             raise EnvServerError(
                 f"env server {url} is unreachable: opening {self.ws_url} failed "

@@ -74,7 +74,11 @@ from envs.testing.fuzz.timing import (
     Stats,
     table,
 )
-from envs.testing.fuzz.verifiers import build_verifier, loopback_math_verifier
+from envs.testing.fuzz.verifiers import (
+    build_verifier,
+    loopback_math_verifier,
+    stop_loopback_servers,
+)
 
 __all__ = [
     "CALL_BOUND_S",
@@ -104,6 +108,7 @@ __all__ = [
     "register_profiles",
     "reward_func_target",
     "run_target",
+    "stop_loopback_servers",
     "table",
     "thread_target",
     "verify_target",

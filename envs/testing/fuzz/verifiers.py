@@ -4,6 +4,7 @@ imported and its helper process timed before any call is timed."""
 
 from __future__ import annotations
 
+import atexit
 import time
 from typing import Any
 
@@ -35,8 +36,9 @@ _SERVERS: dict[str, Any] = {}
 
 def loopback_math_verifier(**math_options: Any) -> Any:
     """A `RemoteVerifier` for `math` (with `math_options`) on a loopback reward server of this
-    process, started once per option set and kept for the process's life: the `remote`
-    verifier needs a live server. Needs the ``server`` extra (fastapi, uvicorn, httpx)."""
+    process, started once per option set and kept until `stop_loopback_servers` (at exit at the
+    latest): the `remote` verifier needs a live server. Needs the ``server`` extra (fastapi,
+    uvicorn, httpx)."""
     from rewards import RemoteVerifier
     from rewards.serving.http import BackgroundServer
     from rewards.serving.server import create_app
@@ -44,8 +46,25 @@ def loopback_math_verifier(**math_options: Any) -> Any:
     key = repr(sorted(math_options.items()))
     if key not in _SERVERS:
         app = create_app({"math": get_verifier("math", **math_options)})
+        if not _SERVERS:
+            atexit.register(stop_loopback_servers)
         _SERVERS[key] = BackgroundServer(app).start()
     return RemoteVerifier(_SERVERS[key].url, verifier="math", retries=0)
+
+
+def stop_loopback_servers() -> int:
+    """Stop the reward servers `loopback_math_verifier` started and close the process's pooled
+    connections to reward servers (`rewards.remote.close_clients`); returns how many servers
+    stopped. A later `loopback_math_verifier` starts a new one. Called at exit, and by a test
+    session's end (``tests/conftest.py``), so that no socket is left open."""
+    from rewards.remote import close_clients
+
+    servers = list(_SERVERS.values())
+    _SERVERS.clear()
+    close_clients()  # first: the servers' shutdown then finds no kept-alive connection waiting
+    for server in servers:
+        server.stop()
+    return len(servers)
 
 
 def build_verifier(name: str, math_timeout: float | None = None) -> Any:
