@@ -15,7 +15,9 @@ from envs.testing.fuzz import loopback_math_verifier
 from envs.testing.fuzz.generators import references_for
 from rewards import MathVerifier, Verdict, get_verifier, list_verifiers, symbolic
 
-TOWER = "\\boxed{2^{2^{2^{2^{100}}}}}"  # sympy would try to build a number with 2^(2^100) digits
+# sympy would try to build a number with 2^(2^100) digits; the sine keeps it outside the grammar
+# of rewards.structure, which answers the bare tower (against "5") without math-verify.
+TOWER = "\\boxed{2^{2^{2^{2^{100}}}} \\sin(1)}"
 
 ADVERSARIAL = {
     "empty": "",
@@ -89,11 +91,14 @@ def test_non_string_response_scores_zero(name: str, response: object) -> None:
 
 def test_timeout_in_main_thread_without_a_helper() -> None:
     assert threading.current_thread() is threading.main_thread()
-    started = time.monotonic()
+    started, cpu = time.monotonic(), time.process_time()
     verdict = MathVerifier(timeout=1, isolate=False).verify(TOWER, "5")
     assert verdict.score == 0.0
     assert verdict.reason.startswith("timeout")
-    assert time.monotonic() - started < 5
+    # parse and verify each stop at the 1 s alarm: about 1.8 CPU-seconds, which a loaded host
+    # stretches past 4 s of wall time; unbounded, the tower runs for minutes
+    assert time.process_time() - cpu < 5
+    assert time.monotonic() - started < 60
 
 
 def test_timeout_in_a_thread_uses_a_helper_process() -> None:
@@ -135,7 +140,7 @@ def test_the_default_deadline_survives_a_gc_callback_that_swallows_the_alarm() -
     gc.callbacks.append(busy_callback)
     try:
         started = time.monotonic()
-        verdict = MathVerifier(timeout=1).verify("\\boxed{(1+x)^{100000}}", "18")
+        verdict = MathVerifier(timeout=1).verify("\\boxed{(1+x)^{100000} \\sin(x)}", "18")
         elapsed = time.monotonic() - started
     finally:
         gc.callbacks.remove(busy_callback)
