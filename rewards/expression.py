@@ -468,8 +468,8 @@ def _intervals_apart(first: Any, second: Any, float_rounding: int) -> bool:
     math-verify's rounding can bridge (see `_numbers_differ`)."""
     from mpmath import mpf
 
-    low, high = (mpf(v) for v in first._mpi_)
-    other_low, other_high = (mpf(v) for v in second._mpi_)
+    low, high = mpf(first.a), mpf(first.b)  # the interval's endpoints
+    other_low, other_high = mpf(second.a), mpf(second.b)
     gap = max(low - other_high, other_low - high)
     scale = max(abs(low), abs(high), abs(other_low), abs(other_high))
     if not (gap > 0 and scale < mpf("inf")):
