@@ -183,9 +183,11 @@ def parse_number(text: str) -> Num | None:
     return _parse(text)
 
 
-@functools.lru_cache(maxsize=65536)
+@functools.lru_cache(maxsize=8192)
 def _parse(text: str) -> Num | None:
-    """`parse_number` on a short string (cached: answers such as "18" recur all the time)."""
+    """`parse_number` on a short string (cached: answers such as "18" recur all the time). The
+    cache holds 8,192 texts, about 2 MB: model output is unbounded in variety, and at 65,536 it
+    grew a long-lived server by about 16 MB (the soak, `trainers.benchmarks.soak`)."""
     cleaned = _clean(text)
     spaced = _SPACED_THOUSANDS.fullmatch(cleaned)
     if spaced is not None:
