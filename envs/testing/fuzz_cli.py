@@ -105,9 +105,14 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
             max_seconds=args.max_seconds,
             enforce_bounds=True,
         )
+        abandoned = (
+            f", {stats.nondeterministic} runs abandoned (draws differed on replay)"
+            if stats.nondeterministic
+            else ""
+        )
         print(
             f"{target.name}: {stats.inputs} inputs, {stats.failures} failures, "
-            f"max {stats.max_s:.3f} s/call ({time.perf_counter() - t0:.0f} s)",
+            f"max {stats.max_s:.3f} s/call ({time.perf_counter() - t0:.0f} s){abandoned}",
             flush=True,
         )
     table = harness.COLLECTOR.table()

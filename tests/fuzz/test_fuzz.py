@@ -87,3 +87,27 @@ def test_bounds_are_reported_in_the_suite_and_enforced_by_the_script() -> None:
     with pytest.raises(AssertionError, match=r"always overruns took .* \(bound 0.0 s\)"):
         harness.run_target(target, PROFILE, 1, enforce_bounds=True)
     assert harness.COLLECTOR.enforce_bounds is True  # run_target puts the policy back
+
+
+def test_a_target_that_draws_differently_on_replay_is_counted_and_the_run_goes_on():
+    """An env whose episode length depends on timing draws differently when Hypothesis replays
+    an example; the fuzz script (``collect``) counts the abandoned run instead of crashing."""
+    import itertools
+
+    from hypothesis import strategies as st
+    from hypothesis.errors import FlakyStrategyDefinition
+
+    calls = itertools.count()
+
+    def check(data) -> None:
+        harness.COLLECTOR.input("replays differ")
+        # a draw count that changes from call to call, and a failure so Hypothesis replays
+        for _ in range(1 + next(calls) % 3):
+            data.draw(st.integers(0, 3))
+        raise ValueError("fails, so the example is replayed")
+
+    target = harness.Target("replays differ", check)
+    stats = harness.run_target(target, PROFILE, 20, collect=True, seed=0, max_failures=1000)
+    assert stats.nondeterministic >= 1
+    with pytest.raises(FlakyStrategyDefinition):
+        harness.run_target(target, PROFILE, 20, seed=0)  # outside the script: it raises

@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 from hypothesis import target as hypothesis_target
+from hypothesis.errors import FlakyStrategyDefinition
 
 from envs.testing.fuzz.targets import Target
 from envs.testing.fuzz.timing import COLLECTOR, Hang, Stats
@@ -126,8 +127,15 @@ def _run(
         property_test = settings(base, max_examples=count)(given(st.data())(once))
         if seed is not None:
             property_test = hypothesis_seed(seed + done)(property_test)
-        with contextlib.suppress(_StopTarget):  # the failures are in COLLECTOR
-            property_test()
+        try:
+            with contextlib.suppress(_StopTarget):  # the failures are in COLLECTOR
+                property_test()
+        except FlakyStrategyDefinition:
+            # The target drew differently on a replay (timing-dependent episodes): the rest of
+            # this chunk is lost, counted in its Stats; the next chunk, or target, goes on.
+            if not collect:
+                raise
+            COLLECTOR.abandoned(target.name)
         done += count
         if max_seconds is not None and time.perf_counter() - started > max_seconds:
             break

@@ -90,6 +90,10 @@ class Stats:
     first_failure_input: str = ""
     slowest: str = ""
     first_over_bound: str = ""
+    nondeterministic: int = 0
+    """Hypothesis runs abandoned because the target drew differently when an example was
+    replayed (``FlakyStrategyDefinition``): an episode whose length depends on timing, as when a
+    verdict lands near a deadline once and not the next time. Counted, not a failure."""
 
 
 @dataclass
@@ -156,6 +160,11 @@ class Collector:
             if not stats.first_failure:
                 stats.first_failure = description
                 stats.first_failure_input = "" if inputs is None else ascii(inputs)[:200_000]
+
+    def abandoned(self, target: str) -> None:
+        """Record a Hypothesis run of `target` abandoned as nondeterministic (`Stats`)."""
+        with self.lock:
+            self._get(target).nondeterministic += 1
 
     def table(self) -> str:
         """A markdown table of every target (see `table`)."""
