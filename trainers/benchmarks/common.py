@@ -1,12 +1,13 @@
 """What several benchmark commands share: the repository's paths, the ``--json`` flag, GPU
-synchronisation for timings, peak memory, and the random-weight model of Qwen2.5-0.5B's
-configuration."""
+synchronisation for timings, peak memory, the random-weight model of Qwen2.5-0.5B's
+configuration, and servers started in processes of their own (`free_port`, `start_module`,
+`wait_healthy`)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -87,3 +88,56 @@ def peak_rss(every_s: float = 0.02) -> Iterator[list[int]]:
     finally:
         done.set()
         sampler.join()
+
+
+def free_port() -> int:
+    """A free TCP port on loopback (the OS's choice)."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def start_module(module: str, args: Sequence[str], **popen: Any) -> Any:
+    """``python -m module args`` in a process of its own, importing this checkout's packages
+    (`REPO` first on ``PYTHONPATH``); `popen`: `subprocess.Popen`'s other arguments."""
+    import os
+    import subprocess
+
+    path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+    command = [sys.executable, "-m", module, *args]
+    return subprocess.Popen(command, env={**os.environ, "PYTHONPATH": path}, **popen)
+
+
+def wait_healthy(
+    name: str,
+    url: str,
+    process: Any,
+    timeout_s: float,
+    output: Callable[[], str],
+    request_timeout_s: float = 5.0,
+) -> Any:
+    """Poll ``url/health`` until it answers 200 and return that response. Raises RuntimeError
+    naming the `name` server when `process` exits first (with the tail of `output()`, its
+    stderr) or `timeout_s` passes."""
+    import time
+
+    import httpx
+
+    deadline = time.monotonic() + timeout_s
+    with httpx.Client(timeout=request_timeout_s) as client:
+        while True:
+            if process.poll() is not None:
+                raise RuntimeError(f"the {name} server exited: {output()[-2000:]}")
+            try:
+                answer = client.get(url + "/health")
+                if answer.status_code == 200:
+                    return answer
+            except httpx.TransportError:
+                pass  # not listening yet
+            if time.monotonic() > deadline:
+                raise RuntimeError(
+                    f"the {name} server did not answer on {url} within {timeout_s} s"
+                )
+            time.sleep(0.1)

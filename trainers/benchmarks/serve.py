@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from trainers.benchmarks.common import REPO, add_json_argument
+from trainers.benchmarks.common import add_json_argument, free_port, start_module, wait_healthy
 
 NAME = "serve"
 
@@ -108,18 +107,10 @@ def _cpu_seconds(pid: int) -> float | None:
 def _env_server(env_id: str, sessions: int, workers: int) -> Iterator[tuple[str, int]]:
     """The env server (``scripts/serve_envs.py``'s main) on a free loopback port, in its own
     process (importing this checkout's packages); yields its URL and process id."""
-    import socket
     import subprocess
 
-    import httpx
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    command = [
-        sys.executable,
-        "-m",
-        "envs.serving.cli",  # scripts/serve_envs.py's main, where the packages are importable
+    port = free_port()
+    args = [  # envs.serving.cli: scripts/serve_envs.py's main, where the packages are importable
         "--port",
         str(port),
         "--env",
@@ -131,28 +122,12 @@ def _env_server(env_id: str, sessions: int, workers: int) -> Iterator[tuple[str,
         "--log-level",
         "warning",
     ]
-    path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
-    server = subprocess.Popen(
-        command,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONPATH": path},
+    server = start_module(
+        "envs.serving.cli", args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 300
-        while True:
-            if server.poll() is not None:
-                raise RuntimeError(f"the env server exited: {server.stderr.read()[-2000:]}")
-            try:
-                if httpx.get(url + "/health", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass  # not listening yet
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"the env server did not answer on {url} within 300 s")
-            time.sleep(0.1)
+        wait_healthy("env", url, server, 300, server.stderr.read, request_timeout_s=1)
         yield url, server.pid
     finally:
         server.terminate()

@@ -3,27 +3,18 @@ subprocess on a free loopback port that can be killed, restarted and measured (`
 
 from __future__ import annotations
 
-import os
 import signal
-import socket
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from trainers.benchmarks.common import REPO
+from trainers.benchmarks.common import free_port, start_module, wait_healthy
 from trainers.benchmarks.soak_base import ENVS, SoakConfig
 
 # ---------------------------------------------------------------------- server processes
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def rss_kb(pid: int) -> int | None:
@@ -43,7 +34,7 @@ class ServerProcess:
 
     def __init__(self, name: str, module: str, args: Sequence[str]) -> None:
         self.name, self.module, self.args = name, module, list(args)
-        self.port = _free_port()
+        self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.process: subprocess.Popen | None = None
         self.log: Any = None
@@ -57,34 +48,17 @@ class ServerProcess:
         return None if self.process is None else self.process.pid
 
     def start(self, timeout_s: float) -> None:
-        import httpx
-
         if self.log is not None:
             self.log.close()
         self.log = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 - closed on the next start/stop
-        path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
-        command = [sys.executable, "-m", self.module, "--port", str(self.port), *self.args]
-        self.process = subprocess.Popen(
-            command,
+        self.process = start_module(
+            self.module,
+            ["--port", str(self.port), *self.args],
             stdout=subprocess.DEVNULL,
             stderr=self.log,
-            env={**os.environ, "PYTHONPATH": path},
         )
-        deadline = time.monotonic() + timeout_s
-        with httpx.Client(timeout=5) as client:
-            while True:
-                if self.process.poll() is not None:
-                    raise RuntimeError(f"the {self.name} server exited: {self.log_tail()}")
-                try:
-                    answer = client.get(self.url + "/health")
-                    if answer.status_code == 200:
-                        self.run_id = answer.json().get("run_id")
-                        break
-                except httpx.TransportError:
-                    pass  # not listening yet
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"the {self.name} server did not answer in {timeout_s} s")
-                time.sleep(0.1)
+        answer = wait_healthy(self.name, self.url, self.process, timeout_s, self.log_tail)
+        self.run_id = answer.json().get("run_id")
         self.runs += 1
         self.started_at = time.monotonic()
         self.serving = True
