@@ -3,10 +3,11 @@ one every ``fault_every_s``, each checked for its status, code and message."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 # ---------------------------------------------------------------------- protocol faults
@@ -89,16 +90,19 @@ class Faults:
     def env(self, method: str, path: str, **kwargs: Any) -> Any:
         return self.http.request(method, self.soak.env_server.url + path, **kwargs)
 
-    def session(self, env_id: str = "math/reflection-v0") -> str:
+    @contextlib.contextmanager
+    def session(self, env_id: str = "math/reflection-v0") -> Iterator[str]:
+        """A fresh session's id for the block, closed after it."""
         answer = self.env(
             "POST", "/sessions", json={"env_id": env_id, "kwargs": {"task": "arithmetic"}}
         )
         assert answer.status_code == 201, f"making a session answered {answer.status_code}"
-        return answer.json()["session_id"]
-
-    def delete(self, session_id: str) -> None:
-        answer = self.env("DELETE", f"/sessions/{session_id}")
-        assert answer.status_code == 200, f"closing a session answered {answer.status_code}"
+        session_id = answer.json()["session_id"]
+        try:
+            yield session_id
+        finally:
+            answer = self.env("DELETE", f"/sessions/{session_id}")
+            assert answer.status_code == 200, f"closing a session answered {answer.status_code}"
 
     # The env server's faults
 
@@ -131,36 +135,26 @@ class Faults:
         self.refused(answer, 413)
 
     def step_before_reset(self) -> None:
-        session_id = self.session()
-        try:
+        with self.session() as session_id:
             answer = self.env("POST", f"/sessions/{session_id}/step", json={"action": "1"})
             self.refused(answer, 409, "NO_EPISODE")
-        finally:
-            self.delete(session_id)
 
     def non_string_action(self) -> None:
-        session_id = self.session()
-        try:
+        with self.session() as session_id:
             self.env("POST", f"/sessions/{session_id}/reset", json={"seed": 1})
             answer = self.env("POST", f"/sessions/{session_id}/step", json={"action": 5})
             self.refused(answer, 422)
-        finally:
-            self.delete(session_id)
 
     def out_of_turn(self) -> None:
-        session_id = self.session()
-        try:
+        with self.session() as session_id:
             state = self.env("POST", f"/sessions/{session_id}/reset", json={"seed": 2}).json()
             others = [a for a in state["agents"] if a != state["agent_selection"]]
             body = {"action": "1", "agent": others[0]}
             answer = self.env("POST", f"/sessions/{session_id}/step", json=body)
             self.refused(answer, 409, "NOT_YOUR_TURN")
-        finally:
-            self.delete(session_id)
 
     def after_episode(self) -> None:
-        session_id = self.session()
-        try:
+        with self.session() as session_id:
             state = self.env("POST", f"/sessions/{session_id}/reset", json={"seed": 3}).json()
             for _ in range(100):
                 if state["done"]:
@@ -173,8 +167,6 @@ class Faults:
                 state = answer.json()
             answer = self.env("POST", f"/sessions/{session_id}/step", json={"action": "1"})
             self.refused(answer, 409, "EPISODE_OVER")
-        finally:
-            self.delete(session_id)
 
     def websocket_out_of_order(self) -> None:
         from websockets.sync.client import connect
