@@ -202,12 +202,12 @@ class TurnRollout:
                 policies = rollout_policy(trainer, model, generation)
             self.engine = RolloutEngine(self.env_id, policies, self.env_kwargs, self.num_envs)
             self._model = model
+            # a stock GRPOTrainer's bf16 on CUDA: the cuDNN attention guard (trainers.precision)
+            guard_attention(args, trainer.accelerator.device)
         return self.engine
 
     def __call__(self, prompts: list[str], trainer: GRPOTrainer) -> dict[str, list[Any]]:
         group = trainer.num_generations if trainer.model.training else trainer.num_generations_eval
-        # a stock GRPOTrainer's bf16 on CUDA: the cuDNN attention guard (trainers.precision)
-        guard_attention(trainer.args, trainer.accelerator.device)
         problems = list(dict.fromkeys(parse_slot_prompt(p)[0] for p in prompts))
         engine = self._engine(trainer)
         # Env seeds follow the optimizer step (not a call counter), so a run resumed from a
