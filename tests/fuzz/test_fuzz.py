@@ -111,3 +111,28 @@ def test_a_target_that_draws_differently_on_replay_is_counted_and_the_run_goes_o
     assert stats.nondeterministic >= 1
     with pytest.raises(FlakyStrategyDefinition):
         harness.run_target(target, PROFILE, 20, seed=0)  # outside the script: it raises
+
+
+def test_a_run_abandoned_on_replay_costs_its_chunk_not_the_whole_target():
+    """The fuzz script runs a target in chunks, so a replay that draws differently early loses
+    at most `COLLECT_CHUNK` examples, and the rest of the target's budget still runs."""
+    import itertools
+
+    from hypothesis import strategies as st
+
+    calls = itertools.count()
+
+    def check(data) -> None:
+        harness.COLLECTOR.input("differs early")
+        call = next(calls)
+        if call < 5:  # the first examples draw differently each time and fail, so they replay
+            for _ in range(1 + call % 3):
+                data.draw(st.integers(0, 3))
+            raise ValueError("fails, so the example is replayed")
+        data.draw(st.integers(0, 10**9))  # a space Hypothesis does not exhaust
+
+    target = harness.Target("differs early", check)
+    examples = 2 * harness.COLLECT_CHUNK + 20
+    stats = harness.run_target(target, PROFILE, examples, collect=True, seed=0, max_failures=1000)
+    assert stats.nondeterministic == 1
+    assert stats.inputs >= harness.COLLECT_CHUNK + 20  # the later chunks ran in full

@@ -45,6 +45,7 @@ except ImportError as err:  # pragma: no cover - depends on the install
 
 from envs.testing.fuzz.generators import KNOWN_SLOW, ODD_TASK, TASKS, adversarial_text
 from envs.testing.fuzz.runner import (
+    COLLECT_CHUNK,
     PROFILE_VAR,
     PROFILES,
     current_profile,
@@ -83,6 +84,7 @@ from envs.testing.fuzz.verifiers import (
 __all__ = [
     "CALL_BOUND_S",
     "COLLECTOR",
+    "COLLECT_CHUNK",
     "ENV_SCALE_VAR",
     "KNOWN_SLOW",
     "ODD_TASK",

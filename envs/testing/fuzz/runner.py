@@ -26,6 +26,9 @@ PROFILES = {"ci": 50, "long": 2000}
 """Hypothesis profiles and their examples per target: ``ci`` (the default test run,
 derandomized) and ``long``."""
 PROFILE_VAR = "MATHTEAMS_FUZZ_PROFILE"
+COLLECT_CHUNK = 50
+"""Examples per Hypothesis run in `collect` mode: a run abandoned on a differing replay loses at most
+this many."""
 
 
 def register_profiles() -> None:
@@ -119,8 +122,15 @@ def _run(
         hypothesis_target(COLLECTOR.slowest_now, label="slowest call (s)")
 
     # With a time limit, run in chunks and look at the clock between them (stopping Hypothesis
-    # in the middle of a run confuses its record of the examples).
-    chunk = max(1, max_examples) if max_seconds is None else 10
+    # in the middle of a run confuses its record of the examples). When collecting, chunks also
+    # bound what a replay that draws differently (FlakyStrategyDefinition) costs: the rest of its
+    # chunk, not of the whole target.
+    if max_seconds is not None:
+        chunk = 10
+    elif collect:
+        chunk = COLLECT_CHUNK
+    else:
+        chunk = max(1, max_examples)
     done = 0
     while done < max(1, max_examples) and not stopped:
         count = min(chunk, max(1, max_examples) - done)
