@@ -75,7 +75,7 @@ COMMANDS: dict[str, Command] = {
         },
     ),
     "bench": Command(
-        "benchmarks: verifiers, envs, rollout, train, robustness, sandbox, serve, soak",
+        "benchmarks: verifiers, parity, envs, rollout, train, robustness, sandbox, serve, soak",
         "trainers.benchmarks.cli:main",
         "bench.py",
         "KIND",

@@ -92,3 +92,52 @@ def test_hostile_cases_hold_every_kind_of_hostile_input() -> None:
         assert any(case_id.startswith(prefix) for case_id in ids), prefix
     assert not any(case_id.startswith("notation-") for case_id in ids)  # correct answers
     assert ("issue42-00", "\\boxed{" + "(" * 100 + "7" + ")" * 100 + "}", "7") in cases
+
+
+PARITY_TABLE = """
+import pytest
+from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
+
+
+def compare_strings(gold, pred, match_types=("latex", "expr"), precision=6, strict=True):
+    targets = [LatexExtractionConfig(boxed_match_priority=0), ExprExtractionConfig()]
+    return verify(parse(gold, targets), parse(pred, targets), float_rounding=precision)
+
+
+@pytest.mark.parametrize(
+    "gold,pred,expected",
+    [
+        ("$\\\\frac{1}{2}$", "so it is \\\\boxed{0.5}", 1),
+        ("7", "The answer is 8", 0),
+        ("\\\\boxed{1} no no no no no \\\\boxed{2}", "$\\\\boxed{1,2}$", 0),
+    ],
+)
+def test_table(gold, pred, expected):
+    assert compare_strings(gold, pred, match_types=["latex", "expr"]) == expected
+"""
+
+
+def test_parity_runs_math_verifys_tables_plain_and_with_the_math_verifier(
+    run_script, tmp_path: Path
+) -> None:
+    """A table in math-verify's own form: plain math-verify passes it all, and the math verifier
+    (swapped in for ``compare_strings``) is named on the case it reads differently (a reference
+    with two boxed values)."""
+    tests = tmp_path / "Math-Verify" / "tests"
+    tests.mkdir(parents=True)
+    (tests / "__init__.py").write_text("")
+    (tests / "test_all.py").write_text(PARITY_TABLE)
+    out = tmp_path / "parity.json"
+    result = run_script("bench.py", "parity", "--tests", str(tests), "--json", str(out))
+    assert result.returncode == 0, result.stderr[-2000:]
+    figures = json.loads(out.read_text())
+    assert figures["cases"] == 3
+    assert figures["plain_right"] == 3
+    assert figures["math_right"] == 2
+    assert len(figures["math_misses"]) == 1 and "no no no" in figures["math_misses"][0]
+
+
+def test_parity_names_a_folder_without_the_tables(run_script, tmp_path: Path) -> None:
+    result = run_script("bench.py", "parity", "--tests", str(tmp_path))
+    assert result.returncode != 0
+    assert "no math-verify tests" in result.stdout + result.stderr

@@ -6,6 +6,8 @@ Commands:
     envs        agent turns per second of every env with scripted agents (overhead per turn).
     verifiers   verifications per second of the ``math`` verifier against plain math-verify
                 (``verify(parse(ref), parse(response))``) on the same GSM8K-style inputs.
+    parity      the ``math`` verifier and plain math-verify on math-verify's own regression
+                tables (``--tests``: a clone of its repository).
     robustness  false-positive and false-negative rates and time per call of every verifier
                 (and plain math-verify and TRL's ``accuracy_reward``) on the committed corpus
                 of correct answers in many notations and of attacks (``scripts/robustness.py``).
@@ -35,6 +37,7 @@ from pathlib import Path
 
 from trainers.benchmarks import (
     envs,
+    parity,
     robustness,
     rollout,
     sandbox,
@@ -45,7 +48,9 @@ from trainers.benchmarks import (
 )
 
 # The commands in the order --help lists them: command name -> its module.
-COMMANDS = {m.NAME: m for m in (verifiers, envs, rollout, train, robustness, sandbox, serve, soak)}
+COMMANDS = {
+    m.NAME: m for m in (verifiers, parity, envs, rollout, train, robustness, sandbox, serve, soak)
+}
 
 
 def make_parser() -> argparse.ArgumentParser:
