@@ -1,0 +1,212 @@
+"""The single-agent envs as TRL environments (`envs.trl_env`): rewards, tools on hostile input,
+the dataset helper, and a stock `GRPOTrainer(environment_factory=...)` on a tiny local model
+whose chat template (TRL's shipped Qwen2.5 one) renders tool calls."""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+
+import envs
+from envs.trl_env import (
+    SolveEnvironment,
+    ToolEnvironment,
+    as_response,
+    trl_environment,
+)
+
+FAST_SANDBOX = {"timeout_s": 1.0, "cpu_s": 1}  # hostile programs end sooner than tool-v0's 5 s
+
+
+@pytest.fixture(scope="module")
+def solve():
+    dataset, factory = trl_environment("math/solve-v0", train_problems=3)
+    return dataset, factory
+
+
+@pytest.fixture(scope="module")
+def tool():
+    dataset, factory = trl_environment("math/tool-v0", train_problems=3, sandbox=FAST_SANDBOX)
+    return dataset, factory
+
+
+def started(pair, row=0):
+    dataset, factory = pair
+    env = factory()
+    env.reset(**dataset[row])
+    return env, env.env.problem["answer"]
+
+
+# ------------------------------------------------------------------ the TRL contract's shape
+@pytest.mark.parametrize(
+    ("cls", "tools"),
+    [(SolveEnvironment, {"submit_answer"}), (ToolEnvironment, {"run_python", "submit_answer"})],
+)
+def test_public_methods_are_the_tools_plus_reset_and_get_reward(cls, tools):
+    """TRL makes every public function of the class a tool (but reset and get_reward)."""
+    public = {n for n, _ in inspect.getmembers(cls, inspect.isfunction) if not n.startswith("_")}
+    assert public == tools | {"reset", "get_reward"}
+    for name in tools:
+        params = inspect.signature(getattr(cls, name)).parameters
+        assert all(p.annotation == "str" for n, p in params.items() if n != "self"), name
+        assert "Args:" in getattr(cls, name).__doc__ and "Returns:" in getattr(cls, name).__doc__
+
+
+# ------------------------------------------------------------------ rewards
+@pytest.mark.parametrize("pair", ["solve", "tool"])
+def test_reward_of_a_right_a_wrong_and_no_answer(pair, request):
+    pair = request.getfixturevalue(pair)
+    env, reference = started(pair)
+    assert env.get_reward() == 0.0  # nothing submitted yet
+    assert env.submit_answer(reference) == "Answer recorded."
+    assert env.get_reward() == 1.0 and env.info["correct"] is True
+    # a second submission is refused and changes nothing
+    assert env.submit_answer("12345").startswith("error:")
+    assert env.get_reward() == 1.0 and env.answer == reference
+    env.reset(**pair[0][1])  # a new episode starts from 0
+    assert env.get_reward() == 0.0 and env.answer is None
+    env.submit_answer(f"{reference}1")
+    assert env.get_reward() == 0.0 and env.info["correct"] is False
+    env.reset(**pair[0][2])
+    assert env.get_reward() == 0.0  # the episode ended with no answer
+
+
+def test_solve_reward_is_solve_v0s_reward_of_the_boxed_answer(solve):
+    """The verdict solve-v0 itself gives, for answers right, wrong, boxed and odd."""
+    for answer in ["7", " 7 ", "\\boxed{7}", "7.0", "x", "", "\\boxed{", "7}" * 50]:
+        env, _ = started(solve)
+        env.submit_answer(answer)
+        plain = envs.make("math/solve-v0")
+        plain.reset(options={"problem_id": solve[0][0]["problem_id"]})
+        plain.step(as_response(answer))
+        assert env.get_reward() == plain.rewards["solver_0"], answer
+
+
+def test_tool_reward_is_the_task_verifiers_score(tool):
+    env, reference = started(tool)
+    verifier = env.env.task.verifier
+    for answer in [reference, f"\\boxed{{{reference}}}", f"-{reference}", "none"]:
+        env.reset(**tool[0][0])
+        env.submit_answer(answer)
+        assert env.get_reward() == verifier.verify(as_response(answer), reference).score
+
+
+@pytest.mark.parametrize("pair", ["solve", "tool"])
+@pytest.mark.parametrize(
+    "bad",
+    [None, 7, 7.5, ["7"], {"answer": "7"}, True, "7" * 1_000_000, "\x00\ud800🙂", "}}}{{{"],
+    ids=["none", "int", "float", "list", "dict", "bool", "huge", "odd-chars", "braces"],
+)
+def test_bad_answer_arguments_never_raise(pair, bad, request):
+    env, _ = started(request.getfixturevalue(pair))
+    assert env.submit_answer(bad) == "Answer recorded."
+    assert 0.0 <= env.get_reward() <= 1.0
+
+
+def test_an_int_answer_is_read_as_its_text(solve):
+    env, reference = started(solve)
+    env.submit_answer(int(reference))
+    assert env.get_reward() == 1.0
+
+
+def test_reset_takes_question_and_answer_columns_or_raises():
+    env = SolveEnvironment()
+    env.reset(question="What is 2 + 3?", answer="5", prompt=[], id="mine")
+    assert env.env.problem["id"] == "mine"
+    env.submit_answer("5")
+    assert env.get_reward() == 1.0
+    with pytest.raises(ValueError, match="problem_id"):
+        env.reset(prompt=[{"role": "user", "content": "hi"}])
+
+
+def test_tools_before_reset_refuse():
+    env = ToolEnvironment(sandbox=FAST_SANDBOX)
+    assert env.submit_answer("1").startswith("error:")
+    assert env.run_python("print(1)").startswith("error:")
+    assert env.get_reward() == 0.0
+
+
+# ------------------------------------------------------------------ the sandbox tool
+def test_run_python_returns_the_output_of_tool_v0s_sandbox(tool):
+    env, _ = started(tool)
+    assert env.run_python("print(6 * 7)").endswith("stdout:\n42")
+    assert env.run_python("```python\nprint(2 + 2)\n```").endswith("stdout:\n4")  # fenced
+    default, _ = started(trl_environment("math/tool-v0", train_problems=1))
+    from envs.tool import DEFAULT_SANDBOX
+
+    assert default.env.sandbox is DEFAULT_SANDBOX  # tool-v0's limits unless told otherwise
+
+
+@pytest.mark.parametrize(
+    ("code", "says"),
+    [
+        ("while True:\n    pass", "time limit"),
+        ("print('x' * 10**7)", "output limit"),
+        ("raise ValueError('boom')", "ValueError: boom"),
+        ("import os\nos.system('ls')", "stopped by the sandbox"),
+        ("def f(:", "SyntaxError"),
+        ("a\x00b", "null bytes"),
+    ],
+    ids=["endless-loop", "output-flood", "exception", "escape", "syntax", "nul"],
+)
+def test_hostile_programs_come_back_as_output(tool, code, says):
+    env, _ = started(tool)
+    output = env.run_python(code)
+    assert says in output
+    assert len(output) <= env.env.max_output_chars
+
+
+@pytest.mark.parametrize("bad", [None, 7, ["print(1)"], {"code": "print(1)"}])
+def test_bad_code_arguments_are_refused(tool, bad):
+    env, _ = started(tool)
+    assert env.run_python(bad).startswith("error: code must be a string")
+    assert env.runs == 0
+
+
+def test_long_programs_and_too_many_runs_are_refused(tool):
+    env, _ = started(tool)
+    assert "limit is" in env.run_python("#" * (env.env.max_action_chars + 1))
+    small = trl_environment("math/tool-v0", train_problems=1, max_runs=2)
+    env, _ = started(small)
+    assert [env.run_python("print(1)")[:13] for _ in range(2)] == ["exit status 0"] * 2
+    assert "limit of 2 programs" in env.run_python("print(1)")
+    env.reset(**small[0][0])  # a new episode gets its runs back
+    assert env.run_python("print(1)").startswith("exit status 0")
+    with pytest.raises(ValueError, match="max_runs"):
+        ToolEnvironment(max_runs=0)
+
+
+# ------------------------------------------------------------------ the dataset helper
+def test_dataset_rows_pose_the_problem_and_hold_no_reference(solve, tool):
+    for dataset, factory in (solve, tool):
+        assert dataset.column_names == ["prompt", "problem_id"] and len(dataset) == 3
+        env = factory()
+        for row in dataset:
+            system, user = row["prompt"]
+            assert (system["role"], user["role"]) == ("system", "user")
+            problem = env.env.task.source.get(row["problem_id"])
+            assert problem["question"] in user["content"]
+            assert "submit_answer" in system["content"]
+    assert "run_python" in tool[0][0]["prompt"][0]["content"]
+
+
+def test_dataset_follows_the_tasks_split_and_train_problems():
+    dataset, factory = trl_environment("math/solve-v0", train_problems=5)
+    assert all("/train/" in pid for pid in dataset["problem_id"])  # procedural: train split
+    held, _ = trl_environment("math/solve-v0", train_problems=5, split="validation")
+    assert all("/validation/" in pid for pid in held["problem_id"])
+    questions = [[row["prompt"][1]["content"] for row in d] for d in (held, dataset)]
+    assert not envs.overlap(*questions)
+    chosen = dataset["problem_id"][3:5]
+    assert trl_environment("math/solve-v0", train_problems=chosen).dataset["problem_id"] == chosen
+    assert factory().env.task is factory().env.task  # the factory's envs share one task
+    with pytest.raises(ValueError, match="no training problems"):
+        trl_environment("math/solve-v0", train_problems=0)
+
+
+def test_multi_agent_envs_point_to_load_environment():
+    with pytest.raises(ValueError, match="load_environment"):
+        trl_environment("math/reflection-v0")
+    with pytest.raises(envs.UnknownEnvError, match=r"(?i)did you mean"):
+        trl_environment("math/solvee-v0")
