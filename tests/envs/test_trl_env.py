@@ -210,3 +210,166 @@ def test_multi_agent_envs_point_to_load_environment():
         trl_environment("math/reflection-v0")
     with pytest.raises(envs.UnknownEnvError, match=r"(?i)did you mean"):
         trl_environment("math/solvee-v0")
+
+
+# ------------------------------------------------------------------ a stock GRPOTrainer
+def tool_calls(*calls):
+    """An assistant message calling each ``(name, arguments)``."""
+    return {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [
+            {"type": "function", "function": {"name": n, "arguments": a}} for n, a in calls
+        ],
+    }
+
+
+def env_tools(factory):
+    """An env's tools as TRL lists them: its public functions, by name (`inspect.getmembers`)."""
+    env = factory()
+    names = [n for n, _ in inspect.getmembers(type(env), inspect.isfunction)]
+    return [getattr(env, n) for n in names if n not in ("reset", "get_reward") and n[0] != "_"]
+
+
+def tool_conversations(env_id):
+    """The dataset, factory, tools and the conversations the tiny model learns for `env_id`:
+    each problem answered 7 through the env's tools (right on problem 0, wrong on problem 1)."""
+    dataset, factory = trl_environment(env_id, train_problems=2)
+    tools = env_tools(factory)
+    if env_id == "math/solve-v0":
+        turns = [tool_calls(("submit_answer", {"answer": "7"}))]
+    else:
+        run = {"role": "tool", "name": "run_python", "content": "exit status 0\nstdout:\n7"}
+        turns = [tool_calls(("run_python", {"code": "print(9 - 2)"})), run]
+        turns.append(tool_calls(("submit_answer", {"answer": "7"})))
+    return dataset, factory, tools, [row["prompt"] + turns for row in dataset]
+
+
+@pytest.fixture(scope="module")
+def tool_model(tmp_path_factory):
+    """A tiny Qwen2 model, and a byte-level BPE tokenizer with TRL's shipped Qwen2.5 chat
+    template (which renders tool calls, and `trl.chat_template_utils.add_response_schema`
+    knows), taught to call the envs' tools: every rollout then runs the tool loop."""
+    from pathlib import Path
+
+    import torch
+    import trl
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+
+    templates = Path(trl.__file__).parent / "chat_templates"
+    template = (templates / "qwen2_5.jinja").read_text()
+    training = (templates / "qwen2_5_training.jinja").read_text()  # marks the assistant's tokens
+    data = [tool_conversations(env_id) for env_id in ("math/solve-v0", "math/tool-v0")]
+    plain = PreTrainedTokenizerFast(tokenizer_object=Tokenizer(models.BPE()))
+    corpus = [
+        plain.apply_chat_template(c, tools=tools, chat_template=template, tokenize=False)
+        for _, _, tools, chats in data
+        for c in chats
+    ]
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = decoders.ByteLevel()
+    bpe.train_from_iterator(
+        corpus,
+        trainers.BpeTrainer(
+            vocab_size=800,
+            special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+            show_progress=False,
+        ),
+    )
+    tags = ["<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>"]
+    bpe.add_tokens([AddedToken(t, special=False, normalized=False) for t in tags])
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=bpe, eos_token="<|im_end|>", pad_token="<|endoftext|>"
+    )
+    tokenizer.chat_template = template
+    rows = [
+        tokenizer.apply_chat_template(
+            c,
+            tools=tools,
+            chat_template=training,
+            return_dict=True,
+            return_assistant_tokens_mask=True,
+        )
+        for _, _, tools, chats in data
+        for c in chats
+    ]
+    width = max(len(r["input_ids"]) for r in rows)
+    pad = [[0] * (width - len(r["input_ids"])) for r in rows]
+    ids = torch.tensor([r["input_ids"] + p for r, p in zip(rows, pad, strict=True)])
+    mask = torch.tensor([r["assistant_masks"] + p for r, p in zip(rows, pad, strict=True)])
+    attention = torch.tensor(
+        [[1] * len(r["input_ids"]) + p for r, p in zip(rows, pad, strict=True)]
+    )
+    labels = ids.masked_fill(mask == 0, -100)  # learn the assistant's turns only
+    torch.manual_seed(0)
+    config = Qwen2Config(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        max_position_embeddings=1024,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+    )
+    model = Qwen2ForCausalLM(config)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    for _ in range(100):
+        loss = model(input_ids=ids, attention_mask=attention, labels=labels).loss
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    path = tmp_path_factory.mktemp("tool_model")
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return str(path), {env_id: d for env_id, d in zip(("solve", "tool"), data, strict=True)}
+
+
+@pytest.mark.parametrize(("name", "cls"), [("solve", SolveEnvironment), ("tool", ToolEnvironment)])
+def test_a_stock_grpo_trainer_trains_on_the_env_with_no_reward_funcs(
+    tool_model, tmp_path, name, cls, report_time
+):
+    """`GRPOTrainer(environment_factory=factory)`: the env's reward is the only one, logged under
+    its class name, and the model's tool calls reach the env."""
+    import time
+
+    from transformers import PreTrainedTokenizerFast
+    from trl import GRPOConfig, GRPOTrainer
+
+    path, data = tool_model
+    dataset, factory, _, _ = data[name]
+    args = GRPOConfig(
+        output_dir=str(tmp_path / "out"),
+        use_cpu=True,
+        bf16=False,
+        report_to="none",
+        num_generations=2,
+        per_device_train_batch_size=4,
+        max_completion_length=96,
+        max_steps=3,
+        logging_steps=1,
+        save_strategy="no",
+        learning_rate=1e-3,
+        seed=0,
+    )
+    trainer = GRPOTrainer(
+        model=path,
+        args=args,
+        train_dataset=dataset,
+        processing_class=PreTrainedTokenizerFast.from_pretrained(path),  # not Qwen2's own class
+        environment_factory=factory,
+    )
+    start = time.perf_counter()
+    trainer.train()
+    report_time(f"3 GRPO steps on {cls.__name__}", time.perf_counter() - start, 60.0)
+    steps = [entry for entry in trainer.state.log_history if "loss" in entry]
+    assert len(steps) == 3
+    key = f"rewards/{cls.__name__}/mean"
+    assert all(key in entry for entry in steps)
+    assert [k for k in steps[0] if k.startswith("rewards/") and k.endswith("/mean")] == [key]
+    assert max(entry["tools/call_frequency"] for entry in steps) > 0
+    assert max(entry[key] for entry in steps) > 0  # problem 0's answer, 7, is right
