@@ -152,6 +152,8 @@ class TurnRollout:
         With neither, the trainer's model (or TRL's vLLM server) plays every role.
         mask_uniform_groups (`bool`, False): rows of a turn group whose G rewards are all equal
             leave the loss (`rows.mask_uniform_groups`).
+        turn_credit (`str`, "reward"): a row is paid its turn's reward, or (``"return"``) its
+            agent's return from that turn on (`rows.rows_from_episodes`, "Turn credit").
     """
 
     def __init__(
@@ -165,12 +167,14 @@ class TurnRollout:
         role_adapters: Sequence[str] = (),
         role_models: Sequence[str] = (),
         mask_uniform_groups: bool = False,
+        turn_credit: str = "reward",
     ) -> None:
         if role_adapters and role_models:
             raise ValueError("a rollout plays with role adapters or with role models, not both")
         self.env_id, self.env_kwargs = env_id, dict(env_kwargs or {})
         self.role_weights, self.num_envs = dict(role_weights or {}), num_envs
         self.branch, self.mask_uniform_groups = branch, mask_uniform_groups
+        self.turn_credit = turn_credit
         self.role_adapters, self.role_models = list(role_adapters), list(role_models)
         self.engine: RolloutEngine | None = None
         self._model: Any = None
@@ -224,7 +228,13 @@ class TurnRollout:
         tokenizer = trainer.processing_class
         eos = trainer.eos_token_ids[0] if trainer.eos_token_ids else tokenizer.eos_token_id
         rows = rows_from_episodes(
-            prompts, episodes, group, self.role_weights, tokenizer.pad_token_id, eos
+            prompts,
+            episodes,
+            group,
+            self.role_weights,
+            tokenizer.pad_token_id,
+            eos,
+            self.turn_credit,
         )
         if self.mask_uniform_groups:
             mask_uniform_groups(rows, group)
@@ -316,6 +326,7 @@ def load_environment(
     branch_turns: bool = False,
     per_role: str | None = None,
     mask_uniform_groups: bool = False,
+    turn_credit: str = "reward",
     **env_kwargs: Any,
 ) -> EnvBundle:
     """Any registered env, ready for a stock TRL `GRPOTrainer`: no project trainer class.
@@ -346,6 +357,9 @@ def load_environment(
             ``role_adapters`` and ``role_models``). None: the trainer's model plays every role.
         mask_uniform_groups (`bool`, False): turn groups whose G rewards are all equal leave
             the loss (`rows.mask_uniform_groups`).
+        turn_credit (`str`, "reward"): ``"return"`` pays each row its agent's return from that
+            turn on, not its turn's reward: for envs whose policy ends the episode
+            (``stop_on_accept``) or pays a team reward (`rows.rows_from_episodes`).
         **env_kwargs: the env's own kwargs (``task``, ``rounds``, ``critic_reward``, ...).
     """
     if per_role not in PER_ROLE:
@@ -373,6 +387,7 @@ def load_environment(
         role_adapters=roles if per_role == "adapters" else (),
         role_models=roles if per_role == "models" else (),
         mask_uniform_groups=mask_uniform_groups,
+        turn_credit=turn_credit,
     )
     return EnvBundle(env_id, env_kwargs, turn_slots(probe), problems, rollout, probe)
 
@@ -394,6 +409,7 @@ def build_grpo_trainer(
     trainable: str | None = None,
     branch_turns: bool = False,
     mask_uniform_groups: bool = False,
+    turn_credit: str = "reward",
     **trainer_kwargs: Any,
 ) -> GRPOTrainer:
     """A `GRPOTrainer` training one shared model on every agent's turns of `env_id`.
@@ -420,6 +436,7 @@ def build_grpo_trainer(
         branch_turns (`bool`, False): branched rollouts (`load_environment`).
         mask_uniform_groups (`bool`, False): turn groups whose G rewards are all equal leave
             the loss (`load_environment`).
+        turn_credit (`str`, "reward"): a row's reward, or its agent's return (`load_environment`).
         **trainer_kwargs: passed to `GRPOTrainer` (callbacks, peft_config, eval_dataset, ...).
     """
     if role_adapters and role_models:
@@ -436,6 +453,7 @@ def build_grpo_trainer(
         rollout_cls=rollout_cls,
         branch_turns=branch_turns,
         mask_uniform_groups=mask_uniform_groups,
+        turn_credit=turn_credit,
         per_role="models" if role_models else "adapters" if role_adapters else None,
         **dict(env_kwargs or {}),
     )

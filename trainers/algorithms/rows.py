@@ -10,6 +10,18 @@ reward function (`turn_reward`) and with the batch's inputs to the trainer (PPO'
 the per-role trainers read each row's role from them (`trainers.roles.dispatch`). A missing or
 token-less turn gives a padding row with reward `None`. Why rows are laid out this way: the design
 notes of `trainers.algorithms.grpo`.
+
+**Turn credit** (`TURN_CREDIT`). A row is paid its turn's own reward (``"reward"``, the default),
+or its agent's return from that turn to the episode's end (``"return"``: the turn's reward plus
+the agent's later turns' rewards). Either way its baseline is the mean of its own slot's group
+(the G episodes' turns at that slot, padding left out), one term whatever the episode's length.
+With ``"return"`` that baseline does not depend on the row's own action, so the advantages give
+the policy gradient of each agent's episode return, also when the policy sets the episode's length
+(``stop_on_accept``). With ``"reward"`` a turn is credited nothing for what its action does to the
+agent's later turns: a critic that rejects is not paid for the better answer it leads to, and a
+team reward lands only on the agent's last turn. That is the length bias of normalising rewards
+per turn index and summing them (verl RFC #7244), which here it equals exactly: the summed later
+terms of a slot's group cancel. tests/trainers/test_turn_credit.py measures both.
 """
 
 from __future__ import annotations
@@ -25,6 +37,7 @@ from envs.roles import role_of
 from trainers.rollout.records import Episode, Turn
 
 SLOT_SEP = "#"
+TURN_CREDIT = ("reward", "return")  # what a row is paid: its turn's reward, or the agent's return
 
 
 def slot_prompt(problem_id: str, slot: int) -> str:
@@ -73,11 +86,14 @@ def rows_from_episodes(
     role_weights: Mapping[str, float] | None = None,
     pad_token_id: int = 0,
     eos_token_id: int = 0,
+    turn_credit: str = "reward",
 ) -> dict[str, list[Any]]:
     """TRL rows for `prompts` (blocks of `group_size` equal slot prompts) from played episodes.
 
     Row ``k * G + s`` is slot ``slot`` of ``episodes[problem_id][s]``, where block ``k`` names
     ``problem_id#slot``; a missing or token-less turn gives a padding row (see module docstring).
+    `turn_credit`: ``"reward"`` pays a row its turn's reward, ``"return"`` its agent's return from
+    that turn on (module docstring, "Turn credit"); the weights apply to either.
 
     Returns:
         ``prompt_ids``, ``completion_ids``, ``logprobs``, ``env_mask`` (TRL's rollout keys) and
@@ -87,8 +103,11 @@ def rows_from_episodes(
     """
     if len(prompts) % group_size:
         raise ValueError(f"{len(prompts)} prompts do not split into groups of {group_size}")
+    if turn_credit not in TURN_CREDIT:
+        raise ValueError(f"turn_credit={turn_credit!r}; expected one of {TURN_CREDIT}")
     weights = dict(role_weights or {})
     class_weights = review_class_weights(episodes)
+    to_go = returns_to_go(episodes) if turn_credit == "return" else {}
     out: dict[str, list[Any]] = defaultdict(list)
     for start in range(0, len(prompts), group_size):
         block = prompts[start : start + group_size]
@@ -97,7 +116,7 @@ def rows_from_episodes(
                 weight = float(weights.get(turn.agent, weights.get(role_of(turn.agent), 1.0)))
                 if turn.info.get("balance_reviews"):
                     weight *= class_weights.get(bool(turn.info.get("reviewed_correct")), 1.0)
-                row = _turn_row(turn, weight)
+                row = _turn_row(turn, weight, to_go.get(id(turn), turn.reward))
             else:
                 row = _padding_row(pad_token_id, eos_token_id)
             row["agent"] = turn.agent if turn is not None else None
@@ -129,14 +148,28 @@ def _slot_turns(
     return turns
 
 
-def _turn_row(turn: Turn, weight: float) -> dict[str, Any]:
-    """A trainable turn's row: its exact token ids and sampled logprobs, its weighted reward."""
+def returns_to_go(episodes: Mapping[str, Sequence[Episode]]) -> dict[int, float]:
+    """Each turn's (keyed by ``id``) agent return from it on: its reward plus the rewards of the
+    same agent's later turns in its episode (undiscounted)."""
+    out: dict[int, float] = {}
+    for group in episodes.values():
+        for episode in group:
+            later: dict[str, float] = defaultdict(float)
+            for turn in reversed(episode.turns):
+                later[turn.agent] += turn.reward
+                out[id(turn)] = later[turn.agent]
+    return out
+
+
+def _turn_row(turn: Turn, weight: float, credit: float) -> dict[str, Any]:
+    """A trainable turn's row: its exact token ids and sampled logprobs, its weighted `credit`
+    (the turn's reward or its agent's return from it on)."""
     return {
         "prompt_ids": list(turn.prompt_ids),
         "completion_ids": list(turn.completion_ids),
         "logprobs": list(turn.logprobs),
         "env_mask": [1] * len(turn.completion_ids),
-        "turn_reward": turn.reward * weight,
+        "turn_reward": credit * weight,
         "turn_raw_reward": turn.reward,
         "correct": turn.info.get("correct"),
         "reviewed": turn.info.get("reviewed_correct"),
