@@ -27,6 +27,7 @@ from envs.errors import (
     UnknownTaskError,
 )
 from envs.options import (
+    CodeOptions,
     DebateOptions,
     EnsembleOptions,
     EnvFacts,
@@ -48,6 +49,7 @@ register("math/reflection-v0", "envs.reflection:env", options=ReflectionOptions)
 register("math/debate-v0", "envs.debate:env", options=DebateOptions)
 register("math/ensemble-v0", "envs.ensemble:env", options=EnsembleOptions)
 register("math/tool-v0", "envs.tool:env", options=ToolOptions)
+register("math/code-v0", "envs.code:env", options=CodeOptions)
 
 
 def _register_gymnasium() -> None:

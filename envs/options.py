@@ -1,10 +1,10 @@
 """Every env's options as one frozen dataclass, checked once, and the static facts they imply.
 
 `TaskOptions` holds what every env takes for its task and its text bounds; `SolveOptions`,
-`ReflectionOptions`, `DebateOptions`, `EnsembleOptions` and `ToolOptions` add each env's own
-arguments, with the names and defaults of the env's keyword arguments, and raise the errors the
-env raises for a bad one (the env checks nothing itself). Each field's ``metadata["help"]`` is
-one line, for a command line derived from the class.
+`ReflectionOptions`, `DebateOptions`, `EnsembleOptions`, `ToolOptions` and `CodeOptions` add
+each env's own arguments, with the names and defaults of the env's keyword arguments, and raise
+the errors the env raises for a bad one (the env checks nothing itself). Each field's
+``metadata["help"]`` is one line, for a command line derived from the class.
 
 ``options.facts()`` states what an env made with these options will be, with no env built
 (`EnvFacts`): its agents, roles, answering and reviewing roles, and which agents act at each step
@@ -488,3 +488,33 @@ class ToolOptions(ScheduledOptions):
         check_choice("verifier_reward", self.verifier_reward, VERIFIER_REWARDS)
         weight = check_weight("counterfactual_weight", self.counterfactual_weight)
         _normalise(self, "counterfactual_weight", weight)
+
+
+@dataclass(frozen=True)
+class CodeOptions(TaskOptions):
+    """The options of ``math/code-v0`` (`envs.code`): one executor alone, its program run in
+    the sandbox of ``math/tool-v0`` with the same limits.
+
+    Args:
+        sandbox (`SandboxConfig | Mapping | None`): limits of the run (a mapping of its fields
+            is stored as a `SandboxConfig`); None: the tool env's default (`envs.tool`).
+        cache_size (`int`, 128): identical programs reuse their result; 0 runs every program.
+        max_output_chars (`int`, 2000): program output kept in the transcript, >= 64.
+    """
+
+    ANSWER_ROLES: ClassVar[tuple[str, ...]] = ("executor",)
+
+    sandbox: SandboxConfig | Mapping[str, Any] | None = _option(  # noqa: RUF009 - a field()
+        None, "limits of each run; default: 5 s wall, 5 s CPU, 512 MiB, 16 KiB of output"
+    )
+    cache_size: int = _option(128, "identical programs reuse their result; 0 runs every program")
+    max_output_chars: int = _option(2000, "program output kept in the transcript")
+
+    def __post_init__(self) -> None:
+        check_count("cache_size", self.cache_size, 0)
+        check_count("max_output_chars", self.max_output_chars, 64)
+        super().__post_init__()
+        _normalise(self, "sandbox", sandbox_config(self.sandbox))
+
+    def facts(self) -> EnvFacts:
+        return EnvFacts(("executor_0",), ("executor",), self.ANSWER_ROLES, (), (("executor_0",),))

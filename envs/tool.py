@@ -194,7 +194,8 @@ def gsm8k_program(solution: str) -> str:
 
 
 def run_pending(steps: Iterable[tuple[Any, Any]], max_workers: int | None = None) -> int:
-    """Run at once the programs that these steps of `math/tool-v0` envs are about to run.
+    """Run at once the programs that these steps of `math/tool-v0` envs (or any `ProgramRunner`:
+    `math/code-v0`) are about to run.
 
     Each `(env, action)` is a step about to be taken; steps of other envs, steps that are not an
     executor's turn and programs already cached are passed over. The programs run in parallel
@@ -204,10 +205,10 @@ def run_pending(steps: Iterable[tuple[Any, Any]], max_workers: int | None = None
     Returns:
         The number of programs run.
     """
-    jobs: dict[SandboxConfig, list[tuple[ToolEnv, str]]] = {}
+    jobs: dict[SandboxConfig, list[tuple[ProgramRunner, str]]] = {}
     for env, action in steps:
         raw = env.unwrapped
-        if isinstance(raw, ToolEnv):
+        if isinstance(raw, ProgramRunner):
             code = raw.pending_program(action)
             if code is not None:
                 jobs.setdefault(raw.sandbox, []).append((raw, code))
@@ -221,7 +222,92 @@ def run_pending(steps: Iterable[tuple[Any, Any]], max_workers: int | None = None
     return ran
 
 
-class ToolEnv(ScheduledTeamEnv):
+def exec_info(fenced: bool, source: str | None, result: ExecResult) -> dict[str, Any]:
+    """The info fields of an executor's turn: ``code_block``, ``answer_source`` and the run's
+    ``exec_*`` fields."""
+    return {
+        "code_block": fenced,
+        "answer_source": source,
+        "exec_exit_code": result.exit_code,
+        "exec_timed_out": result.timed_out,
+        "exec_killed_reason": result.killed_reason,
+        "exec_output_truncated": result.output_truncated,
+        "exec_violation": result.violation,
+    }
+
+
+class ProgramRunner:
+    """Runs an executor's programs in the sandbox, for an env whose ``executor_0`` writes them
+    (`ToolEnv`, `envs.code.CodeEnv`): the limits (`sandbox`), a small LRU cache of identical
+    programs, the results run ahead by `run_pending`, and the answer of a reply (`_run_reply`).
+    The env's options carry ``sandbox``, ``cache_size`` and ``max_output_chars``."""
+
+    EXECUTOR = "executor_0"
+    options: Any
+    agents: list[str]
+    agent_selection: str
+    terminations: dict[str, bool]
+    truncations: dict[str, bool]
+
+    def _init_runner(self) -> None:
+        self._cache: OrderedDict[str, ExecResult] = OrderedDict()
+        self._prepared: dict[str, ExecResult] = {}  # run ahead by `run_pending`, used once
+
+    @property
+    def sandbox(self) -> SandboxConfig:
+        """The limits of each run: the options', else `DEFAULT_SANDBOX`."""
+        return DEFAULT_SANDBOX if self.options.sandbox is None else self.options.sandbox
+
+    @classmethod
+    def prepare_steps(cls, steps: Sequence[tuple[Any, Any]]) -> None:
+        """The engine's pre-step hook (`trainers.rollout.engine`): run the programs of these
+        coming `(env, action)` steps at once (`run_pending`)."""
+        run_pending(steps)
+
+    def pending_program(self, action: Any) -> str | None:
+        """The program `step(action)` will run, or None: not the executor's turn, not a str,
+        or a program already cached or run ahead (see `run_pending`)."""
+        if not self.agents or not isinstance(action, str):
+            return None  # not reset, or over
+        agent = self.agent_selection
+        if agent != self.EXECUTOR:
+            return None
+        if self.terminations.get(agent) or self.truncations.get(agent):
+            return None
+        code = extract_code(self._check_action(agent, action)[0])[0]  # type: ignore[attr-defined]
+        return None if code in self._cache or code in self._prepared else code
+
+    def provide_result(self, code: str, result: ExecResult) -> None:
+        """Hand over the result of `code`, run ahead of the step that runs it."""
+        self._prepared[code] = result
+
+    def _run_reply(self, text: str) -> tuple[str, bool, ExecResult, str, str | None]:
+        """Run the program of an executor's reply: ``(code, fenced, result, scored, source)``.
+        `scored` is the text the task scores: the program's answer (`program_answer`) when it
+        gave one, else the reply's text outside code blocks; `source` says which ("output",
+        "text", or None when both are empty)."""
+        code, fenced, prose = extract_code(text)
+        result = self._run(code)
+        answer = program_answer(result)
+        source = "output" if answer is not None else ("text" if prose.strip() else None)
+        return code, fenced, result, (answer if answer is not None else prose), source
+
+    def _run(self, code: str) -> ExecResult:
+        """Run a program in the sandbox, through a small LRU cache of identical programs."""
+        if code in self._cache:
+            self._cache.move_to_end(code)
+            return self._cache[code]
+        result = self._prepared.pop(code, None)
+        if result is None:
+            result = run_code(code, self.sandbox)
+        if self.options.cache_size:
+            self._cache[code] = result
+            while len(self._cache) > self.options.cache_size:
+                self._cache.popitem(last=False)
+        return result
+
+
+class ToolEnv(ProgramRunner, ScheduledTeamEnv):
     """See the module docstring. The schedule, reset, the end of each step and the team reward
     are `ScheduledTeamEnv`'s; the options are `ToolOptions` (`envs.options`)."""
 
@@ -229,6 +315,9 @@ class ToolEnv(ScheduledTeamEnv):
     options_class = ToolOptions
     options: ToolOptions
     answer_roles = ToolOptions.ANSWER_ROLES  # envs.roles: its program's output is the answer
+    # The single agent with the same interpreter, the team's fair baseline (`envs.code`): the
+    # evaluation plays it beside the model alone without a tool (`trainers.evaluation.alone`).
+    alone_with_tool_env = "math/code-v0"
     paid_at_end = ("analyzer_0",)  # a plan earns the final answer's score
     revision_reward = from_options("revision_reward")
     improvement_bonus = from_options("improvement_bonus")
@@ -245,42 +334,13 @@ class ToolEnv(ScheduledTeamEnv):
         **kwargs: Any,
     ) -> None:
         super().__init__(options=options, task_options=task_options, **kwargs)
-        self._cache: OrderedDict[str, ExecResult] = OrderedDict()
-        self._prepared: dict[str, ExecResult] = {}  # run ahead by `run_pending`, used once
-
-    @property
-    def sandbox(self) -> SandboxConfig:
-        """The limits of each run: the options', else `DEFAULT_SANDBOX`."""
-        return DEFAULT_SANDBOX if self.options.sandbox is None else self.options.sandbox
+        self._init_runner()
 
     def _reset_state(self) -> None:
         self.plan = ""
         self.code: str | None = None  # the latest program
         self.output: str | None = None  # the latest run, as shown to the agents
         self._prepared = {}
-
-    @classmethod
-    def prepare_steps(cls, steps: Sequence[tuple[Any, Any]]) -> None:
-        """The engine's pre-step hook (`trainers.rollout.engine`): run the programs of these
-        coming `(env, action)` steps at once (`run_pending`)."""
-        run_pending(steps)
-
-    def pending_program(self, action: Any) -> str | None:
-        """The program `step(action)` will run, or None: not the executor's turn, not a str,
-        or a program already cached or run ahead (see `run_pending`)."""
-        if not self.agents or not isinstance(action, str):
-            return None  # not reset, or over
-        agent = self.agent_selection
-        if agent != "executor_0":
-            return None
-        if self.terminations.get(agent) or self.truncations.get(agent):
-            return None
-        code = extract_code(self._check_action(agent, action)[0])[0]
-        return None if code in self._cache or code in self._prepared else code
-
-    def provide_result(self, code: str, result: ExecResult) -> None:
-        """Hand over the result of `code`, run ahead of the step that runs it."""
-        self._prepared[code] = result
 
     def observe(self, agent: str) -> dict[str, str]:
         question = self.problem["question"]
@@ -327,11 +387,8 @@ class ToolEnv(ScheduledTeamEnv):
         }
 
     def _execute(self, agent: str, text: str, clipped: bool, extra: dict[str, Any]) -> str:
-        code, fenced, prose = extract_code(text)
-        result = self._run(code)
-        answer = program_answer(result)
-        source = "output" if answer is not None else ("text" if prose.strip() else None)
-        verdict = self._score(answer if answer is not None else prose)
+        code, fenced, result, scored, source = self._run_reply(text)
+        verdict = self._score(scored)
         before = self.answer_verdict.score if self.answer_verdict is not None else None
         if before is not None:
             extra["improvement"] = verdict.score - before
@@ -344,32 +401,12 @@ class ToolEnv(ScheduledTeamEnv):
             verdict,
             clipped,
             **extra,
-            code_block=fenced,
-            answer_source=source,
-            exec_exit_code=result.exit_code,
-            exec_timed_out=result.timed_out,
-            exec_killed_reason=result.killed_reason,
-            exec_output_truncated=result.output_truncated,
-            exec_violation=result.violation,
+            **exec_info(fenced, source, result),
         )
         self.rewards[agent] = revision_reward(
             verdict.score, before, self.revision_reward, self.improvement_bonus
         )
         return f"{text}\n\n[execution]\n{self.output}"
-
-    def _run(self, code: str) -> ExecResult:
-        """Run a program in the sandbox, through a small LRU cache of identical programs."""
-        if code in self._cache:
-            self._cache.move_to_end(code)
-            return self._cache[code]
-        result = self._prepared.pop(code, None)
-        if result is None:
-            result = run_code(code, self.sandbox)
-        if self.cache_size:
-            self._cache[code] = result
-            while len(self._cache) > self.cache_size:
-                self._cache.popitem(last=False)
-        return result
 
 
 def env(wrapped: bool = True, **kwargs: Any) -> AECEnv:

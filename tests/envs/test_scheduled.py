@@ -154,7 +154,7 @@ def test_every_env_meets_the_protocols(env_id):
     assert missing_members(raw, TaskTeamEnv) == []
     if not raw.metadata["name"].startswith(("math/debate", "math/ensemble")):
         assert isinstance(raw, AECTeamEnv) and missing_members(raw, AECTeamEnv) == []
-    assert isinstance(raw, PreparesSteps) is (env_id == "math/tool-v0")
+    assert isinstance(raw, PreparesSteps) is (env_id in ("math/tool-v0", "math/code-v0"))
 
 
 def test_protocol_members_are_stated_once_bases_included():
