@@ -331,7 +331,7 @@ def tool_model(tmp_path_factory):
 
 @pytest.mark.parametrize(("name", "cls"), [("solve", SolveEnvironment), ("tool", ToolEnvironment)])
 def test_a_stock_grpo_trainer_trains_on_the_env_with_no_reward_funcs(
-    tool_model, tmp_path, name, cls, report_time
+    tool_model, tmp_path, name, cls, report_time, monkeypatch
 ):
     """`GRPOTrainer(environment_factory=factory)`: the env's reward is the only one, logged under
     its class name, and the model's tool calls reach the env."""
@@ -340,6 +340,7 @@ def test_a_stock_grpo_trainer_trains_on_the_env_with_no_reward_funcs(
     from transformers import PreTrainedTokenizerFast
     from trl import GRPOConfig, GRPOTrainer
 
+    monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")  # environment_factory is experimental
     path, data = tool_model
     dataset, factory, _, _ = data[name]
     args = GRPOConfig(
