@@ -320,6 +320,18 @@ def test_train_script_reads_a_yaml_config_and_flags_override(tmp_path):
     assert grpo.per_device_train_batch_size == 20  # 5 turn slots x 4 generations
 
 
+def test_turn_credit_flag_reaches_the_trainer_builder():
+    from trainers.run.cli import make_parser
+
+    parser, _ = make_parser("grpo", "math/reflection-v0")
+    job = parser.parse_args_and_config([])[0]
+    assert job.builder_kwargs()["turn_credit"] == "reward"
+    job = parser.parse_args_and_config(["--turn_credit", "return", "--stop_on_accept", "true"])[0]
+    assert job.builder_kwargs()["turn_credit"] == "return"
+    with pytest.raises(SystemExit):  # argparse names the choices
+        parser.parse_args_and_config(["--turn_credit", "returns"])
+
+
 @pytest.mark.parametrize("algo", ["grpo", "ppo", "sft", "dpo"])
 def test_train_scripts_default_to_no_gradient_checkpointing(algo):
     """TRL turns it on; recomputing a small model's forward pass only costs time. A flag turns it

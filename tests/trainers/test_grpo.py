@@ -261,6 +261,20 @@ def test_mask_uniform_groups_is_refused_by_ppo(tiny_model, tmp_path):
         )
 
 
+def test_return_turn_credit_is_refused_by_ppo(tiny_model, tmp_path):
+    from trainers.algorithms.ppo import build_ppo_trainer
+
+    with pytest.raises(ValueError, match="train PPO with turn_credit='reward'"):
+        build_ppo_trainer(
+            tiny_model,
+            "math/reflection-v0",
+            {"rounds": 1},
+            ppo_config(tmp_path),
+            train_problems=2,
+            turn_credit="return",
+        )
+
+
 def test_training_updates_the_shared_model_and_logs_per_agent_metrics(tiny_model, tmp_path):
     args = grpo_config(tmp_path, max_steps=2)
     trainer = build_grpo_trainer(

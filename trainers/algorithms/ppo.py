@@ -162,6 +162,11 @@ class MultiAgentPPOTrainer(MultiAgentGRPOTrainer):
                 "mask_uniform_groups drops GRPO groups of equal rewards; PPO's advantages come "
                 "from a value head, not the group: train PPO without mask_uniform_groups"
             )
+        if isinstance(rollout, TurnRollout) and rollout.turn_credit != "reward":
+            raise ValueError(
+                f"turn_credit={rollout.turn_credit!r} pays a row its later rewards too; PPO's GAE "
+                "already credits each turn with them: train PPO with turn_credit='reward'"
+            )
         super().__init__(*args, **kwargs)
         hidden = self.accelerator.unwrap_model(self.model).config.get_text_config().hidden_size
         device = self.accelerator.device

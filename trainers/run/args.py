@@ -95,6 +95,10 @@ class RolloutArguments:
         mask_uniform_groups (`bool`, False): GRPO: drop from the loss the turn groups whose G
             rewards are all equal (zero advantage: no signal), so they do not dilute the
             token-normalised loss of the groups that carry one.
+        turn_credit (`str`, "reward"): GRPO: a turn row is paid its turn's reward, or
+            (``"return"``) its agent's summed rewards from that turn to the episode's end, so a
+            turn that continues an episode is credited with what follows (for ``stop_on_accept``
+            and team rewards; `trainers.algorithms.rows`).
     """
 
     _argument_group_name = "rollouts and budget (how episodes are played and paid; the time)"
@@ -122,7 +126,19 @@ class RolloutArguments:
         },
     )
 
+    turn_credit: str = field(
+        default="reward",
+        metadata={
+            "help": "GRPO: pay a turn row its turn's reward ('reward'), or its agent's return "
+            "from that turn to the episode's end ('return': credits continuing an episode; for "
+            "stop_on_accept and team rewards).",
+            "choices": ["reward", "return"],
+        },
+    )
+
     def __post_init__(self) -> None:
+        if self.turn_credit not in ("reward", "return"):
+            raise ValueError(f"turn_credit must be 'reward' or 'return', got {self.turn_credit!r}")
         if self.max_train_minutes is not None and not self.max_train_minutes > 0:
             raise ValueError(f"max_train_minutes must be > 0, got {self.max_train_minutes}")
         if self.num_envs < 1:
@@ -436,4 +452,5 @@ class Job:
             **self.model.builder_kwargs(),
             "branch_turns": self.rollout.branch_turns,
             "mask_uniform_groups": self.rollout.mask_uniform_groups,
+            "turn_credit": self.rollout.turn_credit,
         }
