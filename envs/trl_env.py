@@ -7,12 +7,13 @@ r"""The single-agent envs as TRL environments: ``GRPOTrainer(environment_factory
     GRPOTrainer(model="Qwen/Qwen3-0.6B", args=GRPOConfig(output_dir="out"),
                 train_dataset=dataset, environment_factory=factory).train()
 
-| Id                | Class              | Tools                                   | Reward (`get_reward`)     |
-|-------------------|--------------------|-----------------------------------------|---------------------------|
-| ``math/solve-v0`` | `SolveEnvironment` | ``submit_answer(answer)``               | solve-v0's reward for the |
-|                   |                    |                                         | submitted answer          |
-| ``math/tool-v0``  | `ToolEnvironment`  | ``run_python(code)``,                   | the task verifier's score |
-|                   |                    | ``submit_answer(answer)``               | of the submitted answer   |
+| Id                | Class              | Tools                      | Reward (`get_reward`)       |
+|-------------------|--------------------|----------------------------|-----------------------------|
+| ``math/solve-v0`` | `SolveEnvironment` | ``submit_answer(answer)``  | solve-v0's, for the         |
+|                   |                    |                            | submitted answer            |
+| ``math/tool-v0``  | `ToolEnvironment`  | ``run_python(code)``,      | the task verifier's score   |
+|                   |                    | ``submit_answer(answer)``  | of the submitted answer     |
+| ``math/code-v0``  | `CodeEnvironment`  | ``run_program(code)``      | code-v0's, for the program  |
 
 TRL's contract (``environment_factory`` of `trl.GRPOTrainer`, TRL >= 1.16 with transformers
 >= 5.2 and a chat template that renders tool calls): the factory makes one instance per rollout
@@ -24,20 +25,24 @@ public methods); ``get_reward()`` scores the finished rollout, logged as
 
 How the answer arrives. ``get_reward`` takes no argument and TRL hands the completion only to
 ``reward_funcs``, so an answer written in the final message never reaches the env: the model
-states its answer by calling ``submit_answer``. The first submission is final (solve-v0 has one
-turn) and later ones are refused; the tool's reply says the answer was recorded and nothing of
-whether it is right. No submission scores 0. A submitted answer is scored as the reply
+states its answer by calling a tool, ``submit_answer`` (or, in code-v0, ``run_program``, whose
+program's output is the answer). The first call is final (each of these envs scores one answer)
+and later ones are refused; ``submit_answer``'s reply says the answer was recorded and nothing of
+whether it is right. No answer scores 0. A submitted answer is scored as the reply
 ``\boxed{<answer>}`` (as given when it holds a ``\boxed{`` already), the form every built-in
-task's verifier reads first. `SolveEnvironment` steps a real ``math/solve-v0`` env with that
-reply (its reward, clipping and verifier); `ToolEnvironment` scores it with the task's verifier
-as ``math/tool-v0`` scores an executor's answer.
+task's verifier reads first. `SolveEnvironment` and `CodeEnvironment` step a real
+``math/solve-v0`` / ``math/code-v0`` env with the reply (a program is sent as a ```python
+block), so the reward is that env's (its clipping, its answer rule, its verifier);
+`ToolEnvironment` scores the answer with the task's verifier as ``math/tool-v0`` scores an
+executor's answer.
 
-``run_python`` runs a program in `envs.sandbox` with ``math/tool-v0``'s limits (its ``sandbox``
-option; default `envs.tool.DEFAULT_SANDBOX`: 5 s wall, 5 s CPU, 512 MiB, 16 KiB of output) and
-returns the run's status and output, clipped to ``max_output_chars``; an episode runs at most
-``max_runs`` programs. Model output is untrusted: an argument of the wrong type or size gets a
-refusal or is read as text, never an exception, and a program's failure is its output; TRL itself
-answers an unknown tool name or a wrong argument name with an ``{"error": ...}`` tool message.
+``run_python`` and ``run_program`` run a program in `envs.sandbox` with ``math/tool-v0``'s
+limits (the env's ``sandbox`` option; default `envs.tool.DEFAULT_SANDBOX`: 5 s wall, 5 s CPU,
+512 MiB, 16 KiB of output) and return the run's status and output, clipped to
+``max_output_chars``; `ToolEnvironment` runs at most ``max_runs`` programs an episode. Model
+output is untrusted: an argument of the wrong type or size gets a refusal or is read as text,
+never an exception, and a program's failure is its output; TRL itself answers an unknown tool
+name or a wrong argument name with an ``{"error": ...}`` tool message.
 
 The dataset (`trl_environment`): a conversational ``prompt`` (the task's instruction for the
 env's tools, then the problem) and ``problem_id``, one row per problem of the env's task, as
@@ -61,6 +66,7 @@ from typing import Any, ClassVar, NamedTuple
 
 import envs
 from envs import prompts
+from envs.code import code_prompt
 from envs.core import clip
 from envs.sandbox import run_code
 from envs.tool import extract_code
@@ -73,6 +79,12 @@ TOOL_INSTRUCTION = (
     "You solve math problems and may compute with Python: call the run_python tool with a "
     "program (standard library only, a few seconds, no files or network) and read what it "
     "prints. " + SUBMIT_RULE + " Answer format: {answer_format}"
+)
+CODE_INSTRUCTION = (
+    "You solve math problems by writing one Python program and running it with the run_program "
+    "tool (standard library only, a few seconds, no files or network). The last line it prints "
+    "is your answer, so end by printing only the final answer; only the first program counts. "
+    "Answer format: {answer_format}"
 )
 # The keyword arguments that build an env's task: instances made by one factory share the task
 # built once (a procedural or hub task takes seconds to build, and TRL makes one env a rollout).
@@ -94,7 +106,8 @@ class TaskEnvironment:
     """A single-agent env of this package in TRL's environment shape (the module docstring).
 
     Subclasses name their env (`env_id`) and system instruction (`instruction`, a template of
-    ``{solver_instruction}`` and ``{answer_format}``), and score a submitted reply (`_score`).
+    ``{solver_instruction}`` and ``{answer_format}``), and add the tools. TRL makes every public
+    function of the class a tool, so nothing else here is public but `reset` and `get_reward`.
 
     Args:
         **env_kwargs: the env's own arguments (``task``, ``split``, ``verifier``, ...), as
@@ -102,7 +115,7 @@ class TaskEnvironment:
 
     Attributes:
         env: the raw PettingZoo env (`envs.make(env_id, wrapped=False)`).
-        answer (`str | None`): the submitted answer of this episode, None before.
+        answer (`str | None`): the submitted answer (or program) of this episode, None before.
         reward (`float`): its score (0 with no answer).
         info (`dict`): the verdict of the answer (``extracted``, ``correct``, ``reason``...).
     """
@@ -148,6 +161,25 @@ class TaskEnvironment:
         self._live = True
         self._start()
 
+    def get_reward(self) -> float:
+        """The score of the submitted answer; 0 when none was submitted."""
+        return self.reward
+
+    def _start(self) -> None:
+        """Per-episode state of a subclass, after `reset`."""
+
+    def _play(self, reply: str) -> tuple[float, dict[str, Any]]:
+        """Take the env's one turn with `reply`: its reward, and its full info (the trainer's
+        record, `turn_results`)."""
+        agent = self.env.agent_selection
+        self.env.step(reply)  # the env's own turn: clipping, verifier, reward
+        return float(self.env.rewards[agent]), dict(self.env.turn_results[-1]["infos"][agent])
+
+
+class AnswerEnvironment(TaskEnvironment):
+    """A `TaskEnvironment` whose model submits its answer with the `submit_answer` tool;
+    subclasses score the reply it makes (`_score`)."""
+
     def submit_answer(self, answer: str) -> str:
         r"""Submit the final answer to the problem. Only the first submission counts.
 
@@ -165,31 +197,22 @@ class TaskEnvironment:
         self.reward, self.info = self._score(as_response(self.answer))
         return "Answer recorded."
 
-    def get_reward(self) -> float:
-        """The score of the submitted answer; 0 when none was submitted."""
-        return self.reward
-
-    def _start(self) -> None:
-        """Per-episode state of a subclass, after `reset`."""
-
     def _score(self, response: str) -> tuple[float, dict[str, Any]]:
         """The reward of a submitted reply and its verdict's info."""
         raise NotImplementedError
 
 
-class SolveEnvironment(TaskEnvironment):
+class SolveEnvironment(AnswerEnvironment):
     """``math/solve-v0`` as a TRL environment: a submitted answer is the solver's one turn."""
 
     env_id = "math/solve-v0"
     instruction = "{solver_instruction} " + SUBMIT_RULE
 
     def _score(self, response: str) -> tuple[float, dict[str, Any]]:
-        self.env.step(response)  # solve-v0's own turn: clipping, verifier, reward
-        info = self.env.turn_results[-1]["infos"]["solver_0"]
-        return float(self.env.rewards["solver_0"]), dict(info)
+        return self._play(response)
 
 
-class ToolEnvironment(TaskEnvironment):
+class ToolEnvironment(AnswerEnvironment):
     """``math/tool-v0``'s executor alone as a TRL environment: Python runs in its sandbox.
 
     Args:
@@ -250,9 +273,51 @@ class ToolEnvironment(TaskEnvironment):
         return float(verdict.score), info
 
 
+class CodeEnvironment(TaskEnvironment):
+    """``math/code-v0`` as a TRL environment: the model's one program, sent to `run_program`,
+    is its answer, run and scored as code-v0 runs and scores its executor's reply."""
+
+    env_id = "math/code-v0"
+    instruction = CODE_INSTRUCTION
+
+    def run_program(self, code: str) -> str:
+        """Run the Python program that answers the problem. Only the first program counts.
+
+        The program runs in a sandbox: standard library only, no files or network, a few
+        seconds and limited memory. The last line it prints is the answer.
+
+        Args:
+            code: The Python program; it must end by printing only the final answer.
+
+        Returns:
+            The run's status line, then its standard output and standard error.
+        """
+        if not self._live:
+            return "error: no problem is posed yet"
+        if not isinstance(code, str):
+            return f"error: code must be a string of Python source, got {type(code).__name__}"
+        reply = code if "```" in code else f"```python\n{code}\n```"  # no prose to score
+        limit = self.env.max_action_chars
+        if len(reply) > limit:
+            return f"error: the program is {len(code)} characters long; the limit is {limit}"
+        if self.answer is not None:
+            return "error: a program was already run; only the first program counts"
+        self.answer = code
+        self.reward, self.info = self._play(reply)
+        # code-v0's transcript holds the reply, then "[execution]" and the run as it shows it
+        return self.env.turns[-1][1].rpartition("\n\n[execution]\n")[2]
+
+
 TRL_ENVIRONMENTS: dict[str, type[TaskEnvironment]] = {
     SolveEnvironment.env_id: SolveEnvironment,
     ToolEnvironment.env_id: ToolEnvironment,
+    CodeEnvironment.env_id: CodeEnvironment,
+}
+# The user message of each env's prompt: the env's own (a system message states the tools).
+USER_PROMPTS: dict[str, Callable[[str], str]] = {
+    "math/solve-v0": prompts.solve_prompt,
+    "math/tool-v0": prompts.solve_prompt,
+    "math/code-v0": code_prompt,
 }
 
 
@@ -271,7 +336,7 @@ def prompt_messages(cls: type[TaskEnvironment], task: envs.Task, question: str) 
     )
     return [
         {"role": "system", "content": system},
-        {"role": "user", "content": prompts.solve_prompt(question)},
+        {"role": "user", "content": USER_PROMPTS[cls.env_id](question)},
     ]
 
 
@@ -290,8 +355,9 @@ def trl_environment(
                     environment_factory=factory).train()
 
     Args:
-        env_id (`str`, "math/solve-v0"): ``math/solve-v0`` or ``math/tool-v0`` (its executor
-            alone); the multi-agent envs train through `trainers.load_environment`.
+        env_id (`str`, "math/solve-v0"): ``math/solve-v0``, ``math/tool-v0`` (its executor
+            alone, with a Python tool) or ``math/code-v0`` (`TRL_ENVIRONMENTS`); the
+            multi-agent envs train through `trainers.load_environment`.
         train_problems (`int | Sequence[str]`, None): the first n problems of the task, the
             given ids, or all.
         **env_kwargs: the env's arguments (``task``, ``split``, ``verifier``, ...; for

@@ -10,6 +10,7 @@ import pytest
 
 import envs
 from envs.trl_env import (
+    CodeEnvironment,
     SolveEnvironment,
     ToolEnvironment,
     as_response,
@@ -31,6 +32,17 @@ def tool():
     return dataset, factory
 
 
+@pytest.fixture(scope="module")
+def code():
+    dataset, factory = trl_environment("math/code-v0", train_problems=3, sandbox=FAST_SANDBOX)
+    return dataset, factory
+
+
+def run(env, program):
+    """Run `program` with the env's program tool (tool-v0's run_python, code-v0's run_program)."""
+    return (env.run_program if isinstance(env, CodeEnvironment) else env.run_python)(program)
+
+
 def started(pair, row=0):
     dataset, factory = pair
     env = factory()
@@ -41,7 +53,11 @@ def started(pair, row=0):
 # ------------------------------------------------------------------ the TRL contract's shape
 @pytest.mark.parametrize(
     ("cls", "tools"),
-    [(SolveEnvironment, {"submit_answer"}), (ToolEnvironment, {"run_python", "submit_answer"})],
+    [
+        (SolveEnvironment, {"submit_answer"}),
+        (ToolEnvironment, {"run_python", "submit_answer"}),
+        (CodeEnvironment, {"run_program"}),
+    ],
 )
 def test_public_methods_are_the_tools_plus_reset_and_get_reward(cls, tools):
     """TRL makes every public function of the class a tool (but reset and get_reward)."""
@@ -81,6 +97,30 @@ def test_solve_reward_is_solve_v0s_reward_of_the_boxed_answer(solve):
         plain.reset(options={"problem_id": solve[0][0]["problem_id"]})
         plain.step(as_response(answer))
         assert env.get_reward() == plain.rewards["solver_0"], answer
+
+
+def test_code_reward_is_code_v0s_reward_of_the_program(code):
+    """A program's reward is code-v0's own for the reply holding it; the first one counts."""
+    programs = [
+        "print(9 - 2)",
+        "print(7",
+        "print('\\\\boxed{7}')",
+        "x = 4\nprint(x)",
+        "```python\nprint(7)\n```",
+    ]
+    for program in programs:
+        env, reference = started(code)
+        assert reference == "7"
+        assert run(env, program).startswith("exit status")
+        plain = envs.make("math/code-v0", sandbox=FAST_SANDBOX)
+        plain.reset(options={"problem_id": code[0][0]["problem_id"]})
+        plain.step(program if "```" in program else f"```python\n{program}\n```")
+        assert env.get_reward() == plain.rewards["executor_0"], program
+    env, _ = started(code)
+    assert env.get_reward() == 0.0  # no program
+    run(env, "print(7)")
+    assert run(env, "print(8)").startswith("error: a program was already run")
+    assert env.get_reward() == 1.0 and env.answer == "print(7)"
 
 
 def test_tool_reward_is_the_task_verifiers_score(tool):
@@ -125,6 +165,7 @@ def test_tools_before_reset_refuse():
     assert env.submit_answer("1").startswith("error:")
     assert env.run_python("print(1)").startswith("error:")
     assert env.get_reward() == 0.0
+    assert CodeEnvironment().run_program("print(1)").startswith("error:")
 
 
 # ------------------------------------------------------------------ the sandbox tool
@@ -139,7 +180,7 @@ def test_run_python_returns_the_output_of_tool_v0s_sandbox(tool):
 
 
 @pytest.mark.parametrize(
-    ("code", "says"),
+    ("program", "says"),
     [
         ("while True:\n    pass", "time limit"),
         ("print('x' * 10**7)", "output limit"),
@@ -150,23 +191,25 @@ def test_run_python_returns_the_output_of_tool_v0s_sandbox(tool):
     ],
     ids=["endless-loop", "output-flood", "exception", "escape", "syntax", "nul"],
 )
-def test_hostile_programs_come_back_as_output(tool, code, says):
-    env, _ = started(tool)
-    output = env.run_python(code)
+@pytest.mark.parametrize("pair", ["tool", "code"])
+def test_hostile_programs_come_back_as_output(pair, program, says, request):
+    env, _ = started(request.getfixturevalue(pair))
+    output = run(env, program)
     assert says in output
-    assert len(output) <= env.env.max_output_chars
+    assert len(output) <= env.env.options.max_output_chars
 
 
+@pytest.mark.parametrize("pair", ["tool", "code"])
 @pytest.mark.parametrize("bad", [None, 7, ["print(1)"], {"code": "print(1)"}])
-def test_bad_code_arguments_are_refused(tool, bad):
-    env, _ = started(tool)
-    assert env.run_python(bad).startswith("error: code must be a string")
-    assert env.runs == 0
+def test_bad_code_arguments_are_refused(pair, bad, request):
+    env, _ = started(request.getfixturevalue(pair))
+    assert run(env, bad).startswith("error: code must be a string")
+    assert env.answer is None and getattr(env, "runs", 0) == 0
+    assert run(env, "#" * (env.env.max_action_chars + 1)).startswith("error: the program is")
+    assert env.answer is None
 
 
 def test_long_programs_and_too_many_runs_are_refused(tool):
-    env, _ = started(tool)
-    assert "limit is" in env.run_python("#" * (env.env.max_action_chars + 1))
     small = trl_environment("math/tool-v0", train_problems=1, max_runs=2)
     env, _ = started(small)
     assert [env.run_python("print(1)")[:13] for _ in range(2)] == ["exit status 0"] * 2
@@ -178,8 +221,8 @@ def test_long_programs_and_too_many_runs_are_refused(tool):
 
 
 # ------------------------------------------------------------------ the dataset helper
-def test_dataset_rows_pose_the_problem_and_hold_no_reference(solve, tool):
-    for dataset, factory in (solve, tool):
+def test_dataset_rows_pose_the_problem_and_hold_no_reference(solve, tool, code):
+    for dataset, factory in (solve, tool, code):
         assert dataset.column_names == ["prompt", "problem_id"] and len(dataset) == 3
         env = factory()
         for row in dataset:
@@ -187,8 +230,12 @@ def test_dataset_rows_pose_the_problem_and_hold_no_reference(solve, tool):
             assert (system["role"], user["role"]) == ("system", "user")
             problem = env.env.task.source.get(row["problem_id"])
             assert problem["question"] in user["content"]
-            assert "submit_answer" in system["content"]
-    assert "run_python" in tool[0][0]["prompt"][0]["content"]
+    for (dataset, _), tools in (
+        (solve, ["submit_answer"]),
+        (tool, ["run_python", "submit_answer"]),
+    ):
+        assert all(name in dataset[0]["prompt"][0]["content"] for name in tools)
+    assert "run_program" in code[0][0]["prompt"][0]["content"]
 
 
 def test_dataset_follows_the_tasks_split_and_train_problems():
@@ -238,6 +285,8 @@ def tool_conversations(env_id):
     tools = env_tools(factory)
     if env_id == "math/solve-v0":
         turns = [tool_calls(("submit_answer", {"answer": "7"}))]
+    elif env_id == "math/code-v0":
+        turns = [tool_calls(("run_program", {"code": "print(9 - 2)"}))]
     else:
         run = {"role": "tool", "name": "run_python", "content": "exit status 0\nstdout:\n7"}
         turns = [tool_calls(("run_python", {"code": "print(9 - 2)"})), run]
@@ -260,11 +309,12 @@ def tool_model(tmp_path_factory):
     templates = Path(trl.__file__).parent / "chat_templates"
     template = (templates / "qwen2_5.jinja").read_text()
     training = (templates / "qwen2_5_training.jinja").read_text()  # marks the assistant's tokens
-    data = [tool_conversations(env_id) for env_id in ("math/solve-v0", "math/tool-v0")]
+    names = {"solve": "math/solve-v0", "tool": "math/tool-v0", "code": "math/code-v0"}
+    data = {name: tool_conversations(env_id) for name, env_id in names.items()}
     plain = PreTrainedTokenizerFast(tokenizer_object=Tokenizer(models.BPE()))
     corpus = [
         plain.apply_chat_template(c, tools=tools, chat_template=template, tokenize=False)
-        for _, _, tools, chats in data
+        for _, _, tools, chats in data.values()
         for c in chats
     ]
     bpe = Tokenizer(models.BPE())
@@ -293,7 +343,7 @@ def tool_model(tmp_path_factory):
             return_dict=True,
             return_assistant_tokens_mask=True,
         )
-        for _, _, tools, chats in data
+        for _, _, tools, chats in data.values()
         for c in chats
     ]
     width = max(len(r["input_ids"]) for r in rows)
@@ -326,10 +376,13 @@ def tool_model(tmp_path_factory):
     path = tmp_path_factory.mktemp("tool_model")
     model.save_pretrained(path)
     tokenizer.save_pretrained(path)
-    return str(path), {env_id: d for env_id, d in zip(("solve", "tool"), data, strict=True)}
+    return str(path), data
 
 
-@pytest.mark.parametrize(("name", "cls"), [("solve", SolveEnvironment), ("tool", ToolEnvironment)])
+@pytest.mark.parametrize(
+    ("name", "cls"),
+    [("solve", SolveEnvironment), ("tool", ToolEnvironment), ("code", CodeEnvironment)],
+)
 def test_a_stock_grpo_trainer_trains_on_the_env_with_no_reward_funcs(
     tool_model, tmp_path, name, cls, report_time, monkeypatch
 ):
