@@ -470,7 +470,10 @@ def serve(
     """Run the env server with uvicorn until interrupted."""
     import uvicorn
 
+    from envs.serving import memory
+
     config = config or EnvServerConfig()
+    memory.limit_arenas()  # before uvicorn and the session workers start their threads
     uvicorn.run(
         create_app(config),
         host=host,

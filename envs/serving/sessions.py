@@ -28,6 +28,7 @@ from typing import Any
 
 from envs.errors import RegistryError, UnknownEnvError
 from envs.registry import list_envs, make, spec
+from envs.serving import memory
 from envs.serving.bodies import ApiError, parse_json, request_models, validate, validation_error
 from envs.serving.limits import (
     DEFAULT_BLOCKED_KWARGS,
@@ -504,10 +505,17 @@ class SessionStore:
         return len(idle)
 
     async def reap_forever(self) -> None:
+        """Reap idle sessions, and now and then hand freed heap pages back to the system
+        (`envs.serving.memory.trim`: the worker threads' freed memory otherwise stays with the
+        process, and its resident size creeps up under a steady load)."""
         interval = min(max(self.config.idle_timeout_s / 4, 0.01), 5.0)
+        last_trim = time.monotonic()
         while True:
             await asyncio.sleep(interval)
             await self.reap()
+            if time.monotonic() - last_trim >= memory.TRIM_EVERY_S:
+                memory.trim()
+                last_trim = time.monotonic()
 
     async def shutdown(self) -> None:
         for session in list(self.sessions.values()):
