@@ -1,7 +1,12 @@
 """The same model alone, the team's baseline: the engine it plays (`alone_engine`: solve-v0, or
 the team's first answering turn's prompt), how many samples it draws (`alone_samples`: up to the
 team's generations and tokens), and the compute-matched comparison with the team
-(`alone_side`: matched in generations and in tokens, `tokens_matched_k`)."""
+(`alone_side`: matched in generations and in tokens, `tokens_matched_k`; `matched_side`).
+
+A team that uses a tool also meets the same model alone WITH that tool (`alone_tool_side`):
+the single-agent env its env class names (``alone_with_tool_env``, `tool_baseline`:
+math/tool-v0 -> math/code-v0, one program run in the same sandbox), sampled and compared the
+same way."""
 
 from __future__ import annotations
 
@@ -151,12 +156,81 @@ def alone_side(
     tokens: its `compute_metrics` and the comparison (`evaluate`'s ``single_agent`` and
     ``compare``); each problem's alone figures are added to `per_problem`."""
     engine, about = alone_engine(config, policies)
+    single, compare, alone = matched_side(config, engine, about, episodes, metrics, team)
+    _add_rows(per_problem, alone, "alone/")
+    return single, compare
+
+
+def tool_baseline(env_id: str, env_kwargs: dict[str, Any] | None = None) -> str | None:
+    """The registered id of the single-agent env that plays `env_id`'s answers alone with the
+    same tool, as the team's env class names it (``alone_with_tool_env``: math/tool-v0 ->
+    math/code-v0), or None when it names none."""
+    team = envs_pkg.make(env_id, **(env_kwargs or {}))
+    try:
+        baseline = getattr(team.unwrapped, "alone_with_tool_env", None)
+    finally:
+        team.close()
+    return baseline if baseline and baseline != env_id else None
+
+
+def alone_tool_side(
+    config: EvalConfig,
+    policies: RoleMap,
+    episodes: list,
+    metrics: dict[str, Any],
+    team: dict[str, dict[str, Any]],
+    per_problem: dict[str, dict[str, Any]],
+    baseline: str,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The same model alone with the team's tool (`baseline`, e.g. math/code-v0: one program,
+    run in the same sandbox), compute-matched with the team's `episodes` as `alone_side` is:
+    its `compute_metrics` and the comparison (`evaluate`'s ``single_agent_tool`` and
+    ``compare_tool``, ``compare``'s shape, ``alone_env`` naming the env); each problem's
+    figures are added to `per_problem` as ``alone_tool/...``. It plays with the policy of the
+    team's agent of the same name (the executor)."""
+    solo = envs_pkg.make(baseline, **env_kwargs_for(config, baseline))
+    agent = solo.unwrapped.possible_agents[0]
+    solo.close()
+    team_env = envs_pkg.make(config.env_id, **config.env_kwargs())
+    about = {"prompt": f"{baseline} ({agent})", "generations": team_generations(team_env)}
+    player = RoleMap({"*": policies.policy_for(agent)})
+    kw = {"num_envs": config.num_envs, "progress": config.progress}
+    engine = RolloutEngine(baseline, player, env_kwargs_for(config, baseline), **kw)
+    single, compare, alone = matched_side(config, engine, about, episodes, metrics, team)
+    _add_rows(per_problem, alone, "alone_tool/")
+    return single, {"alone_env": baseline, **compare}
+
+
+def _add_rows(
+    per_problem: dict[str, dict[str, Any]], alone: dict[str, dict[str, Any]], prefix: str
+) -> None:
+    """Each problem's ``alone/...`` figures into `per_problem`, named ``<prefix>...``."""
+    for pid, row in alone.items():
+        per_problem.setdefault(pid, {}).update(
+            {prefix + k.split("/", 1)[1]: v for k, v in row.items() if k.startswith("alone/")}
+        )
+
+
+def matched_side(
+    config: EvalConfig,
+    engine: RolloutEngine,
+    about: dict[str, Any],
+    episodes: list,
+    metrics: dict[str, Any],
+    team: dict[str, dict[str, Any]],
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, dict[str, float]]]:
+    """Play `engine`'s single-answer env on the config's problems, sampled to the team's
+    generations and tokens per episode (`alone_samples`), and compare it with the team
+    (`compare_team_alone`): its metrics, the comparison and each problem's figures.
+    `about` holds the ``prompt`` it plays and the team's ``generations`` per episode."""
     generations = about["generations"]
     ks = alone_ks(config, generations)
     spend = team_spend(episodes)
     team_tokens = metrics["tokens_per_episode"]
     samples = alone_samples(ks, config.samples, team_tokens, spend["answer_tokens"]["tokens"])
-    single, alone_episodes = run_env(config, ALONE_ENV, policies, group_size=samples, engine=engine)
+    single, alone_episodes = run_env(
+        config, engine.env_id, engine.policies, group_size=samples, engine=engine
+    )
     per_sample = single["tokens_per_episode"]
     tokens_k, capped = tokens_k_of(team_tokens, per_sample, samples)
     matched = generations if generations in ks else max(ks)  # of the ks asked for
@@ -168,10 +242,6 @@ def alone_side(
         pid: {k: v for k, v in row.items() if k in wanted or k == "tokens"}
         for pid, row in scored.items()
     }
-    for pid, row in alone.items():
-        per_problem.setdefault(pid, {}).update(
-            {k: v for k, v in row.items() if k.startswith("alone/")}
-        )
     compare = {
         "ks": ks,
         "matched_k": matched,
@@ -194,7 +264,7 @@ def alone_side(
             team, alone, ks, matched, resamples=1000, seed=config.seed, tokens_k=tokens_k
         )
     )
-    return single, compare
+    return single, compare, alone
 
 
 def tokens_k_of(team_tokens: float, per_sample: float, samples: int) -> tuple[int, bool]:

@@ -1,5 +1,6 @@
-"""What an evaluation plays (`EvalConfig`), and the env kwargs it gives the team's env or the
-model alone's ``math/solve-v0`` (`env_kwargs_for`)."""
+"""What an evaluation plays (`EvalConfig`), and the env kwargs it gives the team's env or a
+baseline's (the model alone's ``math/solve-v0``, or ``math/code-v0`` with the tool:
+`env_kwargs_for`)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from agents.base import GenerationArguments
+from envs.registry import spec
 from envs.tasks import PROCEDURAL_TASKS
 from trainers.embedded import EMBEDDED_TASK, embedded_levels
 from trainers.evaluation.splits import held_levels
@@ -122,11 +124,15 @@ def env_kwargs(
 
 
 def env_kwargs_for(config: EvalConfig, env_id: str) -> dict[str, Any]:
-    """The config's env kwargs, less the team env's own options when `env_id` is the model
-    alone's solve-v0 (it keeps the verifier)."""
+    """The config's env kwargs, for the team's env or a baseline: for the model alone's
+    solve-v0, or another env than the team's (math/code-v0, the model alone with the tool),
+    the team env's own options are left out, but for the verifier and those of the baseline's
+    own options it shares (the tool's sandbox, cache and output bound)."""
     kwargs = config.env_kwargs()
-    if env_id == ALONE_ENV:
+    if env_id == ALONE_ENV or env_id != config.env_id:
+        own = getattr(spec(env_id).options, "own_names", tuple)
+        shared = {"verifier", *own()}
         for key in config.env_options:
-            if key != "verifier":  # the team env's own options
+            if key not in shared:  # the team env's own options
                 kwargs.pop(key, None)
     return kwargs

@@ -1,5 +1,6 @@
 """Evaluation runs: an env x task x policies on a problem subset (`evaluate`), the team against
-the same model alone (`trainers.evaluation.alone`) when asked. Its markdown report:
+the same model alone, and alone with the team's tool where its env names one
+(`trainers.evaluation.alone`), when asked. Its markdown report:
 `trainers.evaluation.report.tables.markdown_report`."""
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from typing import Any
 
 from agents.roles import RoleMap
 from envs.tasks import PROCEDURAL_TASKS
-from trainers.evaluation.alone import alone_side
+from trainers.evaluation.alone import alone_side, alone_tool_side, tool_baseline
 from trainers.evaluation.compare import TEAM_FIGURES, team_problem_scores
 from trainers.evaluation.config import ALONE_ENV, EvalConfig
 from trainers.evaluation.metrics import level_of
@@ -34,6 +35,12 @@ def evaluate(config: EvalConfig, policies: RoleMap | None = None) -> dict[str, A
     ``spent`` (generations and tokens per episode behind ``team/first``, ``team/final`` and
     ``team/vote``) and ``curve`` (the model alone's maj@k and pass@k for k = 1..alone samples,
     at most `ALONE_SAMPLES_MAX`, against generations and tokens: `alone_curve`)).
+
+    A team whose env names a single agent with its tool (``alone_with_tool_env``: math/tool-v0
+    names math/code-v0, `trainers.evaluation.alone.tool_baseline`) is also compared with the
+    same model alone with that tool, sampled and matched the same way: ``single_agent_tool``
+    and ``compare_tool`` (``compare``'s keys, plus ``alone_env``), and ``alone_tool/pass@1``,
+    ``alone_tool/maj@k``, ``alone_tool/pass@k`` in ``per_problem``.
     """
     from envs.roles import answer_roles as env_answer_roles
     from trainers.evaluation.policies import build_role_map
@@ -64,6 +71,11 @@ def evaluate(config: EvalConfig, policies: RoleMap | None = None) -> dict[str, A
         results["single_agent"], results["compare"] = alone_side(
             config, policies, episodes, metrics, team, per_problem
         )
+        baseline = tool_baseline(config.env_id, config.env_kwargs())
+        if baseline is not None:
+            results["single_agent_tool"], results["compare_tool"] = alone_tool_side(
+                config, policies, episodes, metrics, team, per_problem, baseline
+            )
     for pid, row in per_problem.items():
         level = level_of(pid)
         if level is not None:

@@ -1,7 +1,7 @@
 """The markdown report of one evaluation (`markdown_report`): the team against the same model
-alone (`comparison_report`), the verification gap
-(`trainers.evaluation.report.verification`), the split sizes, the team's metrics; and how
-reports name the figures (`label`)."""
+alone, and alone with the team's tool where it was compared (`comparison_report`), the
+verification gap (`trainers.evaluation.report.verification`), the split sizes, the team's
+metrics; and how reports name the figures (`label`)."""
 
 from __future__ import annotations
 
@@ -81,21 +81,31 @@ def _matching(c: dict[str, Any]) -> str:
     return text + "."
 
 
-def comparison_report(results: dict[str, Any]) -> list[str]:
+def comparison_report(results: dict[str, Any], key: str = "compare") -> list[str]:
     """The team against the same model alone: the paired differences first (compute-matched in
     generations and in tokens on top), then the figures with tokens per episode, each with
-    per-level columns on procedural tasks."""
-    c = results.get("compare")
+    per-level columns on procedural tasks. ``key="compare_tool"``: against the model alone
+    with the team's tool (`evaluate`'s ``compare_tool``), its rows named "alone + tool"."""
+    c = results.get(key)
     if not c:
         return []
+    alone_env = c.get("alone_env")
+    who = "alone" if alone_env is None else "alone + tool"
+
+    def name_of(name: str) -> str:
+        return label(name).replace("alone:", f"{who}:")
+
     levels = list(c.get("levels", {}))
     level_head = "".join(f" level {lv} |" for lv in levels)
     level_rule = "---|" * len(levels)
     tags = matched_tags(c)
+    against = (
+        "the model alone" if alone_env is None else f"the model alone with the tool ({alone_env})"
+    )
     intro = (
         f"Same model, same problems: the team ({results['env']}, at most "
         f"{c['team_generations']} generations per episode, {c['team_generations_mean']:.2f} "
-        f"used) against the model alone with k independent samples (prompt: {c['alone_prompt']}; "
+        f"used) against {against} with k independent samples (prompt: {c['alone_prompt']}; "
         f"{c['alone_samples']} samples per problem), same temperature and token cap. "
         + _matching(c)
         + " 95% intervals: bootstrap over problems, differences paired by problem."
@@ -103,7 +113,7 @@ def comparison_report(results: dict[str, Any]) -> list[str]:
     lines = [
         intro,
         "",
-        f"| team - alone (paired by problem) | all |{level_head}",
+        f"| team - {who} (paired by problem) | all |{level_head}",
         f"|---|---|{level_rule}",
     ]
     names = list(c["paired"])  # by k, the vote before the final answer
@@ -112,7 +122,7 @@ def comparison_report(results: dict[str, Any]) -> list[str]:
     for name in ordered:
         d = c["paired"][name]
         tag = f" ({_tag(name, tags)})" if _tag(name, tags) else ""
-        row = f"| {label(name)}{tag} | {_ci(d['diff'], d['ci95'], signed=True)} |"
+        row = f"| {name_of(name)}{tag} | {_ci(d['diff'], d['ci95'], signed=True)} |"
         for lv in levels:
             cell = c["levels"][lv].get(name)
             row += f" {_ci(cell['diff'], cell['ci95'], signed=True)} |" if cell else " |"
@@ -126,7 +136,7 @@ def comparison_report(results: dict[str, Any]) -> list[str]:
     for name, value in c["figures"].items():
         if name.startswith("alone/pass@") and name != "alone/pass@1":
             continue  # in the verification table, as the headroom over maj@k
-        row = f"| {label(name)} | {_ci(value, c['ci95'].get(name))} |"
+        row = f"| {name_of(name)} | {_ci(value, c['ci95'].get(name))} |"
         for lv in levels:
             cell = c["levels"][lv].get(name)
             row += f" {cell:.3f} |" if cell is not None else " |"
@@ -164,6 +174,7 @@ def markdown_report(results: dict[str, Any]) -> str:
     m = results["metrics"]
     lines = [f"## {results['env']}: {m['problems']} problems, {m['episodes']} episodes", ""]
     lines += comparison_report(results)
+    lines += comparison_report(results, "compare_tool")
     lines += verification_report(results)
     sizes = split_size_report(results.get("split_sizes", {}))
     lines += sizes + ([""] if sizes else [])
