@@ -18,7 +18,10 @@ k independent samples per problem (mean pass@1 and majority vote maj@k, for each
 by default 1, 3 and the team's generations per episode), tokens per episode on both sides, and
 paired bootstrap intervals on team - alone; procedural tasks per level. The model alone is also
 matched in tokens: the first k whose samples spend the team's tokens per episode (enough samples
-are drawn for it, up to 10 per problem), and the stronger of the two baselines is named. Then the
+are drawn for it, up to 10 per problem), and the stronger of the two baselines is named. A team
+with a tool (math/tool-v0) is also set against the same model alone WITH the same interpreter
+(math/code-v0: the executor writes one program, run in the same sandbox), sampled and matched
+the same way, in a second table ("alone + tool"; ``compare_tool`` in --json). Then the
 verification gap per level (the accuracy of the first answers the first review accepted minus
 that of all first answers) beside the critic's true-positive and true-negative rates, fixes,
 breaks and the model alone's pass@k - maj@k; then accuracy (the final answer), pass@k (with
