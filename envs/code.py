@@ -86,8 +86,11 @@ class CodeEnv(ProgramRunner, TaskEnvMixin, AECEnv):
         self._init_runner()
         self.possible_agents = [AGENT]
         self.max_turns = 1
-        self._instruction = self.task.instruction("executor")
+        self._set_instructions(self.task)
         self.agents = []
+
+    def _set_instructions(self, task: Any) -> None:
+        self._instruction = task.instruction("executor")
 
     def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> None:
         self._start_episode(seed, options)

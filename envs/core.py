@@ -22,7 +22,7 @@ from envs.options import (  # noqa: F401 - re-exported: envs.core was their home
     check_weight,
 )
 from envs.sources import Problem, make_problem
-from envs.tasks import Task, make_task
+from envs.tasks import MixedTask, Task, make_task
 from rewards import Verdict, Verifier
 
 # Characters the text spaces sample from: ASCII plus odd unicode (accents, CJK, emoji, zero-width
@@ -351,6 +351,30 @@ class TaskEnvMixin:
             self.problem = self.task.source.get(options["problem_id"])
         else:
             self.problem = self.task.source[self._rng.randrange(len(self.task.source))]
+        if isinstance(self.task, MixedTask):
+            try:
+                member = self.task.member_of(self.problem)
+            except KeyError:
+                if "problem" not in options:
+                    raise
+                member = self.task.members[0]  # a caller's own problem: the first member's rules
+            self._use_member(member)
+
+    def _use_member(self, member: Task) -> None:
+        """Play the episode as `member` of a mixed task: its verifier, its instructions."""
+        if member is getattr(self, "_member", None):
+            return
+        self._member = member
+        self.verifier = member.verifier  # type: ignore[assignment]
+        self._set_instructions(member)
+
+    def _set_instructions(self, task: Task) -> None:
+        """Set the agents' instructions from `task` (each env: the roles it shows them to).
+        An env that does not define it cannot play a mixed task."""
+        raise TypeError(
+            f"{type(self).__name__} cannot play a mixed task ({self.task.name}): it does not "
+            "define _set_instructions(task)"
+        )
 
     def _check_action(self, agent: str, action: Any) -> tuple[str, bool]:
         """Return the action clipped to the action space, and whether it was clipped."""

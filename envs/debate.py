@@ -102,12 +102,15 @@ class DebateEnv(TaskEnvMixin, ParallelEnv):
         self._setup_options(options, task_options, kwargs)
         self.possible_agents = list(self.options.facts().agents)
         self.max_turns = self.rounds
+        self._set_instructions(self.task)
+        self.agents: list[str] = []
+
+    def _set_instructions(self, task: Any) -> None:
         templates = list(self.options.instructions or self.default_instructions or [None])
         self._instructions = {
-            a: self.task.instruction(self._role, templates[i % len(templates)])
+            a: task.instruction(self._role, templates[i % len(templates)])
             for i, a in enumerate(self.possible_agents)
         }
-        self.agents: list[str] = []
 
     _role = "debater"
 

@@ -78,8 +78,11 @@ class ScheduledTeamEnv(TaskEnvMixin, AECEnv):
         self.possible_agents = list(self.options.facts().agents)
         self.schedule = self.options.schedule()
         self.max_turns = len(self.schedule)
-        self._instructions = {a: self.task.instruction(role_of(a)) for a in self.possible_agents}
+        self._set_instructions(self.task)
         self.agents = []
+
+    def _set_instructions(self, task: Any) -> None:
+        self._instructions = {a: task.instruction(role_of(a)) for a in self.possible_agents}
 
     @property
     def round(self) -> int:

@@ -65,8 +65,11 @@ class SolveEnv(TaskEnvMixin, AECEnv):
         self._setup_options(options, task_options, kwargs)
         self.possible_agents = ["solver_0"]
         self.max_turns = 1
-        self._instruction = self.task.instruction("solver")
+        self._set_instructions(self.task)
         self.agents = []
+
+    def _set_instructions(self, task: Any) -> None:
+        self._instruction = task.instruction("solver")
 
     def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> None:
         self._start_episode(seed, options)

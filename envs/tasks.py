@@ -16,13 +16,14 @@ Register your own::
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from envs import prompts, reach, unknown
 from envs.arithmetic import ArithmeticSource, GeneratedSource
 from envs.errors import DuplicateTaskError, UnknownTaskError
+from envs.mixed import MixedSource, check_members, is_mixed, member_kwargs, member_names
 from envs.sources import Problem, ProblemSource, load_hub, load_jsonl, require
 from rewards import Verifier, get_verifier
 from rewards.extract import last_boxed
@@ -78,6 +79,38 @@ class Task:
         return text.replace("{answer_format}", self.answer_format)
 
 
+class MixedTask(Task):
+    """Several tasks played as one (`envs.mixed`): its source interleaves the members'
+    problems, and `member_of` gives the member (with its own verifier, answer format and
+    instructions) a problem belongs to. As a plain `Task` it reads as its first member."""
+
+    def __init__(self, members: Sequence[Task]) -> None:
+        self.members = list(members)
+        first = self.members[0]
+        names = [m.name for m in self.members]
+        source = MixedSource([m.source for m in self.members], names)
+        super().__init__(
+            source.name, source, first.verifier, first.answer_format, first.instructions
+        )
+
+    def member_of(self, problem: Mapping[str, Any] | str) -> Task:
+        """The member task of `problem` (a problem or its id)."""
+        pid = problem if isinstance(problem, str) else problem["id"]
+        return self.members[self.source.member_index(pid)]  # type: ignore[attr-defined]
+
+
+def mixed_task(names: Sequence[str], **kwargs: Any) -> MixedTask:
+    """Build the members of a mixed task (`envs.mixed`) with their share of `kwargs`."""
+    check_members(names, kwargs)
+    members = []
+    for name in names:
+        if name not in _TASKS:
+            make_task(name)  # raises UnknownTaskError with the registered names
+        factory = _TASKS[name]
+        members.append(factory(**member_kwargs(name, factory, kwargs)))
+    return MixedTask(members)
+
+
 TaskFactory = Callable[..., Task]
 _TASKS: dict[str, TaskFactory] = {}
 
@@ -98,6 +131,9 @@ def list_tasks() -> list[str]:
 def make_task(task: str | Task, **kwargs: Any) -> Task:
     """Build a registered task (kwargs such as `split`, `data_path`, `verifier` go to its factory).
 
+    Names joined by ``+`` (``"unknown+arithmetic+reach"``) build a `MixedTask` of those tasks
+    (`envs.mixed`).
+
     A `Task` instance is returned as is, with `verifier` swapped if one is given.
     """
     if isinstance(task, Task):
@@ -106,7 +142,11 @@ def make_task(task: str | Task, **kwargs: Any) -> Task:
             raise TypeError(f"options {sorted(kwargs)} apply to a task name, not a Task object")
         if verifier is None:
             return task
+        if isinstance(task, MixedTask):
+            return MixedTask([make_task(m, verifier=verifier) for m in task.members])
         return Task(task.name, task.source, verifier, task.answer_format, task.instructions)
+    if is_mixed(task):
+        return mixed_task(member_names(task), **{k: v for k, v in kwargs.items() if v is not None})
     if task not in _TASKS:
         close = difflib.get_close_matches(str(task), list(_TASKS), n=3)
         hint = f" Did you mean {' or '.join(map(repr, close))}?" if close else ""
