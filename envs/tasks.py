@@ -34,6 +34,12 @@ BOXED = "give the final answer as \\boxed{...} at the end."
 PROCEDURAL_TASKS = ("arithmetic", "unknown", "reach")
 
 
+def is_procedural(task: Any) -> bool:
+    """Whether `task` (a name, or a mixed task's ``a+b`` name) is generated: every member of
+    it in `PROCEDURAL_TASKS`."""
+    return all(name in PROCEDURAL_TASKS for name in member_names(task))
+
+
 @dataclass
 class Task:
     """A problem source with its verifier and prompt settings.

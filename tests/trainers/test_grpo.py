@@ -148,6 +148,26 @@ def test_turn_reward_logs_per_agent_metrics():
     }
 
 
+def test_turn_reward_logs_each_task_of_a_mixed_batch():
+    """A mixed task's batch (envs.mixed): per task reward and accuracy over its trainable turns;
+    a batch of one task logs none."""
+    logged = {}
+    kwargs = {
+        "completions": ["a", "b", "c", "d"],
+        "turn_reward": [1.0, None, 0.0, 1.0],
+        "agent": ["solver_0", None, "solver_0", "solver_0"],
+        "correct": [True, None, False, True],
+        "completion_ids": [[1]] * 4,
+        "log_metric": lambda name, value: logged.__setitem__(name, value),
+    }
+    ids = ["reach/train/d1/s0/0", "reach/train/d1/s0/0", "unknown/train/d2/s0/3", "reach/x"]
+    turn_reward(**kwargs, problem_id=ids)
+    assert logged["tasks/reach/reward"] == 1.0 and logged["tasks/unknown/accuracy"] == 0.0
+    logged.clear()
+    turn_reward(**kwargs, problem_id=["reach/a"] * 4)
+    assert not any(name.startswith("tasks/") for name in logged)
+
+
 def test_turn_reward_logs_a_reviewers_balanced_accuracy():
     """Three right answers accepted and one wrong one accepted: accuracy 0.75, but a critic that
     accepts everything is at chance, and its balanced accuracy says so (0.5)."""

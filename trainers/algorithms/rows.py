@@ -236,11 +236,16 @@ def turn_reward(
     correct: list[bool | None] | None = None,
     log_metric: Callable[[str, float], None] | None = None,
     reviewed: list[bool | None] | None = None,
+    problem_id: list[str] | None = None,
     **kwargs: Any,
 ) -> list[float | None]:
     """The rollout's weighted turn rewards (`None` on padding rows); logs per-agent metrics:
     reward, accuracy, completion length and, for a reviewer (rows with ``reviewed``), the
-    balanced accuracy of its verdicts (`review_balanced_accuracy`)."""
+    balanced accuracy of its verdicts (`review_balanced_accuracy`); and, when the batch holds
+    problems of several tasks (a mixed task, `envs.mixed`), per task ``tasks/<task>/reward``
+    and ``/accuracy`` over its trainable turns."""
+    if log_metric is not None and problem_id is not None:
+        _log_tasks(log_metric, turn_raw_reward or turn_reward, turn_reward, correct, problem_id)
     if log_metric is not None:
         raw = turn_raw_reward or turn_reward
         by_agent: dict[str, list[int]] = defaultdict(list)
@@ -262,6 +267,27 @@ def turn_reward(
                 if balanced is not None:
                     log_metric(f"agents/{name}/balanced_accuracy", balanced)
     return list(turn_reward)
+
+
+def _log_tasks(
+    log_metric: Callable[[str, float], None],
+    raw: Sequence[float | None],
+    weighted: Sequence[float | None],
+    correct: Sequence[bool | None] | None,
+    problem_id: Sequence[str],
+) -> None:
+    """`turn_reward`'s per-task metrics: the trainable rows grouped by the task their problem
+    id names (``reach/train/d2/...``), logged only when there are several."""
+    by_task: dict[str, list[int]] = defaultdict(list)
+    for i, (pid, reward) in enumerate(zip(problem_id, weighted, strict=True)):
+        if reward is not None:
+            by_task[str(pid).split("/", 1)[0]].append(i)
+    if len(by_task) < 2:
+        return
+    for task, rows in sorted(by_task.items()):
+        log_metric(f"tasks/{task}/reward", sum(raw[i] or 0.0 for i in rows) / len(rows))
+        if correct is not None:
+            log_metric(f"tasks/{task}/accuracy", sum(bool(correct[i]) for i in rows) / len(rows))
 
 
 def review_balanced_accuracy(

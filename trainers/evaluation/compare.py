@@ -21,7 +21,13 @@ from typing import Any
 
 from envs.roles import role_of
 from rewards import canonical_answer
-from trainers.evaluation.metrics import answer_sequence, level_of, majority_correct, pass_at_k
+from trainers.evaluation.metrics import (
+    answer_sequence,
+    level_of,
+    majority_correct,
+    member_of,
+    pass_at_k,
+)
 from trainers.rollout.records import Episode, Turn, answer_roles_of
 
 TEAM_FIGURES = ("team/vote", "team/final", "team/first")
@@ -300,8 +306,10 @@ def compare_team_alone(
     matched = [k for k in dict.fromkeys((matched_k, tokens_k)) if k is not None]
     matched = [k for k in matched if scores.get(f"alone/maj@{k}")]
     baseline = max(matched, key=lambda k: figures[f"alone/maj@{k}"], default=matched_k)
-    levels = _level_rows(sorted(set(team) & set(alone)), scores, names, matched, headroom, pair)
-    return {
+    ids = sorted(set(team) & set(alone))
+    mixed = len({member_of(pid) for pid in ids}) > 1  # a mixed task's problems (envs.mixed)
+    levels = _level_rows(ids, scores, names, matched, headroom, pair, mixed)
+    out = {
         "figures": figures,
         "ci95": ci95,
         "paired": paired,
@@ -309,6 +317,9 @@ def compare_team_alone(
         "levels": levels,
         "baseline_k": baseline,
     }
+    if mixed:  # per member task, the same rows as per level
+        out["members"] = _level_rows(ids, scores, names, matched, headroom, pair, by_member=True)
+    return out
 
 
 def _paired_rows(
@@ -338,18 +349,23 @@ def _level_rows(
     matched: Sequence[int],
     headroom: Mapping[str, Any],
     pair: Callable[..., dict[str, Any]],
+    mixed: bool = False,
+    by_member: bool = False,
 ) -> dict[str, dict[str, Any]]:
     """`compare_team_alone`'s ``levels``: per level of the problems `ids`, the figures `names`
     (their means over the level's problems), the matched differences and the headroom, each
-    `pair`ed over the level's problems; empty when a problem has no level."""
+    `pair`ed over the level's problems; empty when a problem has no level. A `mixed` task's
+    levels are its members' (``"reach 2"``); `by_member`: per member task instead."""
     levels: dict[str, dict[str, Any]] = {}
-    by_level: dict[int, list[str]] = defaultdict(list)
+    by_level: dict[tuple[str, int], list[str]] = defaultdict(list)
     for pid in ids:
         level = level_of(pid)
-        if level is not None:
-            by_level[level].append(pid)
+        if by_member:
+            by_level[(member_of(pid), 0)].append(pid)
+        elif level is not None:
+            by_level[(member_of(pid) if mixed else "", level)].append(pid)
     if by_level and sum(map(len, by_level.values())) == len(ids):
-        for level, pids in sorted(by_level.items()):
+        for (member, level), pids in sorted(by_level.items()):
             row: dict[str, Any] = {"problems": len(pids)}
             for n in names:
                 have = [scores[n][p] for p in pids if p in scores[n]]
@@ -360,5 +376,5 @@ def _level_rows(
                     row[f"{mine} - alone/maj@{k}"] = pair(mine, f"alone/maj@{k}", pids)
             for name in headroom:
                 row[name] = pair(*name.split(" - "), pids)
-            levels[str(level)] = row
+            levels[member if by_member else f"{member} {level}".strip()] = row
     return levels

@@ -11,9 +11,9 @@ from typing import Any
 
 from agents.base import GenerationArguments
 from envs.registry import spec
-from envs.tasks import PROCEDURAL_TASKS
+from envs.tasks import is_procedural
 from trainers.embedded import EMBEDDED_TASK, embedded_levels
-from trainers.evaluation.splits import held_levels
+from trainers.evaluation.splits import Levels, as_levels, held_levels
 
 ALONE_ENV = "math/solve-v0"  # what the same model plays alone (`trainers.evaluation.alone`)
 
@@ -26,7 +26,7 @@ class EvalConfig:
     task: str = EMBEDDED_TASK
     data_path: str | None = None
     split: str | None = None
-    difficulty: Sequence[int] | None = None
+    difficulty: Sequence[int] | Mapping[str, Sequence[int]] | None = None
     num_problems: int = 200
     offset: int = 0
     model: str | None = None
@@ -57,7 +57,7 @@ class EvalConfig:
     def env_kwargs(self) -> dict[str, Any]:
         """The team env's kwargs (`env_kwargs`): a generated task's test split by default (held
         out by construction, `envs.splits`), its problems up to ``offset + num_problems``."""
-        procedural = self.task in PROCEDURAL_TASKS
+        procedural = is_procedural(self.task)
         return env_kwargs(
             self.task,
             data_path=self.data_path,
@@ -68,19 +68,20 @@ class EvalConfig:
         )
 
     def __post_init__(self) -> None:
-        if self.task in PROCEDURAL_TASKS and not self.difficulty:
+        if is_procedural(self.task) and not self.difficulty:
             self.difficulty = self.levels()
 
-    def levels(self, candidates: Sequence[int] | None = None) -> list[int]:
+    def levels(self, candidates: Any = None) -> Levels:
         """The levels of a generated task to evaluate: `difficulty` as given, else those of
         `candidates` (default: the embedded recipe's) that hold their share of the problems as
-        distinct texts of the split (`held_levels`)."""
+        distinct texts of the split (`held_levels`); a mixed task's, per member."""
         if self.difficulty:
-            return list(self.difficulty)
+            return as_levels(self.difficulty)
+        default = None if "+" in self.task else embedded_levels(self.task)
         return held_levels(
             self.task,
             self.split or "test",
-            list(candidates or embedded_levels(self.task)),
+            as_levels(candidates) or default,
             self.offset + self.num_problems,
         )
 
@@ -98,7 +99,7 @@ def env_kwargs(
     *,
     data_path: str | None = None,
     split: str | None = None,
-    difficulty: Sequence[int] | None = None,
+    difficulty: Sequence[int] | Mapping[str, Sequence[int]] | None = None,
     size: int | None = None,
     repeat: bool = False,
     options: Mapping[str, Any] | None = None,
@@ -115,8 +116,8 @@ def env_kwargs(
         kwargs["data_path"] = data_path
     if split:
         kwargs["split"] = split
-    if task in PROCEDURAL_TASKS:
-        task_kwargs: dict[str, Any] = {"difficulty": list(difficulty or ()), "size": size}
+    if is_procedural(task):
+        task_kwargs: dict[str, Any] = {"difficulty": as_levels(difficulty), "size": size}
         if repeat:
             task_kwargs["repeat"] = True
         kwargs["task_kwargs"] = task_kwargs

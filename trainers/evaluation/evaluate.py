@@ -9,13 +9,13 @@ from pathlib import Path
 from typing import Any
 
 from agents.roles import RoleMap
-from envs.tasks import PROCEDURAL_TASKS
+from envs.tasks import is_procedural
 from trainers.evaluation.alone import alone_side, alone_tool_side, tool_baseline
 from trainers.evaluation.compare import TEAM_FIGURES, team_problem_scores
 from trainers.evaluation.config import ALONE_ENV, EvalConfig
 from trainers.evaluation.metrics import level_of
 from trainers.evaluation.play import run_env
-from trainers.evaluation.splits import level_split_sizes
+from trainers.evaluation.splits import as_levels, level_split_sizes
 from trainers.rollout.records import save_episodes
 
 
@@ -81,8 +81,8 @@ def evaluate(config: EvalConfig, policies: RoleMap | None = None) -> dict[str, A
         if level is not None:
             row["level"] = level
     results["per_problem"] = per_problem
-    if config.task in PROCEDURAL_TASKS:
-        results["split_sizes"] = level_split_sizes(config.task, list(config.difficulty or []))
+    if is_procedural(config.task):
+        results["split_sizes"] = level_split_sizes(config.task, as_levels(config.difficulty))
     return results
 
 

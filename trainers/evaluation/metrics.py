@@ -258,6 +258,12 @@ def bootstrap_intervals(
 _LEVEL_RE = re.compile(r"(?:^|/)d(\d+)(?:/|$)")
 
 
+def member_of(problem_id: str) -> str:
+    """The task a problem id names first (``reach/test/d2/s0/7`` -> ``reach``): a mixed task's
+    member (`envs.mixed`)."""
+    return str(problem_id).split("/", 1)[0]
+
+
 def level_of(problem_id: str) -> int | None:
     """The level of a procedural problem from its id (``unknown/test/d3/s0/17`` -> 3), else None."""
     match = _LEVEL_RE.search(problem_id)
@@ -282,21 +288,27 @@ LEVEL_KEYS = (
 
 
 def level_metrics(
-    episodes: Sequence[Episode], keys: Sequence[str] = LEVEL_KEYS
+    episodes: Sequence[Episode], keys: Sequence[str] = LEVEL_KEYS, by_member: bool = False
 ) -> dict[str, dict[str, float | None]]:
     """`keys` of `compute_metrics` per problem level (``{"1": {...}, "2": {...}}``, with
     ``problems`` and ``episodes`` counts); empty when the problems have no levels. A key the
-    level's episodes lack (no reviews) is left out; one they have as None stays None."""
-    by_level: dict[int, list[Episode]] = defaultdict(list)
+    level's episodes lack (no reviews) is left out; one they have as None stays None. A mixed
+    task's levels are its members' (``"reach 2"``); `by_member`: per member task instead."""
+    mixed = len({member_of(e.problem_id) for e in episodes}) > 1
+    by_level: dict[tuple[str, int], list[Episode]] = defaultdict(list)
     for episode in episodes:
-        level = level_of(episode.problem_id)
+        member, level = member_of(episode.problem_id), level_of(episode.problem_id)
+        if by_member:
+            by_level[(member, 0)].append(episode)
+            continue
         if level is None:
             return {}
-        by_level[level].append(episode)
+        by_level[(member if mixed else "", level)].append(episode)
     out = {}
-    for level, subset in sorted(by_level.items()):
+    for (member, level), subset in sorted(by_level.items()):
+        name = member if by_member else f"{member} {level}".strip()
         metrics = compute_metrics(subset)
-        out[str(level)] = {k: metrics[k] for k in keys if k in metrics}
+        out[name] = {k: metrics[k] for k in keys if k in metrics}
         problems = len({e.problem_id for e in subset})
-        out[str(level)].update(problems=problems, episodes=metrics["episodes"])
+        out[name].update(problems=problems, episodes=metrics["episodes"])
     return out

@@ -38,6 +38,9 @@ def run_env(
     levels = level_metrics(episodes)
     if levels:
         metrics["levels"] = levels
+    members = level_metrics(episodes, by_member=True)
+    if len(members) > 1:  # a mixed task (envs.mixed): per member too
+        metrics["members"] = members
     if config.intervals:  # 95% percentile bootstrap over problems
         metrics["ci95"] = bootstrap_intervals(episodes, seed=config.seed)
     return metrics, episodes

@@ -27,8 +27,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import envs
+from envs.mixed import is_mixed
 from trainers.embedded import EMBEDDED_TASK, embedded_levels
 from trainers.evaluation.config import env_kwargs
+from trainers.evaluation.splits import Levels, member_levels
 from trainers.run.options import option_kwargs
 
 
@@ -48,9 +50,11 @@ class EnvArguments:
     Args:
         env_id (`str`, set by the script): the registered env.
         task (`str`, "unknown"), data_path (`str | None`), split (`str | None`): the task
-            (default: the one the embedded model is built on).
+            (default: the one the embedded model is built on); several joined by ``+``
+            (``unknown+arithmetic+reach``) train on all of them, interleaved (`envs.mixed`).
         difficulty (`list[int]`, [1, 2, 3]): levels of a generated task (default: those of the
-            embedded model).
+            embedded model; a mixed task's: the same given levels for each member, else each
+            member's own).
         train_problems (`int`, 2000): training problems (the task's train split).
         verifier (`str | None`): a verifier name instead of the task's own, e.g. "math".
     """
@@ -58,7 +62,13 @@ class EnvArguments:
     _argument_group_name = "env (the env, its task, split and problems; its options below)"
 
     env_id: str = field(default="math/reflection-v0", metadata={"help": "Registered env id."})
-    task: str = field(default=EMBEDDED_TASK, metadata={"help": "Task name."})
+    task: str = field(
+        default=EMBEDDED_TASK,
+        metadata={
+            "help": "Task name, or several joined by '+' to train on all of them at once "
+            "(e.g. 'unknown+arithmetic+reach'; envs.mixed)."
+        },
+    )
     data_path: str | None = field(default=None, metadata={"help": "Local JSONL for the task."})
     split: str | None = field(default=None, metadata={"help": "Training split of the task."})
     difficulty: list[int] = field(
@@ -74,10 +84,17 @@ class EnvArguments:
     )
 
     def __post_init__(self) -> None:
-        if not self.difficulty:
+        if not self.difficulty and not is_mixed(self.task):
             self.difficulty = embedded_levels(self.task)
         if self.train_problems < 1:
             raise ValueError(f"train_problems must be >= 1, got {self.train_problems}")
+
+    def levels(self) -> Levels:
+        """The training levels: `difficulty`, or a mixed task's per member (the same given
+        levels for each, else each member's embedded levels: `member_levels`)."""
+        if is_mixed(self.task):
+            return member_levels(self.task, self.difficulty)
+        return list(self.difficulty)
 
 
 @dataclass
@@ -440,7 +457,7 @@ class Job:
             env.task,
             data_path=env.data_path,
             split=split or env.split,
-            difficulty=env.difficulty,
+            difficulty=env.levels(),
             size=10_000,
             repeat=True,
             options=self.env_options(),

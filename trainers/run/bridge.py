@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from envs.tasks import PROCEDURAL_TASKS
+from envs.tasks import is_procedural
 from trainers.evaluation.config import EvalConfig
 from trainers.evaluation.splits import held_levels
 from trainers.run.args import Job
@@ -25,9 +25,9 @@ def eval_config(job: Job, model: str, config: Any) -> EvalConfig:
     device = getattr(config, "device", None)
     env, evaluation = job.env, job.eval
     levels = evaluation.eval_difficulty
-    if env.task in PROCEDURAL_TASKS and not levels:  # the training levels that hold enough
+    if is_procedural(env.task) and not levels:  # the training levels that hold enough
         split = evaluation.eval_split or "test"
-        levels = held_levels(env.task, split, env.difficulty, evaluation.eval_problems)
+        levels = held_levels(env.task, split, env.levels(), evaluation.eval_problems)
     return EvalConfig(
         env_id=env.env_id,
         task=env.task,

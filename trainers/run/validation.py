@@ -24,11 +24,11 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from envs.tasks import PROCEDURAL_TASKS
+from envs.tasks import is_procedural
 from trainers.evaluation.config import EvalConfig
 from trainers.evaluation.evaluate import evaluate
 from trainers.evaluation.held_out import task_problems
-from trainers.evaluation.splits import held_levels
+from trainers.evaluation.splits import as_levels, describe_levels, held_levels
 from trainers.run.args import Job
 from trainers.run.bridge import eval_config
 
@@ -111,10 +111,10 @@ def _check_config(job: Job, config: Any, evaluation: EvalConfig) -> tuple[EvalCo
         "role_models": {},
         "role_adapters_dir": None,
     }
-    if job.env.task in PROCEDURAL_TASKS:
+    if is_procedural(job.env.task):
         # after the evaluation's own problems when it evaluates on the validation split too
         offset = job.eval.eval_problems if evaluation.split == "validation" else 0
-        candidates = list(evaluation.difficulty or job.env.difficulty)
+        candidates = as_levels(evaluation.difficulty) or job.env.levels()
         try:
             levels = held_levels(job.env.task, "validation", candidates, offset + size)
         except ValueError as exc:
@@ -127,7 +127,7 @@ def _check_config(job: Job, config: Any, evaluation: EvalConfig) -> tuple[EvalCo
             offset=offset,
             **common,
         )
-        return check, f"validation-split problems (levels {', '.join(map(str, levels))})"
+        return check, f"validation-split problems (levels {describe_levels(levels)})"
     # the training problems after those the rounds play
     check = dataclasses.replace(
         evaluation,
@@ -157,7 +157,7 @@ def _not_held_out(job: Job, evaluation: EvalConfig, check: EvalConfig) -> str:
             evaluation.env_kwargs(), evaluation.num_problems, evaluation.offset
         )
     }
-    if job.env.task not in PROCEDURAL_TASKS:  # generated splits are disjoint by construction
+    if not is_procedural(job.env.task):  # generated splits are disjoint by construction
         others["training"] = task_problems(job.env_kwargs(split="train"), job.train_problems)
     for name, problems in others.items():
         shared = envs.overlap(held, problems)

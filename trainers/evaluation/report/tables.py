@@ -95,8 +95,11 @@ def comparison_report(results: dict[str, Any], key: str = "compare") -> list[str
     def name_of(name: str) -> str:
         return label(name).replace("alone:", f"{who}:")
 
-    levels = list(c.get("levels", {}))
-    level_head = "".join(f" level {lv} |" for lv in levels)
+    # per member task of a mixed task (envs.mixed), then per level: the same rows
+    groups = {f"task {m}": row for m, row in c.get("members", {}).items()}
+    groups.update({f"level {lv}": row for lv, row in c.get("levels", {}).items()})
+    levels = list(groups)
+    level_head = "".join(f" {lv} |" for lv in levels)
     level_rule = "---|" * len(levels)
     tags = matched_tags(c)
     against = (
@@ -124,7 +127,7 @@ def comparison_report(results: dict[str, Any], key: str = "compare") -> list[str
         tag = f" ({_tag(name, tags)})" if _tag(name, tags) else ""
         row = f"| {name_of(name)}{tag} | {_ci(d['diff'], d['ci95'], signed=True)} |"
         for lv in levels:
-            cell = c["levels"][lv].get(name)
+            cell = groups[lv].get(name)
             row += f" {_ci(cell['diff'], cell['ci95'], signed=True)} |" if cell else " |"
         lines.append(row)
     tokens = c.get("tokens_per_episode", {})
@@ -138,7 +141,7 @@ def comparison_report(results: dict[str, Any], key: str = "compare") -> list[str
             continue  # in the verification table, as the headroom over maj@k
         row = f"| {name_of(name)} | {_ci(value, c['ci95'].get(name))} |"
         for lv in levels:
-            cell = c["levels"][lv].get(name)
+            cell = groups[lv].get(name)
             row += f" {cell:.3f} |" if cell is not None else " |"
         if name.startswith("team/"):  # the first answer spent the turns up to it
             tok = c.get("spent", {}).get(name, {}).get("tokens", tokens.get("team"))
@@ -148,8 +151,8 @@ def comparison_report(results: dict[str, Any], key: str = "compare") -> list[str
             tok = tokens.get("alone@1")
         lines.append(row + (f" {tok:.1f} |" if tok is not None else " |"))
     if levels:
-        counts = ", ".join(f"level {lv}: {c['levels'][lv]['problems']}" for lv in levels)
-        lines += ["", f"Problems per level: {counts}."]
+        counts = ", ".join(f"{lv}: {groups[lv]['problems']}" for lv in levels)
+        lines += ["", f"Problems per column: {counts}."]
     return [*lines, ""]
 
 
@@ -158,6 +161,8 @@ def split_size_report(sizes: dict[str, Any]) -> list[str]:
     if not sizes:
         return []
     lines = ["| level | train | validation | test |", "|---|---|---|---|"]
+    if all("exact" not in row for row in sizes.values()):  # a mixed task's: per member
+        sizes = {f"{m} {lv}": row for m, levels in sizes.items() for lv, row in levels.items()}
     for level, row in sizes.items():
         mark = "" if row["exact"] else ">= "
         lines.append(
