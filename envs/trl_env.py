@@ -61,7 +61,8 @@ reward. `trainers.load_environment` (a ``rollout_func``) trains those on a stock
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+import itertools
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, NamedTuple
 
 import envs
@@ -392,9 +393,65 @@ def trl_environment(
     if not problems:
         raise ValueError("no training problems: pass train_problems as a count >= 1 or ids")
     rows = [
-        {"prompt": prompt_messages(cls, task, p["question"]), "problem_id": p["id"]}
+        {"prompt": prompt_messages(cls, member_task(task, p), p["question"]), "problem_id": p["id"]}
         for p in problems
     ]
     shared = {k: v for k, v in env_kwargs.items() if k not in TASK_BUILD_KEYS}
     factory = functools.partial(cls, **shared, task=task)
     return TRLEnvironment(Dataset.from_list(rows), factory)
+
+
+def member_task(task: envs.Task, problem: Any) -> envs.Task:
+    """The task whose instruction poses `problem`: its member's, in a mixed task (`envs.mixed`)."""
+    member_of = getattr(task, "member_of", None)
+    return member_of(problem) if member_of is not None else task
+
+
+def trl_environments(
+    members: Mapping[str, tuple[str, Mapping[str, Any]]],
+    *,
+    train_problems: int | None = None,
+) -> TRLEnvironment:
+    """Several single-agent envs (or one env on several tasks) in one run, as TRL's dict
+    ``environment_factory`` takes them: each row's ``environment`` names its member.
+
+    ::
+
+        dataset, factories = trl_environments({
+            "unknown": ("math/solve-v0", {"task": "unknown"}),
+            "arithmetic": ("math/code-v0", {"task": "arithmetic"}),
+        }, train_problems=300)
+        GRPOTrainer(model=model, args=args, train_dataset=dataset,
+                    environment_factory=factories).train()
+
+    Each member plays its own env class, a subclass named after the member
+    (``SolveEnvironment_unknown``), so TRL logs each member's reward on its own
+    (``rewards/SolveEnvironment_unknown/mean``). The rows are interleaved, one of each member in
+    turn, so every batch holds all of them.
+
+    Args:
+        members: member name -> (env id, its `trl_environment` kwargs).
+        train_problems (`int`, None): problems of each member (None: all of each).
+
+    Raises:
+        ValueError: no members, or a name that is not an identifier.
+    """
+    from datasets import Dataset
+
+    if not members:
+        raise ValueError("trl_environments needs at least one member: {name: (env_id, kwargs)}")
+    rows: list[list[dict[str, Any]]] = []
+    factories: dict[str, Callable[[], TaskEnvironment]] = {}
+    for name, (env_id, kwargs) in members.items():
+        if not str(name).isidentifier():
+            raise ValueError(
+                f"member name {name!r} must be an identifier (it names its env class in TRL's "
+                "logs), e.g. 'unknown' or 'code_arithmetic'"
+            )
+        dataset, factory = trl_environment(env_id, train_problems=train_problems, **kwargs)
+        cls = factory.func  # type: ignore[attr-defined]
+        own = type(f"{cls.__name__}_{name}", (cls,), {"__doc__": f"{cls.__name__} of {name!r}."})
+        factories[name] = functools.partial(own, *factory.args, **factory.keywords)  # type: ignore[attr-defined]
+        rows.append([{**row, "environment": name} for row in dataset])
+    mixed = [row for group in itertools.zip_longest(*rows) for row in group if row is not None]
+    return TRLEnvironment(Dataset.from_list(mixed), factories)  # type: ignore[arg-type]

@@ -427,3 +427,76 @@ def test_a_stock_grpo_trainer_trains_on_the_env_with_no_reward_funcs(
     assert [k for k in steps[0] if k.startswith("rewards/") and k.endswith("/mean")] == [key]
     assert max(entry["tools/call_frequency"] for entry in steps) > 0
     assert max(entry[key] for entry in steps) > 0  # problem 0's answer, 7, is right
+
+
+def test_several_envs_in_one_run_interleave_and_name_each_member():
+    from envs.trl_env import trl_environments
+
+    dataset, factories = trl_environments(
+        {"solve": ("math/solve-v0", {}), "code": ("math/code-v0", {"task": "unknown"})},
+        train_problems=2,
+    )
+    assert dataset["environment"] == ["solve", "code", "solve", "code"]
+    assert dataset["problem_id"][1].startswith("unknown/")
+    assert sorted(factories) == ["code", "solve"]
+    solve, code = factories["solve"](), factories["code"]()
+    assert type(solve).__name__ == "SolveEnvironment_solve" and isinstance(solve, SolveEnvironment)
+    assert type(code).__name__ == "CodeEnvironment_code"
+    code.reset(problem_id=dataset["problem_id"][1])
+    with pytest.raises(ValueError, match="must be an identifier"):
+        trl_environments({"a b": ("math/solve-v0", {})})
+    with pytest.raises(ValueError, match="at least one member"):
+        trl_environments({})
+
+
+def test_a_mixed_task_poses_each_problem_with_its_members_instruction():
+    dataset, factory = trl_environment("math/solve-v0", task="unknown+reach", train_problems=2)
+    unknown, reach = (row["prompt"][0]["content"] for row in dataset)
+    reach_format = envs.make_task("reach").answer_format
+    assert reach_format in reach and reach_format not in unknown
+    env = factory()
+    env.reset(problem_id=dataset["problem_id"][1])
+    assert type(env.env.verifier).__name__ == "ReachVerifier"
+
+
+def test_a_stock_grpo_trainer_trains_on_several_envs_with_a_dict_factory(
+    tool_model, tmp_path, monkeypatch
+):
+    """TRL's dict ``environment_factory``: each member's reward is logged on its own."""
+    from transformers import PreTrainedTokenizerFast
+    from trl import GRPOConfig, GRPOTrainer
+
+    from envs.trl_env import trl_environments
+
+    monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")
+    path, _ = tool_model
+    dataset, factories = trl_environments(
+        {"solve": ("math/solve-v0", {}), "code": ("math/code-v0", {})}, train_problems=2
+    )
+    args = GRPOConfig(
+        output_dir=str(tmp_path / "out"),
+        use_cpu=True,
+        bf16=False,
+        report_to="none",
+        num_generations=2,
+        per_device_train_batch_size=4,
+        max_completion_length=96,
+        max_steps=2,
+        logging_steps=1,
+        save_strategy="no",
+        learning_rate=1e-3,
+        seed=0,
+        shuffle_dataset=False,  # each batch: a solve row and a code row
+    )
+    trainer = GRPOTrainer(
+        model=path,
+        args=args,
+        train_dataset=dataset,
+        processing_class=PreTrainedTokenizerFast.from_pretrained(path),
+        environment_factory=factories,
+    )
+    trainer.train()
+    steps = [entry for entry in trainer.state.log_history if "loss" in entry]
+    assert len(steps) == 2
+    for name in ("SolveEnvironment_solve", "CodeEnvironment_code"):
+        assert all(f"rewards/{name}/mean" in entry for entry in steps)
