@@ -55,9 +55,12 @@ def summary(results: dict[str, Any]) -> dict[str, dict[str, Any]]:
             for key in ("tokens_k", "baseline_k"):
                 if key in compare:
                     compared.setdefault(key, {})[when] = compare[key]
+            # a mixed task's members (envs.mixed) first, as "task <name>", then the levels
+            groups = {f"task {m}": row for m, row in compare.get("members", {}).items()}
+            groups.update(compare.get("levels", {}))
             levels = {
                 level: {k: v for k, v in row.items() if not isinstance(v, dict)}
-                for level, row in compare.get("levels", {}).items()
+                for level, row in groups.items()
             }
             if levels:
                 rows.setdefault("levels", {})[when] = levels
@@ -227,7 +230,8 @@ def _level_lines(levels: dict[str, Any], compare: dict[str, Any]) -> list[str]:
     ]
     for lv in common:
         b, a = levels["before"][lv], levels["after"][lv]
-        row = f"| level {lv} ({a.get('problems', '?')}) |"
+        name = lv if lv.startswith("task ") else f"level {lv}"
+        row = f"| {name} ({a.get('problems', '?')}) |"
         for names in shown.values():
             nb, na = names.get("before"), names.get("after")
             row += f" {b[nb]:.3f} -> {a[na]:.3f} |" if nb in b and na in a else " |"
