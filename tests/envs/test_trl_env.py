@@ -379,6 +379,26 @@ def tool_model(tmp_path_factory):
     return str(path), data
 
 
+def tool_grpo_args(tmp_path, **kwargs):
+    """A CPU GRPOConfig for the tiny tool model: 2 prompts x 2 generations a step, no saving."""
+    from trl import GRPOConfig
+
+    base = {
+        "output_dir": str(tmp_path / "out"),
+        "use_cpu": True,
+        "bf16": False,
+        "report_to": "none",
+        "num_generations": 2,
+        "per_device_train_batch_size": 4,
+        "max_completion_length": 96,
+        "logging_steps": 1,
+        "save_strategy": "no",
+        "learning_rate": 1e-3,
+        "seed": 0,
+    }
+    return GRPOConfig(**{**base, **kwargs})
+
+
 @pytest.mark.parametrize(
     ("name", "cls"),
     [("solve", SolveEnvironment), ("tool", ToolEnvironment), ("code", CodeEnvironment)],
@@ -391,25 +411,12 @@ def test_a_stock_grpo_trainer_trains_on_the_env_with_no_reward_funcs(
     import time
 
     from transformers import PreTrainedTokenizerFast
-    from trl import GRPOConfig, GRPOTrainer
+    from trl import GRPOTrainer
 
     monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")  # environment_factory is experimental
     path, data = tool_model
     dataset, factory, _, _ = data[name]
-    args = GRPOConfig(
-        output_dir=str(tmp_path / "out"),
-        use_cpu=True,
-        bf16=False,
-        report_to="none",
-        num_generations=2,
-        per_device_train_batch_size=4,
-        max_completion_length=96,
-        max_steps=3,
-        logging_steps=1,
-        save_strategy="no",
-        learning_rate=1e-3,
-        seed=0,
-    )
+    args = tool_grpo_args(tmp_path, max_steps=3)
     trainer = GRPOTrainer(
         model=path,
         args=args,
@@ -464,7 +471,7 @@ def test_a_stock_grpo_trainer_trains_on_several_envs_with_a_dict_factory(
 ):
     """TRL's dict ``environment_factory``: each member's reward is logged on its own."""
     from transformers import PreTrainedTokenizerFast
-    from trl import GRPOConfig, GRPOTrainer
+    from trl import GRPOTrainer
 
     from envs.trl_env import trl_environments
 
@@ -473,21 +480,7 @@ def test_a_stock_grpo_trainer_trains_on_several_envs_with_a_dict_factory(
     dataset, factories = trl_environments(
         {"solve": ("math/solve-v0", {}), "code": ("math/code-v0", {})}, train_problems=2
     )
-    args = GRPOConfig(
-        output_dir=str(tmp_path / "out"),
-        use_cpu=True,
-        bf16=False,
-        report_to="none",
-        num_generations=2,
-        per_device_train_batch_size=4,
-        max_completion_length=96,
-        max_steps=2,
-        logging_steps=1,
-        save_strategy="no",
-        learning_rate=1e-3,
-        seed=0,
-        shuffle_dataset=False,  # each batch: a solve row and a code row
-    )
+    args = tool_grpo_args(tmp_path, max_steps=2, shuffle_dataset=False)  # a solve and a code row
     trainer = GRPOTrainer(
         model=path,
         args=args,

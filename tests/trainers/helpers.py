@@ -153,3 +153,21 @@ def solver_only_reward(completions, completion_ids, turn_reward, **kwargs):
         None if r is None else r + (sum(c) % 97) / 100 * (r != 0 or a.startswith("solver"))
         for r, c, a in zip(turn_reward, completion_ids, kwargs["agent"], strict=True)
     ]
+
+
+def oracle_solver_team(config):
+    """Reflection's roles for an evaluation `config`: a solver right on every problem it plays
+    (the same as the model alone's solve-v0), a critic that accepts, a refiner that answers -1."""
+    import envs
+    from agents import OraclePolicy, RoleMap, ScriptedPolicy
+    from trainers.evaluation.config import env_kwargs_for
+
+    env = envs.make("math/solve-v0", **env_kwargs_for(config, "math/solve-v0"))
+    answers = {p["question"]: p["answer"] for p in env.unwrapped.task.source}
+    return RoleMap(
+        {
+            "solver": OraclePolicy.from_answers(answers),
+            "critic": ScriptedPolicy(["Verdict: correct"]),
+            "refiner": ScriptedPolicy(["\\boxed{-1}"]),
+        }
+    )

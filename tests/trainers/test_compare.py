@@ -328,9 +328,7 @@ def test_evaluate_runs_the_alone_baseline_compute_matched():
     """A right solver, a critic that accepts, a refiner that breaks the answer: the team's first
     answer is right, its vote and final answer wrong; the same model alone (the solver's policy)
     is right with every sample. The alone baseline plays k = 5 samples per problem in one run."""
-    import envs
-    from agents import OraclePolicy, RoleMap, ScriptedPolicy
-    from trainers.evaluation.config import env_kwargs_for
+    from tests.trainers.helpers import oracle_solver_team
     from trainers.evaluation.evaluate import EvalConfig, evaluate
     from trainers.evaluation.report.tables import markdown_report
 
@@ -343,17 +341,7 @@ def test_evaluate_runs_the_alone_baseline_compute_matched():
         intervals=False,
         num_envs=8,
     )
-    source = envs.make(
-        "math/solve-v0", **env_kwargs_for(config, "math/solve-v0")
-    ).unwrapped.task.source
-    answers = {p["question"]: p["answer"] for p in source}
-    policies = RoleMap(
-        {
-            "solver": OraclePolicy.from_answers(answers),
-            "critic": ScriptedPolicy(["Verdict: correct"]),
-            "refiner": ScriptedPolicy(["\\boxed{-1}"]),
-        }
-    )
+    policies = oracle_solver_team(config)
     results = evaluate(config, policies)
     c = results["compare"]
     assert c["ks"] == [1, 3, 5] and c["matched_k"] == 5 and c["team_generations"] == 5

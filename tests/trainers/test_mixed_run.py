@@ -30,9 +30,7 @@ def test_a_grpo_step_on_a_mixed_task_logs_each_task(tiny_model, tmp_path):
 def test_a_mixed_evaluation_reports_each_member():
     """Scripted solvers right on every problem: each member's column and its verifier's
     verdict (reach's chains are scored by the reach verifier)."""
-    import envs
-    from agents import OraclePolicy, RoleMap, ScriptedPolicy
-    from trainers.evaluation.config import env_kwargs_for
+    from tests.trainers.helpers import oracle_solver_team
     from trainers.evaluation.evaluate import EvalConfig, evaluate
     from trainers.evaluation.report.tables import markdown_report
 
@@ -46,17 +44,7 @@ def test_a_mixed_evaluation_reports_each_member():
         num_envs=8,
         alone_ks=(1,),
     )
-    source = envs.make(
-        "math/solve-v0", **env_kwargs_for(config, "math/solve-v0")
-    ).unwrapped.task.source
-    answers = {p["question"]: p["answer"] for p in source}
-    policies = RoleMap(
-        {
-            "solver": OraclePolicy.from_answers(answers),
-            "critic": ScriptedPolicy(["Verdict: correct"]),
-            "refiner": ScriptedPolicy(["\\boxed{-1}"]),
-        }
-    )
+    policies = oracle_solver_team(config)
     results = evaluate(config, policies)
     members = results["metrics"]["members"]
     assert set(members) == {"unknown", "arithmetic", "reach"}
