@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from agents.base import GenerationArguments
+from envs.mixed import member_names
 from envs.registry import spec
 from envs.tasks import is_procedural
 from trainers.embedded import EMBEDDED_TASK, embedded_levels
@@ -108,8 +109,9 @@ def env_kwargs(
     (`trainers.run.args.Job.env_kwargs`) and of evaluation's (`EvalConfig.env_kwargs`).
 
     A generated task (`envs.tasks.PROCEDURAL_TASKS`) gets its levels (`difficulty`), its
-    problems a level (`size`) and, with `repeat`, cycles them; `options` are the env's own
-    (rounds, rewards, protocol, the verifier), passed as they are.
+    problems (`size`; a mixed task's members their share of it) and, with `repeat`, cycles
+    them; `options` are the env's own (rounds, rewards, protocol, the verifier), passed as they
+    are.
     """
     kwargs: dict[str, Any] = {"task": task}
     if data_path:
@@ -117,6 +119,9 @@ def env_kwargs(
     if split:
         kwargs["split"] = split
     if is_procedural(task):
+        members = len(member_names(task))
+        if size is not None and members > 1:  # interleaved: the first `size` hold this many
+            size = -(-size // members)
         task_kwargs: dict[str, Any] = {"difficulty": as_levels(difficulty), "size": size}
         if repeat:
             task_kwargs["repeat"] = True

@@ -48,14 +48,16 @@ def held_levels(task: str, split: str, levels: Any, size: int) -> Levels:
     """The `levels` of a generated task that hold their share of `size` distinct problems of
     `split` (`envs.tasks.levels_holding`), each dropped one logged: ``unknown`` level 1 holds 48
     test problems, fewer than a third of 200, so the default evaluation is levels 2 and 3. A
-    mixed task's: each member's (`member_levels`), each member holding `size` problems."""
+    mixed task's: each member's (`member_levels`), each holding its share of `size`."""
     from envs.mixed import is_mixed
     from envs.tasks import levels_holding
 
     if is_mixed(task):
+        mine = member_levels(task, levels)
+        share = -(-size // len(mine))  # interleaved: the first `size` hold this many of each
         return {
-            name: held_levels(name, split, mine, size)  # type: ignore[misc]
-            for name, mine in member_levels(task, levels).items()
+            name: held_levels(name, split, own, share)  # type: ignore[misc]
+            for name, own in mine.items()
         }
 
     kept, dropped = levels_holding(task, split, levels, size)
