@@ -19,7 +19,8 @@ Properties:
   is the documented ``TypeError`` naming the agent for a non-string action (after which the
   episode goes on); rewards are finite floats, infos carry the documented keys and no reference,
   observations lie in their spaces, the episode ends within ``max_turns``, and each step stays
-  within `STEP_BOUND_S` plus the verifier's symbolic budget for each answer math-verify checked;
+  within `STEP_BOUND_S` plus the verifier's symbolic budget for each answer math-verify checked
+  (plus the sandbox's time limit in an env that runs the agents' programs);
 - verifiers (every name in ``rewards.list_verifiers()``): ``verify(response, reference)``
   returns a `Verdict` with a finite score in [0, 1] and a str reason, raises nothing for
   adversarial responses, only ``ValueError`` for adversarial references, and returns within

@@ -71,10 +71,13 @@ def _nonstring_now(data: Any) -> bool:
     return data.draw(st.integers(0, 9), label="non-string?") == 0
 
 
-def play_aec(env: Any, raw: Any, data: Any, seed: int, target: str, budget: float) -> None:
+def play_aec(
+    env: Any, raw: Any, data: Any, seed: int, target: str, budget: float, program_s: float = 0.0
+) -> None:
     """One AEC episode of adversarial actions (now and then a rejected non-string first), each
-    step timed against `STEP_BOUND_S` plus `budget` if math-verify ran; every observation,
-    reward and info checked; the episode ends within ``max_turns``."""
+    step timed against `STEP_BOUND_S` plus `budget` if math-verify ran, plus `program_s` (the
+    sandbox's limit, for an env that runs programs); every observation, reward and info
+    checked; the episode ends within ``max_turns``."""
     max_turns = raw.max_turns
     env.reset(seed=seed)
     acted = 0
@@ -94,9 +97,9 @@ def play_aec(env: Any, raw: Any, data: Any, seed: int, target: str, budget: floa
         action = data.draw(adversarial_text(), label=f"{agent} action")
 
         def bound() -> float:
-            return STEP_BOUND_S + budget * box["symbolic"]
+            return STEP_BOUND_S + program_s + budget * box["symbolic"]
 
-        with timed(target, bound, where, action, STEP_BOUND_S + budget) as box:
+        with timed(target, bound, where, action, STEP_BOUND_S + program_s + budget) as box:
             env.step(action)
             reason = raw.infos[agent].get("reason")
             box["timed_out"], box["symbolic"] = timed_out(reason), ran_symbolic(reason)
@@ -108,9 +111,11 @@ def play_aec(env: Any, raw: Any, data: Any, seed: int, target: str, budget: floa
     assert not raw.agents, f"{target}: the episode did not end within {max_turns} turns"
 
 
-def play_parallel(env: Any, raw: Any, data: Any, seed: int, target: str, budget: float) -> None:
+def play_parallel(
+    env: Any, raw: Any, data: Any, seed: int, target: str, budget: float, program_s: float = 0.0
+) -> None:
     """`play_aec` for a parallel env: a round of adversarial actions per step, each round timed
-    against `STEP_BOUND_S` plus `budget` per answer math-verify checked."""
+    against `STEP_BOUND_S` plus `program_s` plus `budget` per answer math-verify checked."""
     max_turns = raw.max_turns
     observations, infos = env.reset(seed=seed)
     for agent in env.agents:
@@ -129,9 +134,9 @@ def play_parallel(env: Any, raw: Any, data: Any, seed: int, target: str, budget:
         actions = {a: data.draw(adversarial_text(), label=f"{a} action") for a in agents}
 
         def bound() -> float:
-            return STEP_BOUND_S + budget * box["symbolic"]
+            return STEP_BOUND_S + program_s + budget * box["symbolic"]
 
-        most = STEP_BOUND_S + budget * len(agents)
+        most = STEP_BOUND_S + program_s + budget * len(agents)
         with timed(target, bound, where, actions, most) as box:
             observations, rewards, terminations, truncations, infos = env.step(actions)
             reasons = [infos[a].get("reason") for a in agents]

@@ -261,11 +261,14 @@ def env_target(env_id: str, task: str, scale: float = 1.0) -> Target:
         raw = getattr(env, "unwrapped", env)
         seed = data.draw(st.integers(0, 2**31 - 1), label="seed")
         budget = symbolic_budget(raw.verifier) if hasattr(raw, "verifier") else 0.0
+        # an env that runs the agents' programs (tool-v0, code-v0) may take a step as long as
+        # its sandbox lets a program run: bounded by design, the sandbox kills it there
+        program_s = float(getattr(getattr(raw, "sandbox", None), "timeout_s", 0.0) or 0.0)
         COLLECTOR.input(target)
         if isinstance(raw, ParallelEnv):
-            play_parallel(env, raw, data, seed, target, budget)
+            play_parallel(env, raw, data, seed, target, budget, program_s)
         else:
-            play_aec(env, raw, data, seed, target, budget)
+            play_aec(env, raw, data, seed, target, budget, program_s)
 
     return Target(target, check, scale=scale)
 
