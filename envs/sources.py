@@ -82,6 +82,15 @@ class ListSource(ProblemSource):
             ) from None
 
 
+def chosen_problems(source: ProblemSource, chosen: int | Sequence[str] | None) -> list[Problem]:
+    """The problems a run plays: all of `source` (None), its first n (an int), or the given
+    ids (each looked up: an unknown id raises the source's `KeyError` naming it)."""
+    if chosen is None or isinstance(chosen, int):
+        count = len(source) if chosen is None else min(chosen, len(source))
+        return [source[i] for i in range(count)]
+    return [source.get(str(pid)) for pid in chosen]
+
+
 RowParser = Callable[[Mapping[str, Any], int, str], Problem]
 _CACHE: dict[tuple[Any, ...], ListSource] = {}
 

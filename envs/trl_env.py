@@ -70,6 +70,7 @@ from envs import prompts
 from envs.code import code_prompt
 from envs.core import clip
 from envs.sandbox import run_code
+from envs.sources import chosen_problems
 from envs.tool import extract_code
 
 SUBMIT_RULE = (
@@ -384,12 +385,7 @@ def trl_environment(
         )
     probe = cls(**env_kwargs)
     task = probe.env.task
-    source = task.source
-    if train_problems is None or isinstance(train_problems, int):
-        count = len(source) if train_problems is None else min(train_problems, len(source))
-        problems = [source[i] for i in range(count)]
-    else:
-        problems = [source.get(str(pid)) for pid in train_problems]
+    problems = chosen_problems(task.source, train_problems)
     if not problems:
         raise ValueError("no training problems: pass train_problems as a count >= 1 or ids")
     rows = [

@@ -80,6 +80,7 @@ from agents.base import GenerationArguments
 from agents.hf import HFPolicy
 from agents.roles import RoleMap, build_lora_role_map
 from envs.roles import env_roles
+from envs.sources import chosen_problems
 from trainers.algorithms.microbatch import LengthGroupedMixin
 from trainers.algorithms.rows import (
     mask_uniform_groups,
@@ -248,12 +249,9 @@ class MultiAgentGRPOTrainer(LengthGroupedMixin, GRPOTrainer):
 
 
 def resolve_problems(env: Any, train_problems: int | Sequence[str] | None) -> list[str]:
-    """Problem ids: all of the env's task (`None`), the first `n` (int), or the given ids."""
-    source = env.unwrapped.task.source
-    if train_problems is None or isinstance(train_problems, int):
-        count = len(source) if train_problems is None else min(train_problems, len(source))
-        return [source[i]["id"] for i in range(count)]
-    return [str(pid) for pid in train_problems]
+    """Problem ids: all of the env's task (`None`), the first `n` (int), or the given ids (each
+    one of the task's: `envs.sources.chosen_problems`)."""
+    return [p["id"] for p in chosen_problems(env.unwrapped.task.source, train_problems)]
 
 
 class EnvBundle(Mapping[str, Any]):
