@@ -25,6 +25,12 @@ SEPARATOR = "+"
 PER_MEMBER = ("difficulty", "data_path")  # kwargs that may map member name -> value
 
 
+def task_of(problem_id: str) -> str:
+    """The task a problem id names first (``reach/test/d2/s0/7`` -> ``reach``): a mixed task's
+    member, for the generated tasks and any task whose ids start with its name."""
+    return str(problem_id).split("/", 1)[0]
+
+
 def member_names(task: Any) -> list[str]:
     """The members of a mixed task name (``"unknown+reach"`` -> ``["unknown", "reach"]``), or
     ``[task]`` for a plain name or a task object's name."""
@@ -76,7 +82,7 @@ class MixedSource(ProblemSource):
     def member_index(self, problem_id: str) -> int:
         """The member a problem id belongs to: the one its first path part names, else the
         first whose source holds it. Raises KeyError naming the members."""
-        head = str(problem_id).split("/", 1)[0]
+        head = task_of(problem_id)
         if head in self.names:
             return self.names.index(head)
         for j, source in enumerate(self.sources):

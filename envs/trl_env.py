@@ -170,6 +170,15 @@ class TaskEnvironment:
     def _start(self) -> None:
         """Per-episode state of a subclass, after `reset`."""
 
+    def _refuse_code(self, code: Any) -> str:
+        """A code tool's answer before any run: an error when no problem is posed or `code` is
+        not a str, else ""."""
+        if not self._live:
+            return "error: no problem is posed yet"
+        if not isinstance(code, str):
+            return f"error: code must be a string of Python source, got {type(code).__name__}"
+        return ""
+
     def _play(self, reply: str) -> tuple[float, dict[str, Any]]:
         """Take the env's one turn with `reply`: its reward, and its full info (the trainer's
         record, `turn_results`)."""
@@ -248,10 +257,9 @@ class ToolEnvironment(AnswerEnvironment):
         Returns:
             The run's status line, then its standard output and standard error.
         """
-        if not self._live:
-            return "error: no problem is posed yet"
-        if not isinstance(code, str):
-            return f"error: code must be a string of Python source, got {type(code).__name__}"
+        refused = self._refuse_code(code)
+        if refused:
+            return refused
         limit = self.env.max_action_chars
         if len(code) > limit:
             return f"error: the program is {len(code)} characters long; the limit is {limit}"
@@ -294,10 +302,9 @@ class CodeEnvironment(TaskEnvironment):
         Returns:
             The run's status line, then its standard output and standard error.
         """
-        if not self._live:
-            return "error: no problem is posed yet"
-        if not isinstance(code, str):
-            return f"error: code must be a string of Python source, got {type(code).__name__}"
+        refused = self._refuse_code(code)
+        if refused:
+            return refused
         reply = code if "```" in code else f"```python\n{code}\n```"  # no prose to score
         limit = self.env.max_action_chars
         if len(reply) > limit:

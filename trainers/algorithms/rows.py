@@ -33,6 +33,7 @@ from typing import Any
 from datasets import Dataset
 from pettingzoo import ParallelEnv
 
+from envs.mixed import task_of
 from envs.roles import role_of
 from trainers.rollout.records import Episode, Turn
 
@@ -281,7 +282,7 @@ def _log_tasks(
     by_task: dict[str, list[int]] = defaultdict(list)
     for i, (pid, reward) in enumerate(zip(problem_id, weighted, strict=True)):
         if reward is not None:
-            by_task[str(pid).split("/", 1)[0]].append(i)
+            by_task[task_of(pid)].append(i)
     if len(by_task) < 2:
         return
     for task, rows in sorted(by_task.items()):

@@ -19,13 +19,13 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from envs.mixed import task_of
 from envs.roles import role_of
 from rewards import canonical_answer
 from trainers.evaluation.metrics import (
     answer_sequence,
     level_of,
     majority_correct,
-    member_of,
     pass_at_k,
 )
 from trainers.rollout.records import Episode, Turn, answer_roles_of
@@ -307,7 +307,7 @@ def compare_team_alone(
     matched = [k for k in matched if scores.get(f"alone/maj@{k}")]
     baseline = max(matched, key=lambda k: figures[f"alone/maj@{k}"], default=matched_k)
     ids = sorted(set(team) & set(alone))
-    mixed = len({member_of(pid) for pid in ids}) > 1  # a mixed task's problems (envs.mixed)
+    mixed = len({task_of(pid) for pid in ids}) > 1  # a mixed task's problems (envs.mixed)
     levels = _level_rows(ids, scores, names, matched, headroom, pair, mixed)
     out = {
         "figures": figures,
@@ -361,9 +361,9 @@ def _level_rows(
     for pid in ids:
         level = level_of(pid)
         if by_member:
-            by_level[(member_of(pid), 0)].append(pid)
+            by_level[(task_of(pid), 0)].append(pid)
         elif level is not None:
-            by_level[(member_of(pid) if mixed else "", level)].append(pid)
+            by_level[(task_of(pid) if mixed else "", level)].append(pid)
     if by_level and sum(map(len, by_level.values())) == len(ids):
         for (member, level), pids in sorted(by_level.items()):
             row: dict[str, Any] = {"problems": len(pids)}

@@ -32,6 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from envs.mixed import task_of
 from envs.roles import role_of
 from rewards import canonical_answer, majority_vote
 from trainers.rollout.records import Episode, Turn, answer_roles_of
@@ -258,12 +259,6 @@ def bootstrap_intervals(
 _LEVEL_RE = re.compile(r"(?:^|/)d(\d+)(?:/|$)")
 
 
-def member_of(problem_id: str) -> str:
-    """The task a problem id names first (``reach/test/d2/s0/7`` -> ``reach``): a mixed task's
-    member (`envs.mixed`)."""
-    return str(problem_id).split("/", 1)[0]
-
-
 def level_of(problem_id: str) -> int | None:
     """The level of a procedural problem from its id (``unknown/test/d3/s0/17`` -> 3), else None."""
     match = _LEVEL_RE.search(problem_id)
@@ -294,10 +289,10 @@ def level_metrics(
     ``problems`` and ``episodes`` counts); empty when the problems have no levels. A key the
     level's episodes lack (no reviews) is left out; one they have as None stays None. A mixed
     task's levels are its members' (``"reach 2"``); `by_member`: per member task instead."""
-    mixed = len({member_of(e.problem_id) for e in episodes}) > 1
+    mixed = len({task_of(e.problem_id) for e in episodes}) > 1
     by_level: dict[tuple[str, int], list[Episode]] = defaultdict(list)
     for episode in episodes:
-        member, level = member_of(episode.problem_id), level_of(episode.problem_id)
+        member, level = task_of(episode.problem_id), level_of(episode.problem_id)
         if by_member:
             by_level[(member, 0)].append(episode)
             continue
