@@ -380,23 +380,12 @@ def tool_model(tmp_path_factory):
 
 
 def tool_grpo_args(tmp_path, **kwargs):
-    """A CPU GRPOConfig for the tiny tool model: 2 prompts x 2 generations a step, no saving."""
-    from trl import GRPOConfig
+    """The tiny trainers' GRPOConfig (`tests.trainers.helpers.grpo_config`) for the tool model:
+    2 prompts x 2 generations a step, replies long enough for a tool call."""
+    from tests.trainers.helpers import grpo_config
 
-    base = {
-        "output_dir": str(tmp_path / "out"),
-        "use_cpu": True,
-        "bf16": False,
-        "report_to": "none",
-        "num_generations": 2,
-        "per_device_train_batch_size": 4,
-        "max_completion_length": 96,
-        "logging_steps": 1,
-        "save_strategy": "no",
-        "learning_rate": 1e-3,
-        "seed": 0,
-    }
-    return GRPOConfig(**{**base, **kwargs})
+    base = {"per_device_train_batch_size": 4, "max_completion_length": 96, "learning_rate": 1e-3}
+    return grpo_config(tmp_path, **{**base, **kwargs})
 
 
 @pytest.mark.parametrize(

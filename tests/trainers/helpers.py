@@ -171,3 +171,19 @@ def oracle_solver_team(config):
             "refiner": ScriptedPolicy(["\\boxed{-1}"]),
         }
     )
+
+
+class Counted:
+    """A scripted policy that reports `tokens` completion tokens per reply, as a model would."""
+
+    def __init__(self, policy, tokens):
+        self.policy, self.tokens = policy, tokens
+
+    def act(self, observations):
+        return self.policy.act(observations)
+
+    def generate(self, observations):
+        from agents.base import Generation
+
+        n = self.tokens
+        return [Generation(t, [], [1] * n, [0.0] * n, "stop") for t in self.act(observations)]

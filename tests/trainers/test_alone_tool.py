@@ -7,23 +7,9 @@ import pytest
 
 import envs
 from agents import RoleMap, ScriptedPolicy
-from agents.base import Generation
+from tests.trainers.helpers import Counted
 from trainers.evaluation.alone import tool_baseline
 from trainers.evaluation.config import EvalConfig, env_kwargs_for
-
-
-class Counted:
-    """A policy that reports `tokens` completion tokens per reply, as a model would."""
-
-    def __init__(self, policy, tokens):
-        self.policy, self.tokens = policy, tokens
-
-    def act(self, observations):
-        return self.policy.act(observations)
-
-    def generate(self, observations):
-        n = self.tokens
-        return [Generation(t, [], [1] * n, [0.0] * n, "stop") for t in self.act(observations)]
 
 
 class PlannedProgrammer:

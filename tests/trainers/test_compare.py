@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.trainers.helpers import Counted
 from trainers.evaluation.compare import (
     alone_problem_scores,
     compare_team_alone,
@@ -400,22 +401,6 @@ def test_alone_plays_the_team_first_prompt_where_solve_differs():
     debater_first = [o for o in seen.history if o["role"] == "debater"]
     assert len(debater_first) == 4 + 4  # 2 problems x 2 debaters, then 2 x 2 alone samples
     assert debater_first[-1]["instruction"] == debater_first[0]["instruction"]
-
-
-class Counted:
-    """A scripted policy that reports `tokens` completion tokens per reply, as a model would."""
-
-    def __init__(self, policy, tokens):
-        self.policy, self.tokens = policy, tokens
-
-    def act(self, observations):
-        return self.policy.act(observations)
-
-    def generate(self, observations):
-        from agents.base import Generation
-
-        n = self.tokens
-        return [Generation(t, [], [1] * n, [0.0] * n, "stop") for t in self.act(observations)]
 
 
 def _tokened_team(critic_tokens, num_problems=4, alone_ks=None):

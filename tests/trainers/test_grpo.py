@@ -267,31 +267,24 @@ def test_uniform_groups_leave_the_loss_and_the_rest_keep_their_tokens(tiny_model
     assert [int(loss_mask[i].sum()) for i in range(3, 6)] == [sum(m) for m in kept[3:6]]
 
 
-def test_mask_uniform_groups_is_refused_by_ppo(tiny_model, tmp_path):
+@pytest.mark.parametrize(
+    ("option", "says"),
+    [
+        ({"mask_uniform_groups": True}, "train PPO without mask_uniform_groups"),
+        ({"turn_credit": "return"}, "train PPO with turn_credit='reward'"),
+    ],
+)
+def test_grpo_only_options_are_refused_by_ppo(tiny_model, tmp_path, option, says):
     from trainers.algorithms.ppo import build_ppo_trainer
 
-    with pytest.raises(ValueError, match="train PPO without mask_uniform_groups"):
+    with pytest.raises(ValueError, match=says):
         build_ppo_trainer(
             tiny_model,
             "math/reflection-v0",
             {"rounds": 1},
             ppo_config(tmp_path),
             train_problems=2,
-            mask_uniform_groups=True,
-        )
-
-
-def test_return_turn_credit_is_refused_by_ppo(tiny_model, tmp_path):
-    from trainers.algorithms.ppo import build_ppo_trainer
-
-    with pytest.raises(ValueError, match="train PPO with turn_credit='reward'"):
-        build_ppo_trainer(
-            tiny_model,
-            "math/reflection-v0",
-            {"rounds": 1},
-            ppo_config(tmp_path),
-            train_problems=2,
-            turn_credit="return",
+            **option,
         )
 
 
