@@ -41,6 +41,7 @@ GRADED_INFO_KEYS = frozenset(
         "team_correct",
         "influence_bonus",
         "improvement",
+        "fault_real",
     }
 )
 # Info keys never in a public info: a verifier's reason may name the reference ("wrong answer:

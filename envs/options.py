@@ -35,7 +35,9 @@ if TYPE_CHECKING:
 # one 0 and a break -1, so breaking a right answer costs more than failing to fix a wrong one.
 REVISION_REWARDS = ("score", "improvement")
 CRITIC_REWARDS = ("verdict", "balanced", "outcome", "counterfactual")  # envs.reflection
-REFINER_MODES = ("revise", "resolve")  # envs.reflection
+REFINER_MODES = ("revise", "resolve", "patch")  # envs.reflection
+FEEDBACK_FORMS = ("full", "verdict", "fault", "faults")  # envs.reflection, envs.faults
+FAULT_RULES = ("any", "first")  # envs.reflection
 VERIFIER_REWARDS = ("verdict", "counterfactual")  # envs.tool
 
 
@@ -269,7 +271,16 @@ class ReflectionOptions(ScheduledOptions):
         improvement_bonus (`float`, 1.0): weight of the change in an "improvement" refiner's pay.
         counterfactual_weight (`float`, 1.0): weight of the change in a counterfactual critic's
             pay.
-        refiner_mode (`str`, "revise"): "revise" or "resolve" (solve afresh after a rejection).
+        refiner_mode (`str`, "revise"): "revise", "resolve" (solve afresh after a rejection) or
+            "patch" (the reply's boxed pieces are laid over the latest answer; a task with named
+            faults, `envs.faults`).
+        feedback (`str`, "full"): what the refiner is shown of a review: "full", "verdict",
+            "fault" (the verdict and the first named fault) or "faults" (every named fault).
+        fault_bonus (`float`, 0.0): added to a critic's pay when it rejects a wrong answer and
+            names a real fault of it (`fault_rule`: "any" of its faults, or the "first").
+        fault_rule (`str`, "any"): which named fault earns `fault_bonus`.
+        oracle_critic (`bool`, False): the verifier plays the critic (its verdict and every
+            fault), whatever the critic agent writes: the ceiling of a review, for evaluation.
     """
 
     ROLES: ClassVar[tuple[str, ...]] = ("solver", "critic", "refiner")
@@ -299,7 +310,20 @@ class ReflectionOptions(ScheduledOptions):
     )
     refiner_mode: str = _option(
         "revise",
-        "revise (the refiner applies the feedback) or resolve (solves afresh after a rejection)",
+        "revise (the refiner applies the feedback), resolve (solves afresh after a rejection) "
+        "or patch (its boxed pieces are laid over the latest answer; tasks with named faults)",
+    )
+    feedback: str = _option(
+        "full",
+        "what the refiner sees of a review: full (as written), verdict, fault (the verdict and "
+        "the first named fault) or faults (every named fault); tasks with named faults",
+    )
+    fault_bonus: float = _option(
+        0.0, "added to a critic's pay for rejecting a wrong answer and naming a real fault"
+    )
+    fault_rule: str = _option("any", "the named fault that earns fault_bonus: any or first")
+    oracle_critic: bool = _option(
+        False, "the verifier plays the critic (verdict and every fault): a ceiling, for evaluation"
     )
 
     def __post_init__(self) -> None:
@@ -310,6 +334,11 @@ class ReflectionOptions(ScheduledOptions):
         weight = check_weight("counterfactual_weight", self.counterfactual_weight)
         _normalise(self, "counterfactual_weight", weight)
         check_choice("refiner_mode", self.refiner_mode, REFINER_MODES)
+        check_choice("feedback", self.feedback, FEEDBACK_FORMS)
+        check_choice("fault_rule", self.fault_rule, FAULT_RULES)
+        _normalise(self, "fault_bonus", check_weight("fault_bonus", self.fault_bonus))
+        if not isinstance(self.oracle_critic, bool):
+            raise TypeError(f"oracle_critic must be a bool, got {self.oracle_critic!r}")
         audit, roles = self.audit, self.ROLES
         if isinstance(audit, str) or any(role not in roles for role in audit):
             raise ValueError(f"audit must be a sequence of roles from {roles}, got {audit!r}")

@@ -75,14 +75,25 @@ def solve_prompt(question: str) -> str:
     return f"{problem_block(question)}\n\nSolve the problem."
 
 
-def critic_prompt(question: str, answer: str) -> str:
+def critic_prompt(question: str, answer: str, answer_first: bool = False) -> str:
+    """A reviewer's prompt: the problem, then the answer (`answer_first`: the answer first, so
+    each piece of the problem is checked against it where it stands; `envs.tasks.Task`'s
+    ``review_first``)."""
+    if answer_first:
+        return f"Proposed solution:\n{answer}\n\n{problem_block(question)}\n\nReview the solution."
     return f"{problem_block(question)}\n\nProposed solution:\n{answer}\n\nReview the solution."
 
 
-def refiner_prompt(question: str, answer: str, feedback: str) -> str:
+PATCH_ASK = "Write the patch: only what changes."
+
+
+def refiner_prompt(
+    question: str, answer: str, feedback: str, ask: str = "Write the corrected solution."
+) -> str:
+    """A refiner's prompt; `ask` ends it (`PATCH_ASK` for a refiner that patches)."""
     return (
         f"{problem_block(question)}\n\nLatest solution:\n{answer}\n\nReviewer feedback:\n"
-        f"{feedback}\n\nWrite the corrected solution."
+        f"{feedback}\n\n{ask}"
     )
 
 

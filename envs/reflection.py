@@ -124,6 +124,7 @@ from pettingzoo.utils import wrappers
 
 from envs import prompts
 from envs.core import from_options, render_transcript, revision_reward
+from envs.faults import feedback_text, oracle_review
 from envs.options import (  # noqa: F401 - the choices, re-exported where they were
     CRITIC_REWARDS,
     REFINER_MODES,
@@ -154,6 +155,10 @@ class ReflectionEnv(ScheduledTeamEnv):
     improvement_bonus = from_options("improvement_bonus")
     counterfactual_weight = from_options("counterfactual_weight")
     refiner_mode = from_options("refiner_mode")
+    feedback_form = from_options("feedback")
+    fault_bonus = from_options("fault_bonus")
+    fault_rule = from_options("fault_rule")
+    oracle_critic = from_options("oracle_critic")
 
     @property
     def immediate_rewards(self) -> bool:  # type: ignore[override]
@@ -163,6 +168,11 @@ class ReflectionEnv(ScheduledTeamEnv):
 
     def _reset_state(self) -> None:
         self.answer: str | None = None  # latest solver/refiner answer
+
+    @property
+    def played(self) -> Any:
+        """The task this episode plays: a mixed task's member, or the task."""
+        return getattr(self, "_member", None) or self.task
 
     def observe(self, agent: str) -> dict[str, str]:
         question = self.problem["question"]
@@ -174,9 +184,11 @@ class ReflectionEnv(ScheduledTeamEnv):
             prompt = prompts.solve_prompt(question)
             return self._obs("refiner", instruction, prompt, render_transcript(self.turns))
         elif agent == "critic_0":
-            prompt = prompts.critic_prompt(question, self.answer)
+            prompt = prompts.critic_prompt(question, self.answer, self.played.review_first)
         else:
-            prompt = prompts.refiner_prompt(question, self.answer, self.feedback or "(none)")
+            patching = self.refiner_mode == "patch" and self.played.faults is not None
+            ask = {"ask": prompts.PATCH_ASK} if patching else {}
+            prompt = prompts.refiner_prompt(question, self.answer, self.feedback or "(none)", **ask)
         return self._obs(
             role_of(agent), self._instructions[agent], prompt, render_transcript(self.turns)
         )
@@ -188,6 +200,9 @@ class ReflectionEnv(ScheduledTeamEnv):
         role = extra["role"]
         extra["false_equations"] = len(false_equations(text))
         if agent == "critic_0":
+            if self.oracle_critic:
+                text = self._oracle_review()
+                extra["false_equations"] = 0
             done = self._review(agent, text, clipped, extra, done)
         else:
             self._answer(agent, text, clipped, extra)
@@ -204,15 +219,54 @@ class ReflectionEnv(ScheduledTeamEnv):
         if self.critic_reward == "balanced":
             extra["balance_reviews"] = True
         verdict, hit = self._grade_review(agent, text, clipped, extra)
+        bonus = self._grade_faults(agent, text, verdict)
         done = done or self._accepts(verdict)
         if self.critic_reward in ("verdict", "balanced", "counterfactual"):
-            self.rewards[agent] = float(hit)
+            self.rewards[agent] = float(hit) + bonus
         elif done:  # no revision follows: the outcome is the answer the critic let stand
-            self.rewards[agent] = self.answer_verdict.score
+            self.rewards[agent] = self.answer_verdict.score + bonus
         return done
+
+    def _grade_faults(self, agent: str, text: str, verdict: bool | None) -> float:
+        """On a task with named faults (`envs.faults`): record the faults the review names
+        (``named_fault``, the first; ``fault_real``, whether the one `fault_rule` reads is a
+        fault of the answer), shape the refiner's feedback (``feedback``), and return the
+        review's fault bonus."""
+        model = self.played.faults
+        if model is None:
+            return 0.0
+        named = model.named(text)
+        self.feedback = feedback_text(self.feedback_form, verdict, text, named, model)
+        info = self._graded[agent]
+        info["named_fault"] = named[0] if named else None
+        if verdict is not False or self.answer is None or self.answer_verdict.correct:
+            return 0.0  # the bonus is for naming what is wrong in a wrong answer it rejects
+        actual = model.faults(self.answer, self.problem["answer"])
+        if self.fault_rule == "first":
+            real = bool(named) and bool(actual) and named[0] == actual[0]
+        else:
+            real = bool(named) and named[0] in actual
+        info["fault_real"] = real
+        return self.fault_bonus if real else 0.0
+
+    def _oracle_review(self) -> str:
+        """The verifier's review of the latest answer: its verdict and every fault."""
+        model = self.played.faults
+        latest = self.answer_verdict
+        correct = latest is not None and latest.correct
+        faults = (
+            []
+            if model is None or self.answer is None
+            else model.faults(self.answer, self.problem["answer"])
+        )
+        return oracle_review(faults, correct, model)
 
     def _answer(self, agent: str, text: str, clipped: bool, extra: dict[str, Any]) -> None:
         """Grade and pay a solver's or refiner's answer (and an outcome critic's share of it)."""
+        model = self.played.faults
+        if agent == "refiner_0" and self.refiner_mode == "patch" and model is not None:
+            patched = model.patch(self.answer or "", text, self.problem["answer"])
+            text = (self.answer or "") if patched is None else patched  # no patch: keep it
         verdict_obj = self._score(text)
         before = self.answer_verdict.score if self.answer_verdict is not None else None
         if before is not None:

@@ -3,7 +3,8 @@
 Built-in: ``arithmetic`` (procedural, offline; the envs' default), ``unknown`` (procedural,
 offline: find the start; checking costs as much as solving; the training scripts' default),
 ``reach`` (procedural, offline: put operators between numbers to reach a target; checking is much
-cheaper than solving), ``gsm8k``, ``math`` and ``anli`` (hub id through `datasets`, or ``data_path=`` a local JSONL file).
+cheaper than solving), ``coloring`` (procedural, offline: 3-colour a graph with two colours given;
+checking is a look-up per edge), ``gsm8k``, ``math`` and ``anli`` (hub id through `datasets`, or ``data_path=`` a local JSONL file).
 
 Register your own::
 
@@ -15,14 +16,16 @@ Register your own::
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from envs import prompts, reach, unknown
+from envs import coloring, prompts, reach, unknown
 from envs.arithmetic import ArithmeticSource, GeneratedSource
 from envs.errors import DuplicateTaskError, UnknownTaskError
+from envs.faults import ColoringFaults
 from envs.mixed import MixedSource, check_members, is_mixed, member_kwargs, member_names
 from envs.sources import Problem, ProblemSource, load_hub, load_jsonl, require
 from rewards import Verifier, get_verifier
@@ -31,7 +34,7 @@ from rewards.extract import last_boxed
 BOXED = "give the final answer as \\boxed{...} at the end."
 # Generated tasks: they take `difficulty`, `size`, `seed` and `repeat`; a problem's split is a
 # hash of its text (`envs.splits`), so their "validation" and "test" splits are held out.
-PROCEDURAL_TASKS = ("arithmetic", "unknown", "reach")
+PROCEDURAL_TASKS = ("arithmetic", "unknown", "reach", "coloring")
 
 
 def is_procedural(task: Any) -> bool:
@@ -51,6 +54,12 @@ class Task:
         answer_format (`str`): how answering roles must state the answer; filled into the
             role instructions.
         instructions (`Mapping[str, str]`): per-role overrides of `prompts.DEFAULT_INSTRUCTIONS`.
+        faults (`envs.faults.FaultModel | None`): the task's named faults (a critic names what
+            is wrong, a refiner patches it, the verifier can play the critic); None: a review
+            is a verdict alone.
+        review_first (`bool`, False): a review's prompt shows the answer before the problem,
+            so each piece of the problem is checked where it stands (graph colouring: the
+            colouring, then the edges to check against it).
     """
 
     name: str
@@ -58,6 +67,8 @@ class Task:
     verifier: str | Verifier = "math"
     answer_format: str = BOXED
     instructions: Mapping[str, str] = field(default_factory=dict)
+    faults: Any = None
+    review_first: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.source, ProblemSource):
@@ -150,7 +161,7 @@ def make_task(task: str | Task, **kwargs: Any) -> Task:
             return task
         if isinstance(task, MixedTask):
             return MixedTask([make_task(m, verifier=verifier) for m in task.members])
-        return Task(task.name, task.source, verifier, task.answer_format, task.instructions)
+        return dataclasses.replace(task, verifier=verifier)
     if is_mixed(task):
         return mixed_task(member_names(task), **{k: v for k, v in kwargs.items() if v is not None})
     if task not in _TASKS:
@@ -246,6 +257,51 @@ def reach_task(
     )
     return Task(
         "reach", source, verifier, answer_format=REACH_FORMAT, instructions=REACH_INSTRUCTIONS
+    )
+
+
+COLORING_FORMAT = "end with the colouring in \\boxed{}, like \\boxed{0 A 1 B 2 C}."
+COLORING_INSTRUCTIONS = {
+    "solver": "Colour the graph; {answer_format}",
+    "critic": (
+        "Check the colouring edge by edge: look up both ends' colours. End with 'OK. Verdict: "
+        "correct', or name a clashing edge: 'BAD u v. Verdict: incorrect'."
+    ),
+    "refiner": "Keep an accepted colouring; on a rejection recolour one end of the named edge; "
+    "{answer_format}",
+}
+
+
+def coloring_task(
+    split: str = "train",
+    size: int | None = None,
+    difficulty: int | list[int] = 1,
+    seed: int = 0,
+    verifier: str | Verifier = "coloring",
+    repeat: bool = False,
+) -> Task:
+    """Colour a graph with A B C so that no edge joins one colour (`envs.coloring`), scored by
+    the ``coloring`` verifier (`rewards.coloring`: a complete proper colouring, the given
+    colours kept). Its faults are named (`envs.faults.ColoringFaults`: a clashing edge), and a
+    review sees the colouring before the edges."""
+    source = GeneratedSource(
+        coloring.generate_problem,
+        "coloring",
+        size,
+        difficulty,
+        split,
+        seed,
+        max_difficulty=coloring.MAX_DIFFICULTY,
+        repeat=repeat,
+    )
+    return Task(
+        "coloring",
+        source,
+        verifier,
+        answer_format=COLORING_FORMAT,
+        instructions=COLORING_INSTRUCTIONS,
+        faults=ColoringFaults(),
+        review_first=True,
     )
 
 
@@ -378,6 +434,7 @@ def anli_task(
 register_task("arithmetic", arithmetic_task)
 register_task("unknown", unknown_task)
 register_task("reach", reach_task)
+register_task("coloring", coloring_task)
 register_task("gsm8k", gsm8k_task)
 register_task("math", math_task)
 register_task("anli", anli_task)

@@ -1,7 +1,8 @@
 """Verifier registry: names to factories.
 
 Built-in names: ``math`` (alias ``math_verify``), ``gsm8k`` (alias ``numeric``), ``exact``,
-``label``, ``reach`` (a chain of steps to a target, `rewards.reach`), ``similarity``, ``unique_chars``, ``partial_numeric``, ``format`` (``boxed_format`` is
+``label``, ``reach`` (a chain of steps to a target, `rewards.reach`), ``coloring`` (a proper
+graph colouring, `rewards.coloring`), ``similarity``, ``unique_chars``, ``partial_numeric``, ``format`` (``boxed_format`` is
 ``format`` with ``style="boxed"``), ``composite`` and ``remote`` (a verifier served by a reward
 server, `rewards.remote.RemoteVerifier`; also named ``"remote:http://HOST:PORT/NAME"``). A name
 that is not registered may be an import path, ``"pkg.module:Class"`` or ``"pkg.module.Class"``; the object found is called with
@@ -16,6 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from rewards.base import Verdict, Verifier
+from rewards.coloring import ColoringVerifier
 from rewards.reach import ReachVerifier
 from rewards.remote import RemoteVerifier, parse_remote_name
 from rewards.shaping import (
@@ -221,6 +223,7 @@ for _name, _factory in {
     "exact": ExactVerifier,
     "label": LabelVerifier,
     "reach": ReachVerifier,
+    "coloring": ColoringVerifier,
     "similarity": SimilarityVerifier,
     "unique_chars": UniqueCharsVerifier,
     "partial_numeric": PartialNumericVerifier,

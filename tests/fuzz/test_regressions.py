@@ -16,7 +16,7 @@ import pytest
 import envs
 from envs.reflection import parse_verdict
 from envs.testing.fuzz import KNOWN_SLOW, build_verifier
-from envs.testing.fuzz.generators import REACH_REFERENCES
+from envs.testing.fuzz.generators import references_for
 from envs.testing.fuzz.properties import check_verdict
 from rewards import canonical_answer, extract_answer, get_verifier, list_verifiers
 from rewards.extract import find_boxed, prepare_reference
@@ -78,7 +78,7 @@ def test_reflection_env_steps_a_long_whitespace_critic_reply_quickly(report_time
 def test_quadratic_inputs_verify_quickly(name: str, key: str, report_time) -> None:
     text, bound = KNOWN_SLOW[key]
     verifier = build_verifier(name)
-    reference = {"label": "e", "reach": REACH_REFERENCES[0]}.get(name, "18")
+    reference = references_for(name)[0]  # "e", "18", a reach chain or a colouring
     verifier.verify("\\boxed{x+1}", "1+x" if name.startswith("math") else reference)  # warm up
     started = time.perf_counter()
     verdict = verifier.verify(text, reference)

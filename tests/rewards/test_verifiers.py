@@ -187,7 +187,11 @@ def test_every_verifier_follows_the_protocol(name: str) -> None:
     verifier = loopback_math_verifier() if name == "remote" else get_verifier(name, **options)
     assert isinstance(verifier, Verifier)
     assert verifier.__doc__ and ">>>" in verifier.__doc__  # a doctest with a pass and a fail
-    reference = {"label": "entailment", "reach": "3 * 4 = 12, 12 + 8 = 20"}.get(name, "18")
+    reference = {
+        "label": "entailment",
+        "reach": "3 * 4 = 12, 12 + 8 = 20",
+        "coloring": "0 A 1 B 2 C | 0 1, 1 2 | 0 A, 1 B",
+    }.get(name, "18")
     verdict = verifier.verify("The answer is \\boxed{18}.", reference)
     assert isinstance(verdict, Verdict)
     assert 0.0 <= verdict.score <= 1.0

@@ -57,7 +57,14 @@ RECIPE_VERSION = 13  # bump whenever the transcripts or the training change
 # judge the end by an equality, drilled; judge it by copying the question, ``Reach 20 from them:
 # it checks``; steps written with "is"): none beat this one's (issue 40's notes).
 REACH_VERSION = 1
+# bump whenever ``coloring``'s transcripts change (`coloring_rows`); keyed only into recipes
+# with coloring rows.
+COLORING_VERSION = 1
 SHIPPED = Path(__file__).resolve().parent / "model"
+# The model of the ``coloring`` family (graph 3-colouring, where checking is cheap for this
+# model): one model per family, chosen by task (`model_for`), built by `COLORING_VARIANT`.
+SHIPPED_COLORING = Path(__file__).resolve().parent / "model-coloring"
+SHIPPED_BY_TASK = {"coloring": SHIPPED_COLORING}
 REBUILD = "python scripts/build_embedded.py"
 MODEL_FILES = (  # at least these; recipe.json lists every file with its sha256
     "config.json",
@@ -83,6 +90,10 @@ class EmbeddedRecipe:
         reach_problems (`int`, 0): ``reach`` train problems turned into transcripts (the gap
             family, `transcripts.reach_rows`); 0 in the shipped recipe (`REACH_VARIANT`: 8,000).
         reach_difficulty (`tuple[int, ...]`): ``reach`` levels of the transcripts.
+        coloring_problems (`int`, 0): ``coloring`` train problems turned into transcripts
+            (`coloring_rows`); 0 in the shipped ``unknown`` recipe (`COLORING_VARIANT` builds
+            the ``coloring`` model).
+        coloring_difficulty (`tuple[int, ...]`): ``coloring`` levels of the transcripts.
         arch (`str`, "mistral"): the `build_tiny_model` architecture; "mistral" because
             transformers loads its folders with the saved tokenizer pipeline as is.
         whole_numbers (`bool`, True): numbers are single tokens (`build_tokenizer`), so copying
@@ -131,6 +142,8 @@ class EmbeddedRecipe:
     difficulty: tuple[int, ...] = (1, 2, 3)
     reach_problems: int = 0
     reach_difficulty: tuple[int, ...] = (1, 2, 3, 4)
+    coloring_problems: int = 0
+    coloring_difficulty: tuple[int, ...] = (1, 2, 3, 4)
     arch: str = "mistral"
     whole_numbers: bool = True
     number_features: int = 32
@@ -171,6 +184,11 @@ class EmbeddedRecipe:
             fields.pop("reach_difficulty")
         if not self.drill_reach_share:
             fields.pop("drill_reach_share")
+        if not self.coloring_problems:  # the key the recipe had before coloring's fields
+            fields.pop("coloring_problems")
+            fields.pop("coloring_difficulty")
+        else:
+            fields["coloring_version"] = COLORING_VERSION
         if self.reach_problems or self.drill_reach_share:
             fields["reach_version"] = REACH_VERSION
         blob = json.dumps({"version": RECIPE_VERSION, **fields}, sort_keys=True)
@@ -192,6 +210,20 @@ REACH_VARIANT = {
     "max_steps": 2500,
     "threads": 2,
 }
+
+
+# The ``coloring`` model (`SHIPPED_COLORING`): transcripts of ``coloring`` alone (no ``unknown``
+# rows, no arithmetic drills: its checks are lookups, not facts), on two threads.
+# ``python scripts/build_embedded.py --variant coloring`` builds it.
+COLORING_VARIANT = {
+    "num_problems": 0,
+    "coloring_problems": 9000,
+    "drill_rows": 0,
+    "max_steps": 2000,
+    "threads": 2,
+}
+VARIANTS = {"reach": REACH_VARIANT, "coloring": COLORING_VARIANT}
+VARIANT_OUT = {"coloring": SHIPPED_COLORING}
 
 
 def file_digest(path: Path) -> str:
@@ -233,11 +265,19 @@ def check_model_dir(path: str | Path = SHIPPED, recipe: EmbeddedRecipe | None = 
     return path
 
 
-def resolve_model(name_or_path: str | None) -> str:
-    """`name_or_path` as given, or the shipped embedded model's folder (checked) when None."""
+def model_for(task: Any = None) -> Path:
+    """The shipped model that plays `task` (a name; a mixed task's first member decides):
+    ``coloring``'s own model for it, the ``unknown`` model for every other task."""
+    name = str(getattr(task, "name", task) or "").split("+")[0]
+    return SHIPPED_BY_TASK.get(name, SHIPPED)
+
+
+def resolve_model(name_or_path: str | None, task: Any = None) -> str:
+    """`name_or_path` as given, or the shipped embedded model's folder for `task` (checked)
+    when None (`model_for`)."""
     if name_or_path:
         return name_or_path
-    return str(check_model_dir(SHIPPED))
+    return str(check_model_dir(model_for(task)))
 
 
 # ---------------------------------------------------------------- build
@@ -276,6 +316,8 @@ def embedded_levels(task: str, recipe: EmbeddedRecipe | None = None) -> list[int
     """The levels the embedded model was built on for `task` (``reach``: the recipe's
     `reach_difficulty`; any other task: its `difficulty`): a run's default levels."""
     recipe = recipe or EmbeddedRecipe()
+    if task == "coloring":
+        return list(recipe.coloring_difficulty)
     return list(recipe.reach_difficulty if task == "reach" else recipe.difficulty)
 
 
@@ -299,7 +341,11 @@ def recipe_problems(recipe: EmbeddedRecipe, size: int, task: str = "unknown") ->
 def recipe_families(recipe: EmbeddedRecipe) -> dict[str, int]:
     """The task families of the recipe and how many train problems of each it turns into
     transcripts."""
-    return {"unknown": recipe.num_problems, "reach": recipe.reach_problems}
+    return {
+        "unknown": recipe.num_problems,
+        "reach": recipe.reach_problems,
+        "coloring": recipe.coloring_problems,
+    }
 
 
 def mixed_problems(recipe: EmbeddedRecipe) -> list[Any]:

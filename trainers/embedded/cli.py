@@ -4,6 +4,7 @@
     python scripts/build_embedded.py --out DIR          # somewhere else (e.g. to compare)
     python scripts/build_embedded.py --device cuda      # on a GPU (not bit-identical)
     python scripts/build_embedded.py --out DIR --set tool_fraction=0.1   # a variant recipe
+    python scripts/build_embedded.py --variant coloring  # the coloring model, model-coloring/
 
 The shipped files are committed, so nothing needs building to use the project; run this after
 changing `trainers.embedded.EmbeddedRecipe` or the transcripts, or to check the shipped files
@@ -24,15 +25,23 @@ import time
 from dataclasses import asdict, fields, replace
 from pathlib import Path
 
-from trainers.embedded import REACH_VARIANT, SHIPPED, EmbeddedRecipe, build_embedded, file_digest
+from trainers.embedded import (
+    SHIPPED,
+    VARIANT_OUT,
+    VARIANTS,
+    EmbeddedRecipe,
+    build_embedded,
+    file_digest,
+)
 
 
 def recipe_with(settings: list[str], variant: str | None = None) -> EmbeddedRecipe:
-    """The default `EmbeddedRecipe` (with `variant` "reach": `REACH_VARIANT`'s fields, the build
-    on both task families) with each ``FIELD=VALUE`` of `settings` applied (the value converted
+    """The default `EmbeddedRecipe` (with a `variant`, its fields: "reach", `REACH_VARIANT`, the
+    build on both task families; "coloring", `COLORING_VARIANT`, the shipped ``coloring`` model)
+    with each ``FIELD=VALUE`` of `settings` applied (the value converted
     to the field's type; a tuple field takes comma-separated items)."""
     types = {f.name: type(getattr(EmbeddedRecipe(), f.name)) for f in fields(EmbeddedRecipe)}
-    changes: dict[str, object] = dict(REACH_VARIANT) if variant == "reach" else {}
+    changes: dict[str, object] = dict(VARIANTS[variant]) if variant else {}
     for setting in settings:
         name, sep, value = setting.partition("=")
         name = name.strip()
@@ -65,7 +74,11 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
     )
     parser.add_argument("--device", default="cpu", help="where the SFT runs: cpu or cuda")
-    parser.add_argument("--out", default=str(SHIPPED), help="output folder (default: shipped)")
+    parser.add_argument(
+        "--out",
+        default=None,
+        help="output folder (default: the shipped model's; --variant coloring: its own)",
+    )
     parser.add_argument(
         "--check", action="store_true", help="rebuild in a temp folder and compare with --out"
     )
@@ -78,14 +91,21 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--variant",
-        choices=["reach"],
+        choices=sorted(VARIANTS),
         default=None,
         help="reach: the build on both task families (REACH_VARIANT; not shipped, see "
-        "docs/results.md, 'The build on both families'); give it its own --out",
+        "docs/results.md; give it its own --out); coloring: the shipped coloring model "
+        "(COLORING_VARIANT, into trainers/embedded/model-coloring/)",
     )
     args = parser.parse_args(argv)
     recipe = recipe_with(args.set, args.variant)
-    if (args.set or args.variant) and not args.check and Path(args.out) == SHIPPED:
+    shipped = VARIANT_OUT.get(args.variant, SHIPPED)
+    args.out = args.out or str(shipped)
+    if (
+        (args.set or args.variant not in (None, *VARIANT_OUT))
+        and not args.check
+        and Path(args.out) in (SHIPPED, *VARIANT_OUT.values())
+    ):
         parser.error("--set builds a variant: give it its own --out (the shipped files stay)")
     print(f"recipe {recipe.key()}: {json.dumps(asdict(recipe))}")
     began = time.perf_counter()

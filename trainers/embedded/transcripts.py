@@ -55,13 +55,14 @@ from collections.abc import Callable
 from typing import Any
 
 import envs
-from agents.prompts import build_messages
 from envs.arithmetic import APPLY
 from envs.reach import OPERATORS as REACH_OPERATORS
 from envs.reach import chain_text, evaluate
 from envs.unknown import INVERSE, replay, undo_steps
 from rewards.extract import last_boxed
 from rewards.reach import Chain, parse_chain
+from trainers.embedded.chat import chat_row
+from trainers.embedded.coloring_rows import coloring_rows
 
 
 def solve_reply(problem: dict[str, Any], value: int | None = None) -> str:
@@ -392,8 +393,14 @@ def sft_rows(
         envs.make("math/ensemble-v0", num_agents=4, task="reach"),
         envs.make("math/debate-v0", num_agents=2, rounds=2, task="reach"),
     )
+    coloring = _coloring_envs(problems)
     rows: list[dict[str, Any]] = []
     for problem in problems:
+        if problem["metadata"].get("source") == "coloring":
+            rows += coloring_rows(
+                problem, rng, *coloring, review_fraction, second_round, team_fraction
+            )
+            continue
         if problem["metadata"].get("source") == "reach":
             rows.extend(
                 reach_rows(problem, rng, *reach_envs, review_fraction, second_round, team_fraction)
@@ -415,12 +422,21 @@ def sft_rows(
     return rows
 
 
-def chat_row(obs: dict[str, str], reply: str, role: str) -> dict[str, Any]:
-    """One SFT row: the chat messages of observation `obs` and `reply` as the assistant's."""
-    return {
-        "messages": [*build_messages(obs), {"role": "assistant", "content": reply}],
-        "role": role,
-    }
+def _coloring_envs(problems: list[dict[str, Any]]) -> tuple[Any, ...]:
+    """The envs `coloring_rows` plays through (a patch-mode and a revise-mode reflection, an
+    ensemble, a debate), made only when `problems` hold a ``coloring`` one."""
+    if not any(p["metadata"].get("source") == "coloring" for p in problems):
+        return ()
+    return (
+        tuple(
+            envs.make(
+                "math/reflection-v0", rounds=2, task="coloring", refiner_mode=mode, wrapped=False
+            )
+            for mode in ("patch", "revise")
+        ),
+        envs.make("math/ensemble-v0", num_agents=4, task="coloring"),
+        envs.make("math/debate-v0", num_agents=2, rounds=2, task="coloring"),
+    )
 
 
 def reflection_rows(

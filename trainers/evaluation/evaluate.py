@@ -54,6 +54,7 @@ def evaluate(config: EvalConfig, policies: RoleMap | None = None) -> dict[str, A
         device=config.device,
         role_adapters=config.role_adapters_dir,
         answer_roles=env_answer_roles(config.env_id),
+        task=config.task,
     )
     if not isinstance(policies, RoleMap):
         policies = RoleMap(policies)

@@ -46,6 +46,7 @@ def build_role_map(
     device: str | None = None,
     role_adapters: str | None = None,
     answer_roles: Sequence[str] | None = None,
+    task: str | None = None,
 ) -> RoleMap:
     """A role map: `model` (default: the embedded model) for every agent, `role_models` overriding
     single roles (``{"critic": "path/to/critic"}``; different architectures are fine), and with
@@ -56,7 +57,7 @@ def build_role_map(
     """
     model_kwargs = {"device_map": device} if device else None
     shared = HFPolicy.from_pretrained(
-        resolve_model(model), generation_args, model_kwargs=model_kwargs
+        resolve_model(model, task), generation_args, model_kwargs=model_kwargs
     )
     policies: dict[str, Policy] = {"*": shared}
     if role_adapters:

@@ -45,7 +45,7 @@ def start_run(job: Job, config: Any, algo: str) -> tuple[Path, dict[str, Any]]:
     """
     out = Path(config.output_dir)
     out.mkdir(parents=True, exist_ok=True)
-    start_model = resolve_model(job.model.model_name_or_path)
+    start_model = resolve_model(job.model.model_name_or_path, job.env.task)
     results: dict[str, Any] = {"env": job.env_id, "algo": algo, "start_model": start_model}
     results["env_kwargs"] = job.env_kwargs()  # the training env's (critic_reward, audit...)
     results["processes"] = config.world_size

@@ -1,0 +1,150 @@
+"""The embedded model's warm-start transcripts on ``coloring`` (graph 3-colouring, `envs.coloring`).
+
+Each role does what its check costs it, and no more:
+
+- the solver answers in one shot with a colouring (``\\boxed{0 A 1 B 2 A ...}``): choosing the
+  colours is a search that one reply does not make, so a small model guesses, and its guesses
+  are often wrong (`solve_reply`);
+- the critic reads the colouring before the edge list (the task's ``review_first``), so each
+  edge ``u v`` is checked where it stands: two lookups (u's colour, v's colour) and one
+  comparison, over three symbols. It answers ``OK. Verdict: correct``, or names the first
+  clashing edge in listed order, ``BAD 1 2. Verdict: incorrect`` (`check_reply`). Nothing in a
+  colouring states a result the critic could copy instead of checking (a ``reach`` chain states
+  ``135 - 4 = 76``; a colouring states colours);
+- the refiner keeps an accepted colouring and, after a rejection that names an edge, recolours
+  one end of it (`repair_reply`): as a patch (``\\boxed{2 C}``, laid over the latest colouring
+  by the env, ``refiner_mode="patch"``) or, in the rewrite form, as the whole colouring with
+  that vertex changed. The two forms are told apart by the refiner's prompt (the patch form's
+  asks for a patch), so one model plays both. The end it recolours is the one whose colour is
+  wrong, to its right colour: every target reply is right.
+
+The answers under review are right (half) or the slips a guessing solver makes: a near miss
+(one or two vertices, never a fixed one, recoloured: each such miss has a clash, since the
+instance has one colouring that keeps the fixed colours) or a random colouring of the free
+vertices (`slip`).
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from trainers.embedded.chat import chat_row
+
+PALETTE = ("A", "B", "C")
+
+
+def solution(problem: dict[str, Any]) -> list[str]:
+    """The problem's colouring, vertex by vertex."""
+    return problem["metadata"]["solution"].split()[1::2]
+
+
+def spelled(colours: list[str]) -> str:
+    """``0 A 1 B 2 A``."""
+    return " ".join(f"{v} {c}" for v, c in enumerate(colours))
+
+
+def solve_reply(problem: dict[str, Any], colours: list[str] | None = None) -> str:
+    """A solver's colouring in one shot (`colours`, default the right one)."""
+    return f"\\boxed{{{spelled(solution(problem) if colours is None else colours)}}}"
+
+
+def slip(problem: dict[str, Any], rng: random.Random) -> list[str]:
+    """A wrong colouring a guessing solver gives: one (56%) or two (24%) free vertices
+    recoloured, or every free vertex coloured at random (20%); the fixed colours kept."""
+    colours = solution(problem)
+    fixed = {v for v, _ in problem["metadata"]["fixed"]}
+    free = [v for v in range(len(colours)) if v not in fixed]
+    wrong = list(colours)
+    kind = rng.random()
+    if kind < 0.8:
+        for v in rng.sample(free, 1 if kind < 0.56 else 2):
+            wrong[v] = rng.choice([c for c in PALETTE if c != colours[v]])
+    else:
+        while wrong == colours:
+            for v in free:
+                wrong[v] = rng.choice(PALETTE)
+    return wrong
+
+
+def clashes(problem: dict[str, Any], colours: list[str]) -> list[tuple[int, int]]:
+    """The edges of `colours` whose ends share a colour, in listed order."""
+    return [(u, v) for u, v in problem["metadata"]["edges"] if colours[u] == colours[v]]
+
+
+def check_reply(problem: dict[str, Any], colours: list[str]) -> str:
+    """The critic's reply on `colours`: ``OK. Verdict: correct`` or the first clash named."""
+    found = clashes(problem, colours)
+    if not found:
+        return "OK. Verdict: correct"
+    u, v = found[0]
+    return f"BAD {u} {v}. Verdict: incorrect"
+
+
+def repair(problem: dict[str, Any], colours: list[str]) -> tuple[int, str] | None:
+    """The patch of a rejected colouring: an end of its first clash whose colour is wrong, with
+    its right colour (None when nothing clashes)."""
+    found = clashes(problem, colours)
+    if not found:
+        return None
+    right = solution(problem)
+    u, v = found[0]
+    vertex = v if colours[v] != right[v] else u
+    return vertex, right[vertex]
+
+
+def repair_reply(problem: dict[str, Any], colours: list[str], patch: bool) -> tuple[str, list[str]]:
+    """The refiner's reply on a reviewed colouring and the colouring it leaves: keep an
+    accepted one (``Keep.`` as a patch, the whole colouring as a rewrite), recolour one end of
+    the named clash in a rejected one."""
+    fix = repair(problem, colours)
+    if fix is None:
+        return ("Keep." if patch else solve_reply(problem, colours)), colours
+    vertex, colour = fix
+    fixed = list(colours)
+    fixed[vertex] = colour
+    return (f"\\boxed{{{vertex} {colour}}}" if patch else solve_reply(problem, fixed)), fixed
+
+
+def coloring_rows(
+    problem: dict[str, Any],
+    rng: random.Random,
+    reflections: tuple[Any, Any],
+    ensemble: Any,
+    debate: Any,
+    review_fraction: float,
+    second_round: float,
+    team_fraction: float,
+) -> list[dict[str, Any]]:
+    """The rows of one ``coloring`` problem: a solver row; with chance `review_fraction` a
+    critic and refiner row on a colouring right or slipped (the refiner's form, patch or
+    rewrite, drawn per problem from `reflections`, a patch-mode and a revise-mode env), and
+    with `second_round` a second pair on what the first repair left; with
+    `team_fraction` an ensemble variant's or debater's row."""
+    rows: list[dict[str, Any]] = []
+    patch = rng.random() < 0.5
+    reflection = reflections[0 if patch else 1]
+    reflection.reset(options={"problem": problem})
+    rows.append(chat_row(reflection.observe("solver_0"), solve_reply(problem), "solver"))
+    if rng.random() < review_fraction:
+        colours = solution(problem) if rng.random() < 0.5 else slip(problem, rng)
+        reflection.step(solve_reply(problem, colours))
+        for round_ in range(2):  # the second review sees what the first repair left
+            check = check_reply(problem, colours)
+            rows.append(chat_row(reflection.observe("critic_0"), check, "critic"))
+            reflection.step(check)
+            reply, colours = repair_reply(problem, colours, patch)
+            rows.append(chat_row(reflection.observe("refiner_0"), reply, "refiner"))
+            if round_ == 1 or rng.random() >= second_round:
+                break
+            reflection.step(reply)
+    if rng.random() < team_fraction:
+        if rng.random() < 0.5:
+            obs, _ = ensemble.reset(options={"problem": problem})
+            rows.append(chat_row(obs[rng.choice(ensemble.agents)], solve_reply(problem), "variant"))
+        else:
+            debate.reset(options={"problem": problem})
+            shown = {a: solve_reply(problem, slip(problem, rng)) for a in debate.agents}
+            obs, *_ = debate.step(shown)
+            rows.append(chat_row(obs[debate.agents[0]], solve_reply(problem), "debater"))
+    return rows
