@@ -218,3 +218,17 @@ def test_bootstrap_intervals_resample_problems():
     assert bootstrap_intervals(same, resamples=50)["pass1@turn1"] == [1.0, 1.0]
     with pytest.raises(ValueError, match="at least one episode"):
         bootstrap_intervals([])
+
+
+def test_named_faults_count_among_rejections_of_wrong_answers_only():
+    from trainers.evaluation.metrics import review_metrics
+
+    def named(group, real):
+        episode = reviewed(group, False, False, False)
+        if real is not None:
+            episode.turns[1].info["fault_real"] = real
+        return episode
+
+    m = review_metrics([named(0, True), named(1, True), named(2, False), named(3, None)])
+    assert m["review/fault_real"] == pytest.approx(2 / 3)
+    assert "review/fault_real" not in review_metrics([reviewed(0, False, False, False)])

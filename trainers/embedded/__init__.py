@@ -217,9 +217,11 @@ REACH_VARIANT = {
 # ``python scripts/build_embedded.py --variant coloring`` builds it.
 COLORING_VARIANT = {
     "num_problems": 0,
-    "coloring_problems": 9000,
+    "coloring_problems": 7000,
+    "review_fraction": 1.0,
+    "team_fraction": 0.1,
     "drill_rows": 0,
-    "max_steps": 2000,
+    "max_steps": 1800,
     "threads": 2,
 }
 VARIANTS = {"reach": REACH_VARIANT, "coloring": COLORING_VARIANT}

@@ -118,6 +118,7 @@ class _ReviewTally:
     broke: list[bool] = field(default_factory=list)
     first: list[bool] = field(default_factory=list)
     accepted: list[bool] = field(default_factory=list)
+    named_real: list[bool] = field(default_factory=list)
 
     def add(self, episode: Episode) -> None:
         turns, answering = episode.turns, answer_roles_of(episode)
@@ -131,6 +132,8 @@ class _ReviewTally:
             info = turns[i].info
             truth, verdict = bool(info["reviewed_correct"]), info.get("verdict")
             self.hits[truth].append(verdict is truth)
+            if "fault_real" in info:  # a rejection of a wrong answer, on a task with named faults
+                self.named_real.append(bool(info["fault_real"]))
             nxt = next((t for t in turns[i + 1 :] if role_of(t.agent) in answering), None)
             if nxt is None:
                 continue
@@ -157,6 +160,9 @@ def review_metrics(episodes: Sequence[Episode]) -> dict[str, float | None]:
       makes right; ``review/broke``: among right answers under review, the share the next answer
       turn makes wrong (None without such answers). ``review/fixed_when_flagged`` and
       ``review/broke_right`` are the same rates under their first names, 0.0 without answers.
+    - ``review/fault_real``, on a task with named faults (`envs.faults`): among the rejections
+      of wrong answers, the share whose named fault is a real one (by the env's ``fault_rule``;
+      naming none is a miss). Left out on other tasks.
 
     Empty when no episode has a review turn.
     """
@@ -173,7 +179,9 @@ def review_metrics(episodes: Sequence[Episode]) -> dict[str, float | None]:
     classes = [r for r in (tpr, tnr) if r is not None]
     accuracy, kept = mean(tally.first), mean(tally.accepted)
     fixed, broke = mean(tally.fixed), mean(tally.broke)
+    named = {"review/fault_real": mean(tally.named_real)} if tally.named_real else {}
     return {
+        **named,
         "review/tpr": tpr,
         "review/tnr": tnr,
         "review/balanced_accuracy": sum(classes) / len(classes),
@@ -279,6 +287,7 @@ LEVEL_KEYS = (
     "review/accepted",
     "review/fixed",
     "review/broke",
+    "review/fault_real",
 )
 
 

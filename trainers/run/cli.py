@@ -51,10 +51,30 @@ SCRIPT_DEFAULTS: dict[str, dict[str, Any]] = {
     # validation, a refiner applying the trained critic's checks broke 60% of right answers
     # (team final answer 0.18), one solving afresh 7% (0.86; docs/results.md, "Credit and
     # protocol options, chosen on validation").
-    "math/reflection-v0": {"audit": "solver,critic,refiner", "refiner_mode": "resolve"},
+    # The main job trains on `coloring`, the family whose check is cheap for the embedded model
+    # (`--task unknown` is the control); its other defaults depend on the task (TASK_DEFAULTS).
+    "math/reflection-v0": {"task": "coloring"},
     # The embedded recipe writes tool transcripts (the warm-up's demonstrations) of `unknown` only.
     "math/tool-v0": {"task": "unknown"},
 }
+
+# Each env's option defaults that depend on the task, as {env: {task: {option: value}}}; "*"
+# holds every other task's. Applied after parsing to each option no flag or --config set
+# (`RunParser`), so `--task unknown` runs the control with its own defaults.
+TASK_DEFAULTS: dict[str, dict[str, dict[str, Any]]] = {
+    "math/reflection-v0": {
+        # A colouring's faults are named: the refiner patches the clashing edge the critic
+        # names (`envs.faults`); nothing states an equation, so nothing is audited.
+        "coloring": {"audit": "", "refiner_mode": "patch"},
+        "*": {"audit": "solver,critic,refiner", "refiner_mode": "resolve"},
+    },
+}
+
+
+def task_defaults(env_id: str, task: str | None) -> dict[str, Any]:
+    """`env_id`'s option defaults for `task` (`TASK_DEFAULTS`; a mixed task reads "*")."""
+    table = TASK_DEFAULTS.get(env_id, {})
+    return dict(table.get(str(task), table.get("*", {})))
 
 
 def available(env_id: str) -> list[str]:
@@ -91,6 +111,9 @@ def make_parser(algo: str, env_id: str, defaults: dict[str, Any] | None = None) 
     }
     script_defaults.update(defaults or {})
     parser.set_defaults(**script_defaults)
+    parser.task_defaults = lambda task: task_defaults(env_id, task)
+    tasked = {name for table in TASK_DEFAULTS.get(env_id, {}).values() for name in table}
+    parser.set_defaults(**dict.fromkeys(tasked - set(defaults or {})))
     return parser, train
 
 

@@ -20,7 +20,9 @@ class RunParser(TrlParser):
 
     A config may derive defaults from the parsed env (`CPUGRPOConfig.derived_defaults`: the
     batch is every turn slot x G). Those fields default to None in the parser and are filled in
-    the parsed namespace, before the config is built, unless a flag or --config set them.
+    the parsed namespace, before the config is built, unless a flag or --config set them. So are
+    the env options whose default depends on the task (``task_defaults``, set by
+    `trainers.run.cli.make_parser`).
     """
 
     def __init__(self, config_cls: type, env_id: str) -> None:
@@ -33,9 +35,14 @@ class RunParser(TrlParser):
         self.derive = getattr(config_cls, "derived_defaults", None)
         if self.derive is not None:
             self.set_defaults(**dict.fromkeys(config_cls.DERIVED))
+        self.task_defaults: Any = None  # task -> option defaults (`trainers.run.cli`)
 
     def parse_known_args(self, args=None, namespace=None):
         namespace, rest = super().parse_known_args(args, namespace)
+        if self.task_defaults is not None:  # options whose default depends on the task
+            for name, value in self.task_defaults(getattr(namespace, "task", None)).items():
+                if getattr(namespace, name, None) is None:
+                    setattr(namespace, name, value)
         if self.derive is not None:
             for name, value in self.derive(namespace).items():
                 if getattr(namespace, name, None) is None:

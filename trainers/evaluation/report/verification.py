@@ -25,6 +25,7 @@ VERIFICATION = (
     ("review/gap", "verification gap (accepted - all first answers)", True),
     ("review/fixed", "fixed (rejected wrong -> right)", False),
     ("review/broke", "broke (right under review -> wrong)", False),
+    ("review/fault_real", "named fault real (rejections of wrong answers)", False),
 )
 
 

@@ -1,0 +1,119 @@
+"""The ``coloring`` model's transcripts (`trainers.embedded.coloring_rows`): played through the
+real envs, every target reply right, the answers under review right or slipped as a guessing
+solver's are, train problems only."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import random
+import re
+
+import pytest
+
+import envs
+from envs.faults import ColoringFaults
+from trainers.embedded import (
+    COLORING_VARIANT,
+    SHIPPED,
+    SHIPPED_COLORING,
+    EmbeddedRecipe,
+    mixed_problems,
+    model_for,
+    recipe_transcripts,
+)
+from trainers.embedded.coloring_rows import check_reply, repair_reply, slip, solution, solve_reply
+
+VERIFIER = envs.make_task("coloring").verifier
+FAULTS = ColoringFaults()
+
+
+@pytest.fixture(scope="module")
+def problems() -> list[dict]:
+    recipe = dataclasses.replace(EmbeddedRecipe(), **{**COLORING_VARIANT, "coloring_problems": 60})
+    return mixed_problems(recipe)
+
+
+@pytest.fixture(scope="module")
+def rows(problems) -> list[dict]:
+    recipe = dataclasses.replace(EmbeddedRecipe(), **COLORING_VARIANT)
+    return recipe_transcripts(recipe, problems, 0, 1.0)
+
+
+def test_the_build_reads_coloring_train_problems_only(problems) -> None:
+    assert {p["metadata"]["source"] for p in problems} == {"coloring"}
+    assert all(p["id"].startswith("coloring/train/") for p in problems)
+    assert {p["metadata"]["difficulty"] for p in problems} == {1, 2, 3, 4}
+
+
+def test_slips_are_wrong_and_keep_the_fixed_colours(problems) -> None:
+    rng = random.Random(0)
+    for problem in problems:
+        for _ in range(5):
+            wrong = slip(problem, rng)
+            assert wrong != solution(problem)
+            assert all(wrong[v] == c for v, c in problem["metadata"]["fixed"])
+            # the colouring is unique, so every slip clashes somewhere: the critic can name it
+            assert check_reply(problem, wrong).startswith("BAD ")
+            assert VERIFIER.verify(solve_reply(problem, wrong), problem["answer"]).score == 0
+
+
+def test_every_target_reply_is_right(problems, rows) -> None:
+    by_question = {p["question"]: p for p in problems}
+    roles = set()
+    for row in rows:
+        role, reply = row["role"], row["messages"][-1]["content"]
+        prompt = row["messages"][-2]["content"]
+        problem = next(p for q, p in by_question.items() if q in prompt)
+        roles.add(role)
+        if role in ("solver", "variant", "debater"):
+            assert VERIFIER.verify(reply, problem["answer"]).score == 1.0
+        elif role == "critic":
+            shown = re.search(r"\\boxed\{[^}]*\}", prompt).group()
+            right = VERIFIER.verify(shown, problem["answer"]).correct
+            assert reply == "OK. Verdict: correct" if right else reply.startswith("BAD ")
+            if not right:  # the first clash, in listed order
+                first = FAULTS.faults(shown, problem["answer"])[0]
+                assert reply == f"BAD {first}. Verdict: incorrect"
+            assert prompt.index("\\boxed") < prompt.index("Edges:")  # colouring first
+        elif role == "refiner":
+            latest = re.search(r"Latest solution:\n(\\boxed\{[^}]*\})", prompt).group(1)
+            patching = prompt.endswith("Write the patch: only what changes.")
+            after = FAULTS.patch(latest, reply, problem["answer"]) if patching else reply
+            after = latest if after is None else after
+            faults = FAULTS.faults(latest, problem["answer"])
+            right = solution(problem)
+
+            def misses(text: str) -> int:
+                colours = re.findall(r"\d+ ([ABC])", text)
+                return sum(c != r for c, r in zip(colours, right, strict=True))
+
+            if faults:  # one vertex of the first clash moves to its right colour
+                assert misses(after) == misses(latest) - 1
+                assert faults[0] not in FAULTS.faults(after, problem["answer"])
+            else:  # an accepted colouring is kept
+                assert after == latest
+    assert roles == {"solver", "critic", "refiner", "variant", "debater"}
+
+
+def test_the_refiner_forms_patch_and_rewrite(problems) -> None:
+    problem = problems[0]
+    wrong = slip(problem, random.Random(1))
+    patch, fixed = repair_reply(problem, wrong, patch=True)
+    rewrite, same = repair_reply(problem, wrong, patch=False)
+    assert re.fullmatch(r"\\boxed\{\d+ [ABC]\}", patch)
+    assert rewrite == solve_reply(problem, fixed) and fixed == same
+    assert repair_reply(problem, solution(problem), patch=True) == ("Keep.", solution(problem))
+
+
+def test_each_task_has_its_shipped_model() -> None:
+    assert model_for("coloring") == SHIPPED_COLORING
+    assert model_for("coloring+unknown") == SHIPPED_COLORING
+    assert model_for("unknown") == model_for(None) == model_for("reach") == SHIPPED
+
+
+def test_the_coloring_recipe_key_leaves_the_shipped_key_alone() -> None:
+    shipped = EmbeddedRecipe()
+    assert json.loads((SHIPPED / "recipe.json").read_text())["key"] == shipped.key()
+    variant = dataclasses.replace(shipped, **COLORING_VARIANT)
+    assert variant.key() != shipped.key()
