@@ -84,7 +84,7 @@ def test_every_target_reply_is_right(problems, rows) -> None:
             faults = FAULTS.faults(latest, problem["answer"])
             right = solution(problem)
 
-            def misses(text: str) -> int:
+            def misses(text: str, right: list[str] = right) -> int:
                 colours = re.findall(r"\d+ ([ABC])", text)
                 return sum(c != r for c, r in zip(colours, right, strict=True))
 
