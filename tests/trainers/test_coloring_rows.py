@@ -36,7 +36,7 @@ def problems() -> list[dict]:
 
 @pytest.fixture(scope="module")
 def rows(problems) -> list[dict]:
-    recipe = dataclasses.replace(EmbeddedRecipe(), **COLORING_VARIANT)
+    recipe = dataclasses.replace(EmbeddedRecipe(), **{**COLORING_VARIANT, "work_fraction": 0.5})
     return recipe_transcripts(recipe, problems, 0, 1.0)
 
 
@@ -54,7 +54,7 @@ def test_slips_are_wrong_and_keep_the_fixed_colours(problems) -> None:
             assert wrong != solution(problem)
             assert all(wrong[v] == c for v, c in problem["metadata"]["fixed"])
             # the colouring is unique, so every slip clashes somewhere: the critic can name it
-            assert check_reply(problem, wrong).startswith("BAD ")
+            assert check_reply(problem, wrong).endswith(". Verdict: incorrect")
             assert VERIFIER.verify(solve_reply(problem, wrong), problem["answer"]).score == 0
 
 
@@ -68,13 +68,30 @@ def test_every_target_reply_is_right(problems, rows) -> None:
         roles.add(role)
         if role in ("solver", "variant", "debater"):
             assert VERIFIER.verify(reply, problem["answer"]).score == 1.0
+            for vertex, colour, a, b in re.findall(r"(\d+) ([ABC]) by (\d+) (\d+)", reply):
+                # a worked step: the two neighbours named hold the other two colours
+                right = solution(problem)
+                assert {right[int(a)], right[int(b)], colour} == {"A", "B", "C"}
+                assert right[int(vertex)] == colour
+                assert sorted([int(vertex), int(a)]) in problem["metadata"]["edges"]
+                assert sorted([int(vertex), int(b)]) in problem["metadata"]["edges"]
         elif role == "critic":
             shown = re.search(r"\\boxed\{[^}]*\}", prompt).group()
             right = VERIFIER.verify(shown, problem["answer"]).correct
-            assert reply == "OK. Verdict: correct" if right else reply.startswith("BAD ")
-            if not right:  # the first clash, in listed order
+            colours = re.findall(r"\d+ ([ABC])", shown)
+            edges = problem["metadata"]["edges"]
+            scanned = re.findall(r"(\d+) (\d+) ([ABC]) ([ABC])", reply)
+            # one mark per edge in listed order, each end's colour looked up, to the first clash
+            assert [(int(u), int(v)) for u, v, _, _ in scanned] == [
+                tuple(e) for e in edges[: len(scanned)]
+            ]
+            assert all(colours[int(u)] == a and colours[int(v)] == b for u, v, a, b in scanned)
+            if right:
+                assert reply.endswith(" OK. Verdict: correct") and len(scanned) == len(edges)
+            else:
                 first = FAULTS.faults(shown, problem["answer"])[0]
-                assert reply == f"BAD {first}. Verdict: incorrect"
+                assert reply.endswith(f" BAD {first}. Verdict: incorrect")
+                assert FAULTS.named(reply) == [first]
             assert prompt.index("\\boxed") < prompt.index("Edges:")  # colouring first
         elif role == "refiner":
             latest = re.search(r"Latest solution:\n(\\boxed\{[^}]*\})", prompt).group(1)
@@ -94,6 +111,8 @@ def test_every_target_reply_is_right(problems, rows) -> None:
             else:  # an accepted colouring is kept
                 assert after == latest
     assert roles == {"solver", "critic", "refiner", "variant", "debater"}
+    solver = [r["messages"][-1]["content"] for r in rows if r["role"] == "solver"]
+    assert 0 < sum(" by " in reply for reply in solver) < len(solver)  # worked and at a glance
 
 
 def test_the_refiner_forms_patch_and_rewrite(problems) -> None:

@@ -59,7 +59,7 @@ RECIPE_VERSION = 13  # bump whenever the transcripts or the training change
 REACH_VERSION = 1
 # bump whenever ``coloring``'s transcripts change (`coloring_rows`); keyed only into recipes
 # with coloring rows.
-COLORING_VERSION = 1
+COLORING_VERSION = 2
 SHIPPED = Path(__file__).resolve().parent / "model"
 # The model of the ``coloring`` family (graph 3-colouring, where checking is cheap for this
 # model): one model per family, chosen by task (`model_for`), built by `COLORING_VARIANT`.
@@ -217,11 +217,12 @@ REACH_VARIANT = {
 # ``python scripts/build_embedded.py --variant coloring`` builds it.
 COLORING_VARIANT = {
     "num_problems": 0,
-    "coloring_problems": 7000,
+    "coloring_problems": 5300,
+    "work_fraction": 0.5,
     "review_fraction": 1.0,
     "team_fraction": 0.1,
     "drill_rows": 0,
-    "max_steps": 1800,
+    "max_steps": 1350,
     "threads": 2,
 }
 VARIANTS = {"reach": REACH_VARIANT, "coloring": COLORING_VARIANT}

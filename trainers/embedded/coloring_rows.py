@@ -2,13 +2,13 @@
 
 Each role does what its check costs it, and no more:
 
-- the solver answers in one shot with a colouring (``\\boxed{0 A 1 B 2 A ...}``): choosing the
-  colours is a search that one reply does not make, so a small model guesses, and its guesses
-  are often wrong (`solve_reply`);
-- the critic reads the colouring before the edge list (the task's ``review_first``), so each
-  edge ``u v`` is checked where it stands: two lookups (u's colour, v's colour) and one
-  comparison, over three symbols. It answers ``OK. Verdict: correct``, or names the first
-  clashing edge in listed order, ``BAD 1 2. Verdict: incorrect`` (`check_reply`). Nothing in a
+- the solver answers in one shot with a colouring (``\\boxed{0 A 1 B 2 A ...}``), or, in a share
+  of its replies (``work_fraction``), works it out from the two given colours by propagation
+  (``5 C by 0 2``: 5's neighbours 0 and 2 hold A and B), then boxes it (`work_reply`);
+- the critic reads the colouring before the edge list (the task's ``review_first``) and scans
+  the edges in order, one mark per edge: its ends and their colours (two lookups), to the first
+  clash, which it names: ``0 2 A B 1 2 B B BAD 1 2. Verdict: incorrect``, or ``... OK. Verdict:
+  correct`` (`check_reply`). Nothing in a
   colouring states a result the critic could copy instead of checking (a ``reach`` chain states
   ``135 - 4 = 76``; a colouring states colours);
 - the refiner keeps an accepted colouring and, after a rejection that names an edge, recolours
@@ -73,12 +73,55 @@ def clashes(problem: dict[str, Any], colours: list[str]) -> list[tuple[int, int]
 
 
 def check_reply(problem: dict[str, Any], colours: list[str]) -> str:
-    """The critic's reply on `colours`: ``OK. Verdict: correct`` or the first clash named."""
-    found = clashes(problem, colours)
-    if not found:
-        return "OK. Verdict: correct"
-    u, v = found[0]
-    return f"BAD {u} {v}. Verdict: incorrect"
+    """The critic's reply on `colours`: a scan of the edge list in order, one mark per edge
+    (its ends and their colours, looked up in the colouring above), to the first clash:
+
+    ``0 2 A B 0 3 A C 1 2 B B BAD 1 2. Verdict: incorrect`` or ``... OK. Verdict: correct``
+    (four tokens a mark: the tokenizer splits at spaces).
+
+    Each mark is three copies (the next edge, then each end's colour) and the clash one
+    comparison; a verdict alone, with no marks, left all of them to one token, and a build on
+    it judged at chance (issue notes)."""
+    marks = []
+    for u, v in problem["metadata"]["edges"]:
+        marks.append(f"{u} {v} {colours[u]} {colours[v]}")
+        if colours[u] == colours[v]:
+            return f"{' '.join(marks)} BAD {u} {v}. Verdict: incorrect"
+    return f"{' '.join(marks)} OK. Verdict: correct"
+
+
+def work_reply(problem: dict[str, Any]) -> str:
+    """A solver's worked colouring: from the two given colours, each next vertex whose
+    coloured neighbours already hold two colours takes the third, written with those two
+    neighbours (``5 C by 0 2``); where none is forced, the lowest uncoloured vertex is set
+    (``7 A set``). Then the colouring, boxed. 94% of level 1-2 and 67% of level 4 instances are
+    forced all the way from the givens."""
+    meta = problem["metadata"]
+    right = solution(problem)
+    n, neighbours = meta["n"], [[] for _ in range(meta["n"])]
+    for u, v in meta["edges"]:
+        neighbours[u].append(v)
+        neighbours[v].append(u)
+    coloured = {v: c for v, c in meta["fixed"]}
+    steps = [f"{v} {c}" for v, c in meta["fixed"]]
+    while len(coloured) < n:
+        for x in range(n):
+            if x in coloured:
+                continue
+            seen: dict[str, int] = {}
+            for y in sorted(neighbours[x]):
+                if y in coloured:
+                    seen.setdefault(coloured[y], y)
+            if len(seen) == 2:
+                a, b = sorted(seen.values())
+                coloured[x] = right[x]
+                steps.append(f"{x} {right[x]} by {a} {b}")
+                break
+        else:
+            x = min(v for v in range(n) if v not in coloured)
+            coloured[x] = right[x]
+            steps.append(f"{x} {right[x]} set")
+    return f"{'. '.join(steps)}. {solve_reply(problem)}"
 
 
 def repair(problem: dict[str, Any], colours: list[str]) -> tuple[int, str] | None:
@@ -115,17 +158,21 @@ def coloring_rows(
     review_fraction: float,
     second_round: float,
     team_fraction: float,
+    work_fraction: float = 0.0,
 ) -> list[dict[str, Any]]:
     """The rows of one ``coloring`` problem: a solver row; with chance `review_fraction` a
     critic and refiner row on a colouring right or slipped (the refiner's form, patch or
     rewrite, drawn per problem from `reflections`, a patch-mode and a revise-mode env), and
     with `second_round` a second pair on what the first repair left; with
-    `team_fraction` an ensemble variant's or debater's row."""
+    `team_fraction` an ensemble variant's or debater's row. A share `work_fraction` of the solver
+    rows work the colouring out (`work_reply`)."""
     rows: list[dict[str, Any]] = []
     patch = rng.random() < 0.5
     reflection = reflections[0 if patch else 1]
     reflection.reset(options={"problem": problem})
-    rows.append(chat_row(reflection.observe("solver_0"), solve_reply(problem), "solver"))
+    worked = rng.random() < work_fraction
+    solved = work_reply(problem) if worked else solve_reply(problem)
+    rows.append(chat_row(reflection.observe("solver_0"), solved, "solver"))
     if rng.random() < review_fraction:
         colours = solution(problem) if rng.random() < 0.5 else slip(problem, rng)
         reflection.step(solve_reply(problem, colours))

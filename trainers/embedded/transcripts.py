@@ -398,7 +398,13 @@ def sft_rows(
     for problem in problems:
         if problem["metadata"].get("source") == "coloring":
             rows += coloring_rows(
-                problem, rng, *coloring, review_fraction, second_round, team_fraction
+                problem,
+                rng,
+                *coloring,
+                review_fraction,
+                second_round,
+                team_fraction,
+                work_fraction,
             )
             continue
         if problem["metadata"].get("source") == "reach":
