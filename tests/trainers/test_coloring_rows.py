@@ -136,3 +136,28 @@ def test_the_coloring_recipe_key_leaves_the_shipped_key_alone() -> None:
     assert json.loads((SHIPPED / "recipe.json").read_text())["key"] == shipped.key()
     variant = dataclasses.replace(shipped, **COLORING_VARIANT)
     assert variant.key() != shipped.key()
+
+
+def test_a_missing_family_model_names_its_build(tmp_path, monkeypatch) -> None:
+    import trainers.embedded as embedded
+
+    monkeypatch.setattr(embedded, "VARIANT_OUT", {"coloring": tmp_path})
+    with pytest.raises(embedded.EmbeddedModelError, match="build_embedded.py --variant coloring"):
+        embedded.check_model_dir(tmp_path)
+    with pytest.raises(embedded.EmbeddedModelError, match=r"build_embedded.py`"):
+        embedded.check_model_dir(tmp_path / "other")
+
+
+def test_scan_drills_hold_the_critics_lookups() -> None:
+    from trainers.embedded.coloring_rows import scan_drill_rows
+
+    rows = scan_drill_rows(200, 0)
+    clashes = 0
+    for row in rows:
+        prompt, reply = row["messages"][1]["content"], row["messages"][2]["content"]
+        colours = re.findall(r"\d+ ([ABC])", prompt.split("\n")[0])
+        edges = [tuple(map(int, e)) for e in re.findall(r"(\d+) (\d+)", prompt.split("\n")[1])]
+        problem = {"metadata": {"edges": [list(e) for e in edges]}}
+        assert reply == check_reply(problem, colours)
+        clashes += "BAD" in reply
+    assert 60 < clashes < 140  # about half hold a clash

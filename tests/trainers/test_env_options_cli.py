@@ -101,19 +101,24 @@ def test_only_options_a_command_line_can_write_are_flags():
 @pytest.mark.parametrize(
     ("argv", "task", "refiner_mode", "audit"),
     [
-        ([], "coloring", "patch", ()),
-        (["--task", "unknown"], "unknown", "resolve", ("solver", "critic", "refiner")),
+        ([], "unknown", "resolve", ("solver", "critic", "refiner")),
+        (["--task", "coloring"], "coloring", "patch", ()),
         (["--task", "unknown+reach"], "unknown+reach", "resolve", ("solver", "critic", "refiner")),
-        (["--refiner_mode", "revise"], "coloring", "revise", ()),
+        (["--task", "coloring", "--refiner_mode", "revise"], "coloring", "revise", ()),
         (["--task", "unknown", "--audit", "critic"], "unknown", "resolve", ("critic",)),
     ],
 )
 def test_the_main_jobs_option_defaults_follow_its_task(argv, task, refiner_mode, audit):
-    """The main job trains on coloring with a patching refiner; `--task unknown` is the control
-    with its own defaults; a flag always wins (`trainers.run.cli.TASK_DEFAULTS`)."""
+    """The main job's option defaults follow its task: coloring patches (and its critic's scan
+    gets more tokens), the other tasks re-solve and audit; a flag always wins
+    (`trainers.run.cli.TASK_DEFAULTS`)."""
     from trainers.run.cli import make_parser
 
     parser, _ = make_parser("grpo", "math/reflection-v0")
-    job, _ = parser.parse_args_and_config(argv)
+    job, config = parser.parse_args_and_config(argv)
     assert job.env.task == task
     assert job.options["refiner_mode"] == refiner_mode and job.options["audit"] == audit
+    # coloring's critic scans every edge: more tokens a turn than the other tasks' 96
+    assert config.max_completion_length == (160 if task == "coloring" else 96)
+    job, config = parser.parse_args_and_config([*argv, "--max_completion_length", "50"])
+    assert config.max_completion_length == 50

@@ -59,7 +59,7 @@ RECIPE_VERSION = 13  # bump whenever the transcripts or the training change
 REACH_VERSION = 1
 # bump whenever ``coloring``'s transcripts change (`coloring_rows`); keyed only into recipes
 # with coloring rows.
-COLORING_VERSION = 2
+COLORING_VERSION = 3
 SHIPPED = Path(__file__).resolve().parent / "model"
 # The model of the ``coloring`` family (graph 3-colouring, where checking is cheap for this
 # model): one model per family, chosen by task (`model_for`), built by `COLORING_VARIANT`.
@@ -120,6 +120,8 @@ class EmbeddedRecipe:
             (`transcripts.drill_rows`), each stating that many facts.
         drill_reach_share (`float`, 0.0): share of the drill rows whose facts are a ``reach``
             check's (products, values up to 150; `transcripts.reach_fact`).
+        coloring_drill_rows (`int`, 0): short scan drills of a ``coloring`` critic's lookups
+            (`coloring_rows.scan_drill_rows`).
         max_steps, batch_size, learning_rate: SFT.
         calibration_problems (`int`, 300): ``unknown`` train problems the SFT never saw whose
             transcripts fit the model's logit scale after SFT (`calibrate`); 0: no calibration.
@@ -161,6 +163,7 @@ class EmbeddedRecipe:
     drill_rows: int = 20000
     drill_facts: int = 16
     drill_reach_share: float = 0.0
+    coloring_drill_rows: int = 0
     max_steps: int = 3500
     batch_size: int = 16
     learning_rate: float = 2e-3
@@ -184,6 +187,8 @@ class EmbeddedRecipe:
             fields.pop("reach_difficulty")
         if not self.drill_reach_share:
             fields.pop("drill_reach_share")
+        if not self.coloring_drill_rows:
+            fields.pop("coloring_drill_rows")
         if not self.coloring_problems:  # the key the recipe had before coloring's fields
             fields.pop("coloring_problems")
             fields.pop("coloring_difficulty")
@@ -217,12 +222,13 @@ REACH_VARIANT = {
 # ``python scripts/build_embedded.py --variant coloring`` builds it.
 COLORING_VARIANT = {
     "num_problems": 0,
-    "coloring_problems": 5300,
+    "coloring_problems": 3500,
+    "coloring_drill_rows": 16000,
     "work_fraction": 0.5,
     "review_fraction": 1.0,
     "team_fraction": 0.1,
     "drill_rows": 0,
-    "max_steps": 1350,
+    "max_steps": 1900,
     "threads": 2,
 }
 VARIANTS = {"reach": REACH_VARIANT, "coloring": COLORING_VARIANT}
@@ -241,7 +247,9 @@ def check_model_dir(path: str | Path = SHIPPED, recipe: EmbeddedRecipe | None = 
     each with the sha256 its ``recipe.json`` records (and, given `recipe`, built from it)."""
     path = Path(path)
     manifest_path = path / "recipe.json"
-    hint = f"rebuild it with `{REBUILD}`"
+    variant = next((name for name, out in VARIANT_OUT.items() if out == path), None)
+    rebuild = f"{REBUILD} --variant {variant}" if variant else REBUILD
+    hint = f"rebuild it with `{rebuild}`"
     if not manifest_path.is_file():
         raise EmbeddedModelError(f"the embedded model's {manifest_path} is missing; {hint}")
     try:
@@ -538,12 +546,14 @@ def _train(
 def _recipe_rows(recipe: EmbeddedRecipe) -> tuple[list[dict[str, Any]], list[str]]:
     """The recipe's SFT rows (transcripts of the task's training problems, then the drills) and
     the tokenizer's corpus (the first 2,000 transcripts' messages)."""
+    from trainers.embedded.coloring_rows import scan_drill_rows
     from trainers.embedded.transcripts import drill_rows
 
     problems = mixed_problems(recipe)
     rows = recipe_transcripts(recipe, problems, recipe.seed, recipe.review_fraction)
     corpus = [m["content"] for r in rows[:2000] for m in r["messages"]]
     rows += drill_rows(recipe.drill_rows, recipe.drill_facts, recipe.seed, recipe.drill_reach_share)
+    rows += scan_drill_rows(recipe.coloring_drill_rows, recipe.seed)
     return rows, corpus
 
 

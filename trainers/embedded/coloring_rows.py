@@ -195,3 +195,36 @@ def coloring_rows(
             obs, *_ = debate.step(shown)
             rows.append(chat_row(obs[debate.agents[0]], solve_reply(problem), "debater"))
     return rows
+
+
+def scan_drill_rows(count: int, seed: int) -> list[dict[str, Any]]:
+    """Short scan drills (``role`` "drill"): a random colouring of 7..12 vertices, then 3..8
+    edges joining two colours, one of them (in half the drills) replaced by a clash; the reply is the critic's scan of those edges to the first
+    clash (`check_reply`'s form). A critic row holds its scan behind a long prompt; a drill holds
+    the same lookups in a few dozen tokens, so the small model meets far more of them for the
+    same compute."""
+    rng = random.Random(f"scan-drill-{seed}")
+    rows = []
+    for _ in range(count):
+        n = rng.randint(7, 12)
+        colours = [rng.choice(PALETTE) for _ in range(n)]
+        every = [(u, v) for u in range(n) for v in range(u + 1, n)]
+        apart = [p for p in every if colours[p[0]] != colours[p[1]]]
+        pairs = rng.sample(apart, min(len(apart), rng.randint(3, 8)))
+        same = [p for p in every if colours[p[0]] == colours[p[1]]]
+        if same and pairs and rng.random() < 0.5:  # half the drills: one clash, anywhere
+            pairs[rng.randrange(len(pairs))] = rng.choice(same)
+        pairs = sorted(set(pairs))
+        problem = {"metadata": {"edges": [list(p) for p in pairs]}}
+        listed = ", ".join(f"{u} {v}" for u, v in pairs)
+        rows.append(
+            {
+                "messages": [
+                    {"role": "system", "content": "Practice."},
+                    {"role": "user", "content": f"{solve_reply({}, colours)}\nEdges: {listed}."},
+                    {"role": "assistant", "content": check_reply(problem, colours)},
+                ],
+                "role": "drill",
+            }
+        )
+    return rows

@@ -51,9 +51,9 @@ SCRIPT_DEFAULTS: dict[str, dict[str, Any]] = {
     # validation, a refiner applying the trained critic's checks broke 60% of right answers
     # (team final answer 0.18), one solving afresh 7% (0.86; docs/results.md, "Credit and
     # protocol options, chosen on validation").
-    # The main job trains on `coloring`, the family whose check is cheap for the embedded model
-    # (`--task unknown` is the control); its other defaults depend on the task (TASK_DEFAULTS).
-    "math/reflection-v0": {"task": "coloring"},
+    # The main job trains on `unknown` (the task of the shipped model); its other defaults
+    # depend on the task (TASK_DEFAULTS).
+    "math/reflection-v0": {"task": "unknown"},
     # The embedded recipe writes tool transcripts (the warm-up's demonstrations) of `unknown` only.
     "math/tool-v0": {"task": "unknown"},
 }
@@ -65,7 +65,8 @@ TASK_DEFAULTS: dict[str, dict[str, dict[str, Any]]] = {
     "math/reflection-v0": {
         # A colouring's faults are named: the refiner patches the clashing edge the critic
         # names (`envs.faults`); nothing states an equation, so nothing is audited.
-        "coloring": {"audit": "", "refiner_mode": "patch"},
+        # Its critic scans the edges, one mark each (up to 27 at level 4): 160 tokens a turn.
+        "coloring": {"audit": "", "refiner_mode": "patch", "max_completion_length": 160},
         "*": {"audit": "solver,critic,refiner", "refiner_mode": "resolve"},
     },
 }
@@ -111,10 +112,27 @@ def make_parser(algo: str, env_id: str, defaults: dict[str, Any] | None = None) 
     }
     script_defaults.update(defaults or {})
     parser.set_defaults(**script_defaults)
-    parser.task_defaults = lambda task: task_defaults(env_id, task)
-    tasked = {name for table in TASK_DEFAULTS.get(env_id, {}).values() for name in table}
-    parser.set_defaults(**dict.fromkeys(tasked - set(defaults or {})))
+    parser.task_defaults = defer_task_defaults(parser, env_id, set(defaults or {}))
     return parser, train
+
+
+def defer_task_defaults(parser: Any, env_id: str, keep: set[str] = frozenset()) -> Any:
+    """Make the options of `parser` whose default depends on the task (`TASK_DEFAULTS`, less
+    `keep`) default to None, and return ``task -> {option: default}``: the task's value or the
+    parser's own default, for each option no flag or --config set (the training scripts'
+    `RunParser` and ``scripts/evaluate.py`` fill them after parsing). Options this parser lacks
+    (an algorithm without max_completion_length) are left alone."""
+    fields = {action.dest for action in parser._actions}
+    tasked = {name for table in TASK_DEFAULTS.get(env_id, {}).values() for name in table}
+    tasked = (tasked & fields) - set(keep)
+    base = {name: parser.get_default(name) for name in tasked}
+    parser.set_defaults(**dict.fromkeys(tasked))
+
+    def defaults_for(task: str | None) -> dict[str, Any]:
+        chosen = task_defaults(env_id, task)
+        return {**base, **{k: v for k, v in chosen.items() if k in tasked}}
+
+    return defaults_for
 
 
 # Old flag -> its one name now (tokens per turn: TRL's per-turn cap, in training and evaluation).

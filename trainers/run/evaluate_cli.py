@@ -47,6 +47,7 @@ from trainers.evaluation.evaluate import EvalConfig, evaluate
 from trainers.evaluation.report.plots import plot_compute
 from trainers.evaluation.report.tables import markdown_report
 from trainers.run.args import comma_items
+from trainers.run.cli import SCRIPT_DEFAULTS, defer_task_defaults
 from trainers.run.options import add_group, option_kwargs
 
 
@@ -119,7 +120,7 @@ def make_parser(env_id: str = DEFAULT_ENV) -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         allow_abbrev=False,
     )
-    _add_problem_flags(parser)
+    _add_problem_flags(parser, env_id)
     _add_model_flags(parser)
     _add_sampling_flags(parser)
     _add_comparison_flags(parser)
@@ -128,14 +129,14 @@ def make_parser(env_id: str = DEFAULT_ENV) -> argparse.ArgumentParser:
     return parser
 
 
-def _add_problem_flags(parser: argparse.ArgumentParser) -> None:
+def _add_problem_flags(parser: argparse.ArgumentParser, env_id: str = DEFAULT_ENV) -> None:
     """The env and the problems it plays: task, data, split, levels, how many, from where."""
     parser.add_argument("--env_id", default=DEFAULT_ENV, choices=envs.list_envs())
     parser.add_argument(
         "--task",
-        default=EMBEDDED_TASK,
+        default=SCRIPT_DEFAULTS.get(env_id, {}).get("task", EMBEDDED_TASK),
         choices=envs.list_tasks(),
-        help="default: the task the embedded model is built on",
+        help="default: the task of the env's training script (SCRIPT_DEFAULTS; unknown)",
     )
     parser.add_argument("--data_path", default=None, help="local JSONL for gsm8k/math/anli")
     parser.add_argument(
@@ -254,7 +255,11 @@ def _add_output_flags(parser: argparse.ArgumentParser) -> None:
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     argv = current_flags(list(sys.argv[1:] if argv is None else argv))
     parser = make_parser(chosen_env(argv))
+    defaults_for = defer_task_defaults(parser, chosen_env(argv))
     args = parser.parse_args(argv)
+    for name, value in defaults_for(args.task).items():  # as the training scripts do
+        if getattr(args, name) is None:
+            setattr(args, name, value)
     items = [item for text in args.role_models for item in comma_items(text)]
     bad = [r for r in items if "=" not in r]
     if bad:
