@@ -174,7 +174,10 @@ def test_a_commands_exit_status_is_its_own(capsys, monkeypatch):
     [
         (["trian"], "mathteams: unknown command 'trian' (did you mean 'train'?); choose from"),
         (["serve", "env"], "mathteams serve: unknown command 'env' (did you mean 'envs'?)"),
-        (["probe", "x"], "mathteams probe: unknown command 'x'; choose from critic, embedded"),
+        (
+            ["probe", "x"],
+            "mathteams probe: unknown command 'x'; choose from critic, embedded, coloring",
+        ),
         (["train", "nowhere"], "mathteams train: unknown env 'nowhere'; ENV is one of reflection"),
         ([], "mathteams: a command is required"),
         (["serve"], "mathteams serve: a command is required"),

@@ -118,6 +118,11 @@ COMMANDS: dict[str, Command] = {
                 "trainers.embedded.probe_embedded:main",
                 "probe_embedded.py",
             ),
+            "coloring": Command(
+                "how a model's coloring solver and critic play, and whether its lookup is learnt",
+                "trainers.embedded.probe_coloring:main",
+                "probe_coloring.py",
+            ),
         },
     ),
 }

@@ -139,12 +139,12 @@ def test_the_coloring_recipe_key_leaves_the_shipped_key_alone() -> None:
 
 
 def test_a_missing_family_model_names_its_build(tmp_path, monkeypatch) -> None:
-    import trainers.embedded as embedded
+    from trainers import embedded
 
     monkeypatch.setattr(embedded, "VARIANT_OUT", {"coloring": tmp_path})
-    with pytest.raises(embedded.EmbeddedModelError, match="build_embedded.py --variant coloring"):
+    with pytest.raises(embedded.EmbeddedModelError, match=r"build_embedded\.py --variant coloring"):
         embedded.check_model_dir(tmp_path)
-    with pytest.raises(embedded.EmbeddedModelError, match=r"build_embedded.py`"):
+    with pytest.raises(embedded.EmbeddedModelError, match=r"build_embedded\.py`"):
         embedded.check_model_dir(tmp_path / "other")
 
 
@@ -161,3 +161,25 @@ def test_scan_drills_hold_the_critics_lookups() -> None:
         assert reply == check_reply(problem, colours)
         clashes += "BAD" in reply
     assert 60 < clashes < 140  # about half hold a clash
+
+
+def test_the_coloring_probe_scores_marks_and_verdicts() -> None:
+    from trainers.embedded import probe_coloring
+    from trainers.embedded.coloring_rows import scan_drill_rows
+
+    targets = {
+        r["messages"][1]["content"]: r["messages"][2]["content"] for r in scan_drill_rows(20, 12345)
+    }
+
+    class Echo:  # replies the drill's own target: every mark and verdict right
+        def act(self, observations):
+            return [targets[o["prompt"]] for o in observations]
+
+    class Blank:
+        def act(self, observations):
+            return ["OK. Verdict: correct"] * len(observations)
+
+    assert "marks right 1.000, verdicts right 1.000" in probe_coloring.probe_drills(Echo(), 20)
+    assert "marks right 0.000" in probe_coloring.probe_drills(Blank(), 20)
+    rates = probe_coloring._rates([(True, True, None), (False, False, True), (False, True, None)])
+    assert rates == "TPR 1.00 TNR 0.50 balanced 0.75 named real 1.00"
