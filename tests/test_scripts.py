@@ -32,6 +32,14 @@ SMOKE = {
         ["--problems", "8", "--show", "1"],
         "its own solver's answers",
     ),
+    "probe_coloring.py": (
+        # the unknown model (no coloring model is shipped): it plays, badly, which is all to see
+        [
+            *("--model", "trainers/embedded/model", "--problems", "2", "--difficulty", "1"),
+            *("--drills", "4", "--max_new_tokens", "8"),
+        ],
+        "scan drills (4): marks right",
+    ),
     "probe_embedded.py": (["--help"], "usage"),  # a run: test_probe_embedded_end_to_end
     "robustness.py": (["--check"], "identical to a fresh build"),
     # Training runs end to end: test_train_script_end_to_end and tests/trainers, in-process.

@@ -11,6 +11,7 @@ them), so a script and ``mathteams train`` run the same job.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import warnings
 from collections.abc import Sequence
@@ -112,19 +113,24 @@ def make_parser(algo: str, env_id: str, defaults: dict[str, Any] | None = None) 
     }
     script_defaults.update(defaults or {})
     parser.set_defaults(**script_defaults)
-    parser.task_defaults = defer_task_defaults(parser, env_id, set(defaults or {}))
+    from trainers.run.args import GROUPS
+
+    groups = (*GROUPS, parser.options_cls, config_cls)
+    fields = {f.name for group in groups if group is not None for f in dataclasses.fields(group)}
+    parser.task_defaults = defer_task_defaults(parser, env_id, fields, set(defaults or {}))
     return parser, train
 
 
-def defer_task_defaults(parser: Any, env_id: str, keep: set[str] = frozenset()) -> Any:
+def defer_task_defaults(
+    parser: Any, env_id: str, fields: set[str], keep: set[str] = frozenset()
+) -> Any:
     """Make the options of `parser` whose default depends on the task (`TASK_DEFAULTS`, less
     `keep`) default to None, and return ``task -> {option: default}``: the task's value or the
     parser's own default, for each option no flag or --config set (the training scripts'
-    `RunParser` and ``scripts/evaluate.py`` fill them after parsing). Options this parser lacks
-    (an algorithm without max_completion_length) are left alone."""
-    fields = {action.dest for action in parser._actions}
+    `RunParser` and ``scripts/evaluate.py`` fill them after parsing). Options not among the
+    parser's `fields` (an algorithm without max_completion_length) are left alone."""
     tasked = {name for table in TASK_DEFAULTS.get(env_id, {}).values() for name in table}
-    tasked = (tasked & fields) - set(keep)
+    tasked = (tasked & set(fields)) - set(keep)
     base = {name: parser.get_default(name) for name in tasked}
     parser.set_defaults(**dict.fromkeys(tasked))
 

@@ -255,7 +255,8 @@ def _add_output_flags(parser: argparse.ArgumentParser) -> None:
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     argv = current_flags(list(sys.argv[1:] if argv is None else argv))
     parser = make_parser(chosen_env(argv))
-    defaults_for = defer_task_defaults(parser, chosen_env(argv))
+    fields = {*parser.get_default("option_names"), "max_completion_length"}
+    defaults_for = defer_task_defaults(parser, chosen_env(argv), fields)
     args = parser.parse_args(argv)
     for name, value in defaults_for(args.task).items():  # as the training scripts do
         if getattr(args, name) is None:
