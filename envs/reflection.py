@@ -52,6 +52,16 @@ whenever the check is wrong. (Measured on GRPO-trained teams, on validation: the
 applies the check broke 60% of right answers under review, the one that re-solves 7%;
 docs/results.md, "Credit and protocol options, chosen on validation".)
 
+Named faults (`envs.faults`; the ``coloring`` task): the critic ends ``BAD u v. Verdict:
+incorrect``, naming a clashing edge, or ``OK. Verdict: correct``, and sees the colouring before
+the edges. ``fault_bonus`` is added to its pay when it rejects a wrong answer and names a real
+fault (``fault_rule`` "any" of its faults, or the "first" in listed order; info ``named_fault``
+and ``fault_real``). ``feedback`` shapes what the refiner sees: the review as written ("full"),
+its verdict alone, the verdict and the first named fault ("fault"), or every one ("faults").
+``refiner_mode="patch"`` lays the refiner's boxed pieces (``\\boxed{2 C}``) over the latest
+answer, and a reply with none keeps it. ``oracle_critic=True`` puts the verifier's review (the
+verdict and every fault) in place of whatever the critic agent wrote: the ceiling of a review.
+
 ``audit`` names roles whose turns must also get their arithmetic right: a turn of an audited role
 that states an equation that does not hold (``23 - 21 = 0``; `rewards.arithmetic`) earns 0,
 whatever its answer or verdict: its own step's reward, the outcome a critic is paid later (a counterfactual
@@ -95,7 +105,12 @@ Arguments:
     max_action_chars (`int`, 8192), max_obs_chars (`int`, 32768): text bounds.
     render_mode (`str | None`): "ansi" makes `render()` return the transcript.
     refiner_mode (`str`, "revise"): "revise" (the refiner sees the answer and the critic's
-        feedback) or "resolve" (after a rejection it solves the problem afresh; above).
+        feedback), "resolve" (after a rejection it solves the problem afresh; above) or
+        "patch" (its boxed pieces are laid over the latest answer: a task with named faults).
+    feedback (`str`, "full"), fault_bonus (`float`, 0.0), fault_rule (`str`, "any"),
+        oracle_critic (`bool`, False): on a task with named faults (`envs.faults`): what the
+        refiner sees of a review, the critic's pay for naming a real fault, which named fault
+        counts, and the verifier playing the critic (below).
     per_step_rewards (`bool`, False): pay each reward on the step it is for and show full infos
         at once (the trainer's view; never a policy's input).
     options (`ReflectionOptions | None`): all of the above as one object (`envs.options`);
@@ -113,6 +128,10 @@ Version history:
     v0 (credit options): ``revision_reward``, ``improvement_bonus``,
         ``critic_reward="counterfactual"``, ``counterfactual_weight`` and ``refiner_mode``; the
         defaults pay and play as before.
+    v0 (named faults): ``feedback``, ``fault_bonus``, ``fault_rule``, ``oracle_critic`` and
+        ``refiner_mode="patch"``, read on a task with named faults (``coloring``); a task's
+        ``review_first`` shows the critic the answer before the problem. The defaults play as
+        before on every other task.
 """
 
 from __future__ import annotations
