@@ -544,7 +544,11 @@ class CPUGRPOConfig(GRPOConfig):
         default=8, metadata={"help": "Micro-batches per optimizer step (problems per step)."}
     )
     max_completion_length: int = field(
-        default=96, metadata={"help": "Tokens per turn (the embedded critic's checks need ~70)."}
+        default=96,
+        metadata={
+            "help": "Tokens per turn: 96 (the embedded critic's checks need ~70), 160 with "
+            "--task coloring (its critic scans every edge); None below: set by the task."
+        },
     )
     max_steps: int = field(
         default=1000, metadata={"help": "Optimizer steps (the time budget usually ends first)."}
