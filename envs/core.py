@@ -361,6 +361,11 @@ class TaskEnvMixin:
                 member = self.task.members[0]  # a caller's own problem: the first member's rules
             self._use_member(member)
 
+    @property
+    def played(self) -> Task:
+        """The task this episode plays: a mixed task's member (`_use_member`), or the task."""
+        return getattr(self, "_member", None) or self.task
+
     def _use_member(self, member: Task) -> None:
         """Play the episode as `member` of a mixed task: its verifier, its instructions."""
         if member is getattr(self, "_member", None):

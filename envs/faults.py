@@ -28,9 +28,9 @@ from rewards.coloring import (
     clashes,
     coloring_text,
     parse_coloring,
+    read_boxes,
     read_reference,
 )
-from rewards.extract import find_boxed, sanitize
 
 MAX_REVIEW_CHARS = 4000  # a review's tail read for named faults (as `parse_verdict` reads)
 MAX_NAMED = 64  # named faults read from one review
@@ -67,7 +67,7 @@ def _edge(u: int, v: int) -> str:
 
 def _boxed_coloring(text: str, n: int) -> dict[int, str] | None:
     """The colouring in the last ``\\boxed{}`` of `text`, partial or whole, or None."""
-    boxes = find_boxed(sanitize(text, 20 * MAX_COLORING_CHARS))
+    boxes = read_boxes(text)
     if not boxes or len(boxes[-1]) > MAX_COLORING_CHARS:
         return None
     coloring, _ = parse_coloring(boxes[-1], n)

@@ -188,11 +188,6 @@ class ReflectionEnv(ScheduledTeamEnv):
     def _reset_state(self) -> None:
         self.answer: str | None = None  # latest solver/refiner answer
 
-    @property
-    def played(self) -> Any:
-        """The task this episode plays: a mixed task's member, or the task."""
-        return getattr(self, "_member", None) or self.task
-
     def observe(self, agent: str) -> dict[str, str]:
         question = self.problem["question"]
         fresh = self.refiner_mode == "resolve" and self.verdict is False

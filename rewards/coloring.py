@@ -50,6 +50,7 @@ __all__ = [
     "clashes",
     "coloring_text",
     "parse_coloring",
+    "read_boxes",
     "read_reference",
     "reference_text",
 ]
@@ -234,6 +235,12 @@ def _fault(instance: Instance, colouring: Mapping[int, str]) -> str | None:
     return None
 
 
+def read_boxes(response: str) -> list[str]:
+    """The ``\\boxed{}`` contents of a response, read from its printable, bounded text (the
+    verifier's read; `envs.faults` reads answers, reviews and patches the same way)."""
+    return find_boxed(sanitize(response, 20 * MAX_COLORING_CHARS))
+
+
 class ColoringVerifier:
     """Scores a colouring against a ``coloring`` reference (the module docstring).
 
@@ -253,7 +260,7 @@ class ColoringVerifier:
         rejected = not_a_string(response)
         if rejected is not None:
             return rejected
-        boxes = find_boxed(sanitize(response, 20 * MAX_COLORING_CHARS))  # printable, bounded
+        boxes = read_boxes(response)
         if not boxes:
             return Verdict(0.0, None, "no \\boxed{} colouring")
         parsed = [parse_coloring(box, instance.n) for box in boxes]
