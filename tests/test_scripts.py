@@ -282,6 +282,17 @@ def test_train_script_end_to_end(run_script, tiny_model, tmp_path, script, extra
         assert metrics["after"]["config"]["model"] == tiny_model
     else:
         assert (out / "final" / "config.json").is_file()
+        # The trained model carries its protocol: evaluated with the defaults (sizes aside), it
+        # plays what it trained in (--rounds 1, the script's audit), as the run's own "after" did.
+        from trainers.run.evaluate_cli import main as evaluate_main
+
+        played = evaluate_main(
+            ["--model_name_or_path", str(out / "final"), "--num_problems", "2", "--no_compare"]
+        )["config"]
+        after = metrics["after"]["config"]
+        for key in ("env_id", "task", "difficulty", "env_options", "max_completion_length"):
+            assert json.loads(json.dumps(played[key])) == after[key], key
+        assert played["env_options"]["rounds"] == 1
 
 
 def test_role_adapters_are_refused_by_algorithms_that_train_the_whole_model():

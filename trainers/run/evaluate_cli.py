@@ -8,7 +8,9 @@ Flags use the training scripts' names (``scripts/train_<env>.py``): --env_id, --
 --model_name_or_path, --role_models ROLE=PATH,..., --max_completion_length (tokens per turn),
 --num_envs, and the env's own options (--rounds, --num_agents, --refiner_mode...: one group
 derived from its options dataclass). A training run's own before/after evaluation plays the same env with
---split and the problem count as its only overrides. The old dashed names (--num-problems,
+--split and the problem count as its only overrides. A model a training run saved carries that
+protocol (``final/mathteams.json``: env, task, levels, env options, tokens per turn, temperature;
+`trainers.run.protocol`): evaluated, it plays it unless a flag overrides a value. The old dashed names (--num-problems,
 --max-new-tokens, --model, --role-model, --role-adapters, ...) still work, with a warning.
 
 Leads (unless --no_compare) with the team against the same model alone on the same problems,
@@ -41,14 +43,17 @@ from pathlib import Path
 from typing import Any
 
 import envs
+from envs.tasks import is_procedural
 from trainers.algorithms.checkpoint import atomic_path
 from trainers.embedded import EMBEDDED_TASK
 from trainers.evaluation.evaluate import EvalConfig, evaluate
 from trainers.evaluation.report.plots import plot_compute
 from trainers.evaluation.report.tables import markdown_report
+from trainers.evaluation.splits import as_levels, held_levels
 from trainers.run.args import comma_items
 from trainers.run.cli import SCRIPT_DEFAULTS, defer_task_defaults
 from trainers.run.options import add_group, option_kwargs
+from trainers.run.protocol import describe, read_protocol
 
 
 def _ks(text: str) -> list[int]:
@@ -102,13 +107,55 @@ def current_flags(argv: list[str]) -> list[str]:
 DEFAULT_ENV = "math/reflection-v0"
 
 
-def chosen_env(argv: list[str]) -> str:
-    """The ``--env_id`` of `argv` (its last one), before the full parse: its options group
-    depends on it. An unknown id is left to the full parse, which names the choices."""
+def _given(argv: list[str], flag: str) -> str | None:
+    """The value of `flag` in `argv` (its last one), before the full parse, or None."""
     pre = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
-    pre.add_argument("--env_id", default=DEFAULT_ENV)
-    env_id = pre.parse_known_args(argv)[0].env_id
+    pre.add_argument(flag, default=None)
+    return getattr(pre.parse_known_args(argv)[0], flag[2:])
+
+
+def chosen_env(argv: list[str], protocol: dict[str, Any] | None = None) -> str:
+    """The ``--env_id`` of `argv` (its last one), before the full parse: its options group
+    depends on it; else the `protocol`'s, else the default. An unknown id is left to the full
+    parse, which names the choices."""
+    env_id = _given(argv, "--env_id") or (protocol or {}).get("env_id") or DEFAULT_ENV
     return env_id if env_id in envs.list_envs() else DEFAULT_ENV
+
+
+def trained_protocol(argv: list[str]) -> tuple[dict[str, Any] | None, str | None]:
+    """The protocol the evaluated model was trained in (`trainers.run.protocol`: the
+    mathteams.json of ``--role_adapters_dir``, else of ``--model_name_or_path``) and its
+    folder; (None, None) for a model without one. A protocol of another env than ``--env_id``
+    does not apply."""
+    for flag in ("--role_adapters_dir", "--model_name_or_path"):
+        folder = _given(argv, flag)
+        protocol = read_protocol(folder)
+        if protocol is not None:
+            env_id = _given(argv, "--env_id")
+            if env_id is not None and env_id != protocol["env_id"]:
+                print(f"{folder} was trained on {protocol['env_id']}: its protocol does not apply")
+                return None, None
+            return protocol, folder
+    return None, None
+
+
+def protocol_defaults(protocol: dict[str, Any], option_names: list[str]) -> dict[str, Any]:
+    """The parser defaults that play `protocol`: its task, tokens per turn, temperature and the
+    env's options (a sequence as the flag writes it: ``solver,critic``). Options the env's group
+    has no flag for go to ``env_option``'s defaults."""
+    defaults: dict[str, Any] = {"env_id": protocol["env_id"], "task": protocol.get("task")}
+    for name in ("max_completion_length", "temperature"):
+        if protocol.get(name) is not None:
+            defaults[name] = protocol[name]
+    extra = []
+    for name, value in protocol.get("env_options", {}).items():
+        if name in option_names:
+            defaults[name] = ",".join(value) if isinstance(value, list) else value
+        else:
+            extra.append((name, value))
+    if extra:
+        defaults["env_option"] = extra
+    return {k: v for k, v in defaults.items() if v is not None}
 
 
 def make_parser(env_id: str = DEFAULT_ENV) -> argparse.ArgumentParser:
@@ -254,13 +301,30 @@ def _add_output_flags(parser: argparse.ArgumentParser) -> None:
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     argv = current_flags(list(sys.argv[1:] if argv is None else argv))
-    parser = make_parser(chosen_env(argv))
+    protocol, folder = trained_protocol(argv)
+    env_id = chosen_env(argv, protocol)
+    parser = make_parser(env_id)
     fields = {*parser.get_default("option_names"), "max_completion_length"}
-    defaults_for = defer_task_defaults(parser, chosen_env(argv), fields)
+    defaults_for = defer_task_defaults(parser, env_id, fields)
+    if protocol is not None:  # the trained protocol, then the task's defaults, then the env's
+        parser.set_defaults(**protocol_defaults(protocol, parser.get_default("option_names")))
     args = parser.parse_args(argv)
     for name, value in defaults_for(args.task).items():  # as the training scripts do
         if getattr(args, name) is None:
             setattr(args, name, value)
+    if protocol is not None:
+        if (
+            args.difficulty is None
+            and args.task == protocol.get("task")
+            and is_procedural(args.task)
+        ):
+            args.difficulty = held_levels(
+                args.task,
+                args.split or "test",
+                as_levels(protocol.get("difficulty")),
+                args.offset + args.num_problems,
+            )
+        print(describe(protocol, folder))
     items = [item for text in args.role_models for item in comma_items(text)]
     bad = [r for r in items if "=" not in r]
     if bad:

@@ -1,6 +1,7 @@
 """What every `scripts/train_<env>.py` does: evaluate, train, evaluate again, write the results.
 
-Writes into ``output_dir``: the trained model (``final/``), ``metrics.json`` (before/after
+Writes into ``output_dir``: the trained model (``final/``, with the protocol it was trained in,
+``final/mathteams.json``: `trainers.run.protocol`), ``metrics.json`` (before/after
 evaluation and the training log), ``curves.png`` (reward and accuracy per agent over steps) and,
 where the evaluations compared the team with the model alone, ``compute.png`` (accuracy against
 generations and tokens, before and after: `trainers.evaluation.report.plots.plot_compute`).
@@ -29,6 +30,7 @@ from trainers.evaluation.report.summary import summary, summary_table
 from trainers.evaluation.report.tables import markdown_report
 from trainers.run.args import Job
 from trainers.run.bridge import eval_config
+from trainers.run.protocol import protocol_of, write_protocol
 
 logger = logging.getLogger(__name__)
 
@@ -90,6 +92,7 @@ def finish_run(
     results["log_history"] = log_history
     if not is_main(config):
         return results
+    written = [final, write_protocol(final, protocol_of(job, config, results["algo"]))]
     if job.eval.eval_problems:
         after = eval_config(job, str(final), config)
         base = results.get("rl_start_model", results["start_model"])  # RL's start (warmed up?)
@@ -107,7 +110,7 @@ def finish_run(
     title = f"{job.env_id} {results['algo']}"
     with atomic_path(out / "curves.png") as tmp:
         plot_curves(log_history, tmp, title, results.get("summary"))
-    written = [final, out / "metrics.json", out / "curves.png"]
+    written += [out / "metrics.json", out / "curves.png"]
     evaluations = {w: results[w] for w in ("before", "after") if has_curve(results.get(w))}
     if evaluations:  # accuracy against compute, team and model alone, before and after
         with atomic_path(out / "compute.png") as tmp:
