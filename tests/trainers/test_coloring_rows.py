@@ -163,6 +163,24 @@ def test_scan_drills_hold_the_critics_lookups() -> None:
     assert 60 < clashes < 140  # about half hold a clash
 
 
+def test_real_length_scan_drills_scan_train_graphs_right_or_slipped() -> None:
+    from trainers.embedded.coloring_rows import scan_drill_rows
+
+    problems = list(envs.make_task("coloring", split="train", size=6, difficulty=[4]).source)
+    rows = scan_drill_rows(60, 0, problems)
+    wrong = 0
+    for i, row in enumerate(rows):
+        problem = problems[i % len(problems)]
+        prompt, reply = row["messages"][1]["content"], row["messages"][2]["content"]
+        colours = re.findall(r"\d+ ([ABC])", prompt.split("\n")[0])
+        listed = ", ".join(f"{u} {v}" for u, v in problem["metadata"]["edges"])
+        assert prompt.split("\n")[1] == f"Edges: {listed}."  # the graph itself, all 27 edges
+        assert reply == check_reply(problem, colours)
+        wrong += colours != solution(problem)
+        assert ("BAD" in reply) == (colours != solution(problem))  # a slip always clashes
+    assert 15 < wrong < 45
+
+
 def test_the_coloring_probe_scores_marks_and_verdicts() -> None:
     from trainers.embedded import probe_coloring
     from trainers.embedded.coloring_rows import scan_drill_rows

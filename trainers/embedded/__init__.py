@@ -119,6 +119,8 @@ class EmbeddedRecipe:
         drill_reach_share (`float`, 0.0): share of the drill rows whose facts are a ``reach``
             check's (products, values up to 150; `transcripts.reach_fact`).
         coloring_drill_rows (`int`, 0): short scan drills (`coloring_rows.scan_drill_rows`).
+        coloring_scan_rows (`int`, 0): scan drills on the transcripts' own train graphs, as
+            long as a critic's scan (`coloring_rows.scan_drill_rows` with problems).
         max_steps, batch_size, learning_rate: SFT.
         calibration_problems (`int`, 300): ``unknown`` train problems the SFT never saw whose
             transcripts fit the model's logit scale after SFT (`calibrate`); 0: no calibration.
@@ -161,6 +163,7 @@ class EmbeddedRecipe:
     drill_facts: int = 16
     drill_reach_share: float = 0.0
     coloring_drill_rows: int = 0
+    coloring_scan_rows: int = 0
     max_steps: int = 3500
     batch_size: int = 16
     learning_rate: float = 2e-3
@@ -187,6 +190,8 @@ class EmbeddedRecipe:
         if not (self.coloring_problems or self.coloring_drill_rows):  # the key before coloring
             for name in ("coloring_problems", "coloring_difficulty", "coloring_drill_rows"):
                 fields.pop(name)
+        if not self.coloring_scan_rows:  # the key before real-length scan drills
+            fields.pop("coloring_scan_rows")
         else:
             fields["coloring_version"] = COLORING_VERSION
         if self.reach_problems or self.drill_reach_share:
@@ -547,6 +552,9 @@ def _recipe_rows(recipe: EmbeddedRecipe) -> tuple[list[dict[str, Any]], list[str
     corpus = [m["content"] for r in rows[:2000] for m in r["messages"]]
     rows += drill_rows(recipe.drill_rows, recipe.drill_facts, recipe.seed, recipe.drill_reach_share)
     rows += scan_drill_rows(recipe.coloring_drill_rows, recipe.seed)
+    if recipe.coloring_scan_rows:
+        pool = recipe_problems(recipe, max(recipe.coloring_problems, 1000), "coloring")
+        rows += scan_drill_rows(recipe.coloring_scan_rows, recipe.seed, pool)
     return rows, corpus
 
 

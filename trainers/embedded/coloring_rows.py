@@ -197,34 +197,52 @@ def coloring_rows(
     return rows
 
 
-def scan_drill_rows(count: int, seed: int) -> list[dict[str, Any]]:
-    """Short scan drills (``role`` "drill"): a random colouring of 7..12 vertices, then 3..8
-    edges joining two colours, one of them (in half the drills) replaced by a clash; the reply is the critic's scan of those edges to the first
-    clash (`check_reply`'s form). A critic row holds its scan behind a long prompt; a drill holds
-    the same lookups in a few dozen tokens, so the small model meets far more of them for the
-    same compute."""
-    rng = random.Random(f"scan-drill-{seed}")
+def scan_drill_rows(
+    count: int, seed: int, problems: list[Any] | None = None
+) -> list[dict[str, Any]]:
+    """Scan drills (``role`` "drill"): a colouring, then an edge list, behind a one-word system
+    prompt; the reply is the critic's scan of those edges to the first clash (`check_reply`'s
+    form). A critic row holds its scan behind a long prompt; a drill holds the same lookups in
+    fewer tokens, so the small model meets more of them for the same compute.
+
+    Without `problems`: short drills, a random colouring of 7..12 vertices and 3..8 edges
+    joining two colours, one of them (in half the drills) replaced by a clash. With `problems`
+    (train ``coloring`` problems, cycled): each drill is a problem's own graph, coloured right
+    (half) or as a guessing solver slips (`slip`), so a drill's scan is as long as a critic's.
+    A build on short drills alone learnt their lookup (98.5% of unseen drills' marks) but did
+    not carry it to the 14-27 edges of a real check (issue notes)."""
+    rng = random.Random(f"scan-drill-{seed}" if problems is None else f"scan-real-{seed}")
     rows = []
-    for _ in range(count):
-        n = rng.randint(7, 12)
-        colours = [rng.choice(PALETTE) for _ in range(n)]
-        every = [(u, v) for u in range(n) for v in range(u + 1, n)]
-        apart = [p for p in every if colours[p[0]] != colours[p[1]]]
-        pairs = rng.sample(apart, min(len(apart), rng.randint(3, 8)))
-        same = [p for p in every if colours[p[0]] == colours[p[1]]]
-        if same and pairs and rng.random() < 0.5:  # half the drills: one clash, anywhere
-            pairs[rng.randrange(len(pairs))] = rng.choice(same)
-        pairs = sorted(set(pairs))
-        problem = {"metadata": {"edges": [list(p) for p in pairs]}}
+    for i in range(count):
+        if problems is None:
+            colours, pairs = _short_drill(rng)
+        else:
+            problem = problems[i % len(problems)]
+            colours = solution(problem) if rng.random() < 0.5 else slip(problem, rng)
+            pairs = [tuple(e) for e in problem["metadata"]["edges"]]
         listed = ", ".join(f"{u} {v}" for u, v in pairs)
+        graph = {"metadata": {"edges": [list(p) for p in pairs]}}
         rows.append(
             {
                 "messages": [
                     {"role": "system", "content": "Practice."},
                     {"role": "user", "content": f"{solve_reply({}, colours)}\nEdges: {listed}."},
-                    {"role": "assistant", "content": check_reply(problem, colours)},
+                    {"role": "assistant", "content": check_reply(graph, colours)},
                 ],
                 "role": "drill",
             }
         )
     return rows
+
+
+def _short_drill(rng: random.Random) -> tuple[list[str], list[tuple[int, int]]]:
+    """A short drill's random colouring and its 3..8 sorted edges (half with one clash)."""
+    n = rng.randint(7, 12)
+    colours = [rng.choice(PALETTE) for _ in range(n)]
+    every = [(u, v) for u in range(n) for v in range(u + 1, n)]
+    apart = [p for p in every if colours[p[0]] != colours[p[1]]]
+    pairs = rng.sample(apart, min(len(apart), rng.randint(3, 8)))
+    same = [p for p in every if colours[p[0]] == colours[p[1]]]
+    if same and pairs and rng.random() < 0.5:  # half the drills: one clash, anywhere
+        pairs[rng.randrange(len(pairs))] = rng.choice(same)
+    return colours, sorted(set(pairs))
