@@ -40,7 +40,18 @@ from envs.registry import EnvSpec, deregister, list_envs, make, register, spec
 from envs.sandbox import ExecResult, SandboxConfig, run_code, run_many
 from envs.sources import ListSource, Problem, ProblemSource, load_jsonl, make_problem
 from envs.splits import overlap
-from envs.tasks import Task, list_tasks, make_task, register_task
+from envs.tasks import (
+    Levels,
+    Task,
+    default_levels,
+    deregister_task,
+    generated_task,
+    list_tasks,
+    make_task,
+    procedural_tasks,
+    register_generated,
+    register_task,
+)
 
 # The built-in table: entry points are strings, so listing envs imports no env module; each
 # env's options class (`envs.options`, no env module either) states its options and its facts.
@@ -92,6 +103,7 @@ __all__ = [
     "EnvFacts",
     "EnvSpec",
     "ExecResult",
+    "Levels",
     "ListSource",
     "Problem",
     "ProblemSource",
@@ -102,7 +114,10 @@ __all__ = [
     "UnknownEnvError",
     "UnknownTaskError",
     "check_env",
+    "default_levels",
     "deregister",
+    "deregister_task",
+    "generated_task",
     "list_envs",
     "list_tasks",
     "load_jsonl",
@@ -110,7 +125,9 @@ __all__ = [
     "make_problem",
     "make_task",
     "overlap",
+    "procedural_tasks",
     "register",
+    "register_generated",
     "register_task",
     "run_code",
     "run_many",

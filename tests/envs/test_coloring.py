@@ -162,7 +162,7 @@ def test_a_level_that_does_not_exist_raises_naming_the_range():
 def test_the_task_serves_validation_problems_of_its_levels():
     task = envs.make_task("coloring", split="validation", size=30, difficulty=[1, 2])
     assert task.name == "coloring" and task.verifier.name == "coloring"
-    assert "coloring" in envs.tasks.PROCEDURAL_TASKS and envs.tasks.is_procedural("coloring")
+    assert "coloring" in envs.procedural_tasks() and envs.tasks.is_procedural("coloring")
     problems = list(task.source)
     assert len(problems) == 30 and len({p["question"] for p in problems}) == 30
     assert Counter(p["metadata"]["difficulty"] for p in problems) == {1: 15, 2: 15}

@@ -101,11 +101,13 @@ def test_the_report_gives_each_levels_split_sizes_marking_lower_bounds():
     assert "| 1 | 333 | 47 | 48 |" in text and "| 3 | >= " in text
 
 
-def test_a_run_defaults_to_the_levels_the_embedded_model_was_built_on_for_its_task():
+def test_a_run_defaults_to_the_tasks_declared_levels_which_the_embedded_recipe_reads():
+    from envs.tasks import default_levels
     from trainers.embedded import EMBEDDED_TASK, EmbeddedRecipe, embedded_levels
 
     recipe = EmbeddedRecipe()
-    assert _args().env.difficulty == embedded_levels(EMBEDDED_TASK) == list(recipe.difficulty)
+    assert _args().env.difficulty == default_levels(EMBEDDED_TASK) == list(recipe.difficulty)
+    assert embedded_levels("coloring") == default_levels("coloring") == [1, 2, 3, 4]
     assert _args(task="reach").env.difficulty == list(recipe.reach_difficulty) == [1, 2, 3, 4]
     assert _args(task="unknown", difficulty=[3]).env.difficulty == [3]
     assert eval_config(_args(task="reach"), "model", CONFIG).difficulty == [1, 2, 3, 4]

@@ -41,7 +41,7 @@ import json
 import logging
 import shutil
 import tempfile
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -86,7 +86,9 @@ class EmbeddedRecipe:
     Args:
         seed (`int`, 0): seeds the transcripts, the weights and the SFT data order.
         num_problems (`int`): ``unknown`` train problems turned into transcripts.
-        difficulty (`tuple[int, ...]`): ``unknown`` levels (steps to undo) of the transcripts.
+        difficulty (`tuple[int, ...]`): ``unknown`` levels (steps to undo) of the transcripts
+            (default, as every family's levels here: the task's declared default levels,
+            `envs.tasks.Levels`, which runs play by default).
         reach_problems (`int`, 0): ``reach`` train problems turned into transcripts (the gap
             family, `transcripts.reach_rows`); 0 in the shipped recipe (`REACH_VARIANT`: 8,000).
         reach_difficulty (`tuple[int, ...]`): ``reach`` levels of the transcripts.
@@ -140,11 +142,11 @@ class EmbeddedRecipe:
 
     seed: int = 0
     num_problems: int = 13000
-    difficulty: tuple[int, ...] = (1, 2, 3)
+    difficulty: tuple[int, ...] = field(default_factory=lambda: _task_default("unknown"))
     reach_problems: int = 0
-    reach_difficulty: tuple[int, ...] = (1, 2, 3, 4)
+    reach_difficulty: tuple[int, ...] = field(default_factory=lambda: _task_default("reach"))
     coloring_problems: int = 0
-    coloring_difficulty: tuple[int, ...] = (1, 2, 3, 4)
+    coloring_difficulty: tuple[int, ...] = field(default_factory=lambda: _task_default("coloring"))
     arch: str = "mistral"
     whole_numbers: bool = True
     number_features: int = 32
@@ -322,9 +324,17 @@ def build_embedded(
     return out_dir
 
 
+def _task_default(task: str) -> tuple[int, ...]:
+    """`task`'s declared default levels (`envs.tasks.Levels`): the recipe's levels of it."""
+    from envs.tasks import default_levels
+
+    return tuple(default_levels(task))
+
+
 def embedded_levels(task: str, recipe: EmbeddedRecipe | None = None) -> list[int]:
-    """The levels the embedded model was built on for `task` (``reach``, ``coloring``: the
-    recipe's levels of it; any other task: its `difficulty`): a run's default levels."""
+    """The levels the recipe builds on for `task` (``reach``, ``coloring``: its levels of it;
+    ``unknown``: its `difficulty`). By default the tasks' own defaults (`envs.tasks.Levels`),
+    which runs default to; a recipe built on other levels says so here."""
     recipe = recipe or EmbeddedRecipe()
     own = {"reach": recipe.reach_difficulty, "coloring": recipe.coloring_difficulty}
     return list(own.get(task, recipe.difficulty))

@@ -12,8 +12,8 @@ from typing import Any
 from agents.base import GenerationArguments
 from envs.mixed import member_names
 from envs.registry import spec
-from envs.tasks import is_procedural
-from trainers.embedded import EMBEDDED_TASK, embedded_levels
+from envs.tasks import default_levels, is_procedural
+from trainers.embedded import EMBEDDED_TASK
 from trainers.evaluation.splits import Levels, as_levels, held_levels
 
 ALONE_ENV = "math/solve-v0"  # what the same model plays alone (`trainers.evaluation.alone`)
@@ -74,11 +74,11 @@ class EvalConfig:
 
     def levels(self, candidates: Any = None) -> Levels:
         """The levels of a generated task to evaluate: `difficulty` as given, else those of
-        `candidates` (default: the embedded recipe's) that hold their share of the problems as
+        `candidates` (default: the task's declared defaults) that hold their share of the problems as
         distinct texts of the split (`held_levels`); a mixed task's, per member."""
         if self.difficulty:
             return as_levels(self.difficulty)
-        default = None if "+" in self.task else embedded_levels(self.task)
+        default = None if "+" in self.task else default_levels(self.task)
         return held_levels(
             self.task,
             self.split or "test",
@@ -108,7 +108,7 @@ def env_kwargs(
     """The kwargs of an env playing `task`: the one builder of training's env
     (`trainers.run.args.Job.env_kwargs`) and of evaluation's (`EvalConfig.env_kwargs`).
 
-    A generated task (`envs.tasks.PROCEDURAL_TASKS`) gets its levels (`difficulty`), its
+    A generated task (registered with `envs.tasks.Levels`) gets its levels (`difficulty`), its
     problems (`size`; a mixed task's members their share of it) and, with `repeat`, cycles
     them; `options` are the env's own (rounds, rewards, protocol, the verifier), passed as they
     are.

@@ -33,14 +33,14 @@ def describe_levels(levels: Levels) -> str:
 
 def member_levels(task: str, levels: Any) -> dict[str, list[int]]:
     """Each member's levels of a mixed `task`: its entry of a mapping, the same list for every
-    member, or (none given) the embedded model's levels for it."""
+    member, or (none given) its declared default levels (`envs.tasks.Levels`)."""
     from envs.mixed import member_names
-    from trainers.embedded import embedded_levels
+    from envs.tasks import default_levels
 
     out = {}
     for name in member_names(task):
         given = levels.get(name) if isinstance(levels, Mapping) else levels
-        out[name] = list(given or embedded_levels(name))
+        out[name] = list(given or default_levels(name))
     return out
 
 

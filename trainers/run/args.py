@@ -28,7 +28,8 @@ from typing import Any
 
 import envs
 from envs.mixed import is_mixed
-from trainers.embedded import EMBEDDED_TASK, embedded_levels
+from envs.tasks import default_levels, is_procedural
+from trainers.embedded import EMBEDDED_TASK
 from trainers.evaluation.config import env_kwargs
 from trainers.evaluation.splits import Levels, member_levels
 from trainers.run.options import option_kwargs
@@ -74,8 +75,8 @@ class EnvArguments:
     difficulty: list[int] = field(
         default_factory=list,
         metadata={
-            "help": "Levels of a generated task (reach, unknown, arithmetic); default: those "
-            "the embedded model was built on for the task."
+            "help": "Levels of a generated task (reach, unknown, coloring, arithmetic); "
+            "default: the task's declared default levels (envs.tasks.Levels)."
         },
     )
     train_problems: int = field(default=2000, metadata={"help": "Number of training problems."})
@@ -84,8 +85,8 @@ class EnvArguments:
     )
 
     def __post_init__(self) -> None:
-        if not self.difficulty and not is_mixed(self.task):
-            self.difficulty = embedded_levels(self.task)
+        if not self.difficulty and not is_mixed(self.task) and is_procedural(self.task):
+            self.difficulty = default_levels(self.task)
         if self.train_problems < 1:
             raise ValueError(f"train_problems must be >= 1, got {self.train_problems}")
 
