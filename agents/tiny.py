@@ -281,3 +281,28 @@ def build_tiny_model(
     model.generation_config.bos_token_id = tokenizer.bos_token_id
     model.eval()
     return model
+
+
+def number_embeddings(model: torch.nn.Module, tokenizer: object, features: int) -> None:
+    """Overwrite the first ``2 * features`` dims of each single-token number's embedding with
+    cos/sin of the number at periods from 2 to 400, scaled like the random init."""
+    import math
+
+    import torch
+
+    weight = model.get_input_embeddings().weight
+    if 2 * features > weight.shape[1]:
+        raise ValueError(
+            f"number_features={features} needs {2 * features} of the {weight.shape[1]} dims"
+        )
+    periods = torch.logspace(math.log10(2), math.log10(400), features, dtype=torch.float64)
+    scale = weight.std().item() * math.sqrt(2.0)  # keeps each dim's spread as initialised
+    with torch.no_grad():
+        for n in range(WHOLE_NUMBERS):
+            ids = tokenizer.encode(str(n), add_special_tokens=False)
+            if len(ids) != 1:
+                continue
+            angle = 2 * math.pi * n / periods
+            weight[ids[0], : 2 * features] = (
+                torch.cat([angle.cos(), angle.sin()]).to(weight.dtype) * scale
+            )

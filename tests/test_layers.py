@@ -166,3 +166,18 @@ def test_forbidden_imports_finds_each_kind(tmp_path):
         "scripts/other.py imports tests.fuzz.harness",
         "scripts/run.py imports tests.utils",
     ]
+
+
+MAX_MODULE_LINES = 600
+SOURCE_PACKAGES = ("envs", "agents", "rewards", "trainers", "scripts")
+
+
+def test_source_modules_stay_under_the_line_limit():
+    """A module over 600 lines is two concerns: split it where they part (STYLE.md)."""
+    long = {
+        str(path.relative_to(REPO)): lines
+        for package in SOURCE_PACKAGES
+        for path in sorted((REPO / package).rglob("*.py"))
+        if (lines := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES
+    }
+    assert not long, f"modules over {MAX_MODULE_LINES} lines (split them): {long}"

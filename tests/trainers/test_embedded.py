@@ -291,8 +291,7 @@ def test_number_embeddings_are_cos_sin_features_of_the_number():
 
     import torch
 
-    from agents.tiny import build_tiny_model, build_tokenizer
-    from trainers.embedded import number_embeddings
+    from agents.tiny import build_tiny_model, build_tokenizer, number_embeddings
 
     tokenizer = build_tokenizer(vocab_size=512, whole_numbers=True)
     model = build_tiny_model(tokenizer, arch="mistral", hidden_size=32, initializer_range=0.02)

@@ -494,33 +494,6 @@ def calibrate(model_dir: Path, recipe: EmbeddedRecipe) -> dict[str, float]:
     }
 
 
-def number_embeddings(model: Any, tokenizer: Any, features: int) -> None:
-    """Overwrite the first ``2 * features`` dims of each single-token number's embedding with
-    cos/sin of the number at periods from 2 to 400, scaled like the random init."""
-    import math
-
-    import torch
-
-    from agents.tiny import WHOLE_NUMBERS
-
-    weight = model.get_input_embeddings().weight
-    if 2 * features > weight.shape[1]:
-        raise ValueError(
-            f"number_features={features} needs {2 * features} of the {weight.shape[1]} dims"
-        )
-    periods = torch.logspace(math.log10(2), math.log10(400), features, dtype=torch.float64)
-    scale = weight.std().item() * math.sqrt(2.0)  # keeps each dim's spread as initialised
-    with torch.no_grad():
-        for n in range(WHOLE_NUMBERS):
-            ids = tokenizer.encode(str(n), add_special_tokens=False)
-            if len(ids) != 1:
-                continue
-            angle = 2 * math.pi * n / periods
-            weight[ids[0], : 2 * features] = (
-                torch.cat([angle.cos(), angle.sin()]).to(weight.dtype) * scale
-            )
-
-
 def _train(
     recipe: EmbeddedRecipe, workdir: Path, out: Path, progress: bool, device: str = "cpu"
 ) -> dict[str, Any]:
@@ -570,7 +543,7 @@ def _recipe_rows(recipe: EmbeddedRecipe) -> tuple[list[dict[str, Any]], list[str
 
 def _recipe_model(recipe: EmbeddedRecipe, corpus: list[str]) -> tuple[Any, Any]:
     """The recipe's tokenizer, built on `corpus`, and its untrained model."""
-    from agents.tiny import build_tiny_model, build_tokenizer
+    from agents.tiny import build_tiny_model, build_tokenizer, number_embeddings
 
     tokenizer = build_tokenizer(
         corpus, vocab_size=recipe.vocab_size, whole_numbers=recipe.whole_numbers
