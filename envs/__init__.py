@@ -56,10 +56,32 @@ from envs.tasks import (
 # The built-in table: entry points are strings, so listing envs imports no env module; each
 # env's options class (`envs.options`, no env module either) states its options and its facts.
 register("math/solve-v0", "envs.solve:env", options=SolveOptions)
-register("math/reflection-v0", "envs.reflection:env", options=ReflectionOptions)
+# A run (training or evaluation) of reflection plays `unknown`, the embedded model's task. The
+# critic is paid for its verdict (the env's default; paying it by the revision's outcome taught
+# it to accept). Every role's turn earns 0 when it states a false equation (`--audit ""` turns
+# it off): paid by the verdict alone, a critic sharing weights with a mostly right solver learns
+# to write "= 0: it checks" under any subtraction (envs/reflection.py). After a rejection the
+# refiner solves afresh (`revise` applies the critic's check): on validation, a refiner applying
+# the trained critic's checks broke 60% of right answers (team final answer 0.18), one solving
+# afresh 7% (0.86; docs/results.md, "Credit and protocol options, chosen on validation").
+# A colouring's faults are named: the refiner patches the clashing edge the critic names
+# (`envs.faults`); nothing states an equation, so nothing is audited; its critic scans the
+# edges, one mark each (up to 27 at level 4): 160 tokens a turn.
+REFLECTION_RUNS = {
+    "coloring": {"audit": "", "refiner_mode": "patch", "max_completion_length": 160},
+    "*": {"audit": "solver,critic,refiner", "refiner_mode": "resolve"},
+}
+register(
+    "math/reflection-v0",
+    "envs.reflection:env",
+    options=ReflectionOptions,
+    run_task="unknown",
+    run_options=REFLECTION_RUNS,
+)
 register("math/debate-v0", "envs.debate:env", options=DebateOptions)
 register("math/ensemble-v0", "envs.ensemble:env", options=EnsembleOptions)
-register("math/tool-v0", "envs.tool:env", options=ToolOptions)
+# The embedded recipe writes tool transcripts (the warm-up's demonstrations) of `unknown` only.
+register("math/tool-v0", "envs.tool:env", options=ToolOptions, run_task="unknown")
 register("math/code-v0", "envs.code:env", options=CodeOptions)
 
 

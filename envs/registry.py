@@ -43,6 +43,12 @@ class EnvSpec:
         options (`type | None`): the env's options dataclass (an `envs.options.TaskOptions`
             subclass with a ``facts()`` method): every keyword the env takes, checked in one
             place. None: an env registered without one (its facts are learnt by making it).
+        run_task (`str | None`): the task a training or evaluation run of the env plays when
+            none is given (None: the env's own default task).
+        run_options (`dict[str, dict]`): per task, the settings a run plays where they differ
+            from the env's own defaults (its options, and the run's ``max_completion_length``);
+            ``"*"`` holds every other task's. The training scripts and ``mathteams evaluate``
+            both read them (`run_defaults`), so a run and its evaluation play one protocol.
     """
 
     id: str
@@ -50,6 +56,13 @@ class EnvSpec:
     kwargs: dict[str, Any] = field(default_factory=dict)
     max_turns: int | None = None
     options: type | None = None
+    run_task: str | None = None
+    run_options: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def run_defaults(self, task: str | None) -> dict[str, Any]:
+        """The settings a run on `task` plays beyond the env's defaults (`run_options`: the
+        task's entry, else ``"*"``; a mixed task reads ``"*"``)."""
+        return dict(self.run_options.get(str(task), self.run_options.get("*", {})))
 
     def options_for(self, **kwargs: Any) -> Any:
         """The env's options for `kwargs` over the spec's defaults, checked (the errors the env
@@ -144,10 +157,13 @@ def register(
     max_turns: int | None = None,
     override: bool = False,
     options: type | None = None,
+    run_task: str | None = None,
+    run_options: dict[str, dict[str, Any]] | None = None,
     **kwargs: Any,
 ) -> EnvSpec:
-    """Register an environment under `env_id`; `options` is its options dataclass (`EnvSpec`),
-    and `kwargs` its default keyword arguments.
+    """Register an environment under `env_id`; `options` is its options dataclass, `run_task`
+    and `run_options` what a run of it plays by default (`EnvSpec`), and `kwargs` its default
+    keyword arguments.
 
     Raises:
         DuplicateEnvError: the id is taken and `override` is False.
@@ -167,7 +183,15 @@ def register(
             f"options of {env_id!r} must be a dataclass with a facts() method (an "
             f"envs.options.TaskOptions subclass), got {options!r}"
         )
-    env_spec = EnvSpec(env_id, entry_point, dict(kwargs), max_turns, options)
+    env_spec = EnvSpec(
+        env_id,
+        entry_point,
+        dict(kwargs),
+        max_turns,
+        options,
+        run_task,
+        {task: dict(values) for task, values in (run_options or {}).items()},
+    )
     if options is not None and max_turns is None:  # stated by the options, for the defaults
         env_spec = dataclasses.replace(env_spec, max_turns=env_spec.facts().max_turns)
     _REGISTRY[env_id] = env_spec

@@ -8,8 +8,8 @@ The first argument picks the algorithm (default grpo; --help lists them). It eva
 held-out problems, trains, evaluates again, and writes the model, metrics.json and curves.png
 to --output_dir.
 
-Its defaults beyond the env's own are `trainers.run.cli.SCRIPT_DEFAULTS` (the reasons
-beside them); ``mathteams train reflection`` runs the same job.
+Its defaults beyond the env's own are its run defaults, stated where the env is registered
+(`envs.REFLECTION_RUNS`, the reasons beside them); ``mathteams train reflection`` runs the same job.
 """
 
 import sys

@@ -13,8 +13,8 @@ evaluated in --output_dir/warmup), then RL; both share --max_train_minutes (see
 own demonstrations for another model or task.
 Each executor turn runs its program in a fresh sandboxed process (see `envs.sandbox`).
 
-Its defaults beyond the env's own are `trainers.run.cli.SCRIPT_DEFAULTS` (the reasons
-beside them); ``mathteams train tool`` runs the same job.
+Its defaults beyond the env's own are its run defaults, stated where the env is registered
+(`envs.spec("math/tool-v0").run_task`); ``mathteams train tool`` runs the same job.
 """
 
 import sys

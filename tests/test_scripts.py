@@ -490,7 +490,7 @@ def test_shipped_grpo_configs_parse(path):
     from trainers.run.cli import make_parser
 
     env_id = f"math/{path.stem.split('_')[0]}-v0"
-    parser, _ = make_parser("grpo", env_id)  # with the env's script defaults (SCRIPT_DEFAULTS)
+    parser, _ = make_parser("grpo", env_id)  # with the env's run defaults (EnvSpec.run_task)
     job, config = parser.parse_args_and_config(["--config", str(path)])
     assert config.output_dir.startswith("outputs/")
     envs.make(env_id, **job.env_kwargs())  # the script's defaults and the config agree

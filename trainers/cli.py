@@ -31,7 +31,7 @@ TRAIN_ENVS = {
 }
 
 # Where `train` and `evaluate` go: ``train_command(env_id, argv)`` runs an env's training with its
-# script's defaults (`trainers.run.cli.SCRIPT_DEFAULTS`); ``evaluate_cli.main(argv)`` is
+# run defaults (`envs.EnvSpec.run_task`, `run_options`); ``evaluate_cli.main(argv)`` is
 # scripts/evaluate.py's main.
 TRAIN = "trainers.run.cli:train_command"
 EVALUATE = "trainers.run.evaluate_cli:main"

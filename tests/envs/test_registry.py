@@ -118,3 +118,13 @@ def test_defaults_are_the_envs_own_options_with_their_defaults(throwaway):
     defaults = envs.spec("math/debate-v0").defaults()
     assert (defaults["num_agents"], defaults["rounds"]) == (3, 2) and "task" not in defaults
     assert envs.spec(throwaway).defaults() == {}  # no options class: the spec's kwargs
+
+
+def test_a_spec_states_what_a_run_of_it_plays():
+    """Run defaults live where the env is registered; training and evaluation both read them."""
+    reflection = envs.spec("math/reflection-v0")
+    assert reflection.run_task == "unknown"
+    assert reflection.run_defaults("coloring")["refiner_mode"] == "patch"
+    assert reflection.run_defaults("unknown")["refiner_mode"] == "resolve"
+    assert reflection.run_defaults("unknown+reach") == reflection.run_defaults("*")
+    assert envs.spec("math/debate-v0").run_defaults("unknown") == {}

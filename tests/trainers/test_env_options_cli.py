@@ -111,7 +111,7 @@ def test_only_options_a_command_line_can_write_are_flags():
 def test_the_main_jobs_option_defaults_follow_its_task(argv, task, refiner_mode, audit):
     """The main job's option defaults follow its task: coloring patches (and its critic's scan
     gets more tokens), the other tasks re-solve and audit; a flag always wins
-    (`trainers.run.cli.TASK_DEFAULTS`)."""
+    (`envs.EnvSpec.run_options`)."""
     from trainers.run.cli import make_parser
 
     parser, _ = make_parser("grpo", "math/reflection-v0")

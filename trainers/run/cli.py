@@ -4,9 +4,10 @@
 Each algorithm is one `ALGOS` entry: the module that holds it (in `trainers.algorithms`), the
 name of its config dataclass there (a TRL config subclass with CPU defaults), the name of its train
 function ``train(job: Job, config) -> dict`` in `trainers.run.train`, and the envs it applies to
-(None: every env). Nothing of TRL is imported until an algorithm is picked. `SCRIPT_DEFAULTS`
-holds each env's training defaults that differ from its options class's (the reasons beside
-them), so a script and ``mathteams train`` run the same job.
+(None: every env). Nothing of TRL is imported until an algorithm is picked. What a run of an env
+plays beyond its options class's defaults is stated where the env is registered
+(`envs.EnvSpec.run_task`, `envs.EnvSpec.run_options`, the reasons beside them), so a script,
+``mathteams train`` and ``mathteams evaluate`` play the same protocol.
 """
 
 from __future__ import annotations
@@ -41,42 +42,20 @@ ALGOS: dict[str, Algo] = {
 }
 ADAPTER_ALGOS = ("grpo", "ppo")  # the ones that can train a LoRA adapter or a model per role
 
-# Each env's training defaults where they differ from its options class's (a --config file and
-# flags override them).
-SCRIPT_DEFAULTS: dict[str, dict[str, Any]] = {
-    # The critic is paid for its verdict (the env's default; paying it by the revision's outcome
-    # taught it to accept). Every role's turn earns 0 when it states a false equation (`--audit
-    # ""` turns it off): paid by the verdict alone, a critic sharing weights with a mostly right
-    # solver learns to write "= 0: it checks" under any subtraction (envs/reflection.py). After
-    # a rejection the refiner solves afresh (`revise` applies the critic's check): on
-    # validation, a refiner applying the trained critic's checks broke 60% of right answers
-    # (team final answer 0.18), one solving afresh 7% (0.86; docs/results.md, "Credit and
-    # protocol options, chosen on validation").
-    # The main job trains on `unknown` (the task of the shipped model); its other defaults
-    # depend on the task (TASK_DEFAULTS).
-    "math/reflection-v0": {"task": "unknown"},
-    # The embedded recipe writes tool transcripts (the warm-up's demonstrations) of `unknown` only.
-    "math/tool-v0": {"task": "unknown"},
-}
-
-# Each env's option defaults that depend on the task, as {env: {task: {option: value}}}; "*"
-# holds every other task's. Applied after parsing to each option no flag or --config set
-# (`RunParser`), so `--task unknown` runs the control with its own defaults.
-TASK_DEFAULTS: dict[str, dict[str, dict[str, Any]]] = {
-    "math/reflection-v0": {
-        # A colouring's faults are named: the refiner patches the clashing edge the critic
-        # names (`envs.faults`); nothing states an equation, so nothing is audited.
-        # Its critic scans the edges, one mark each (up to 27 at level 4): 160 tokens a turn.
-        "coloring": {"audit": "", "refiner_mode": "patch", "max_completion_length": 160},
-        "*": {"audit": "solver,critic,refiner", "refiner_mode": "resolve"},
-    },
-}
-
 
 def task_defaults(env_id: str, task: str | None) -> dict[str, Any]:
-    """`env_id`'s option defaults for `task` (`TASK_DEFAULTS`; a mixed task reads "*")."""
-    table = TASK_DEFAULTS.get(env_id, {})
-    return dict(table.get(str(task), table.get("*", {})))
+    """`env_id`'s run defaults for `task` (`envs.EnvSpec.run_options`: the task's entry, else
+    ``"*"``; a mixed task reads ``"*"``), which training and evaluation both apply."""
+    import envs
+
+    return envs.spec(env_id).run_defaults(task)
+
+
+def run_task(env_id: str) -> str | None:
+    """The task a run of `env_id` plays when none is given (`envs.EnvSpec.run_task`)."""
+    import envs
+
+    return envs.spec(env_id).run_task
 
 
 def available(env_id: str) -> list[str]:
@@ -109,8 +88,9 @@ def make_parser(algo: str, env_id: str, defaults: dict[str, Any] | None = None) 
     script_defaults: dict[str, Any] = {
         "env_id": env_id,
         "output_dir": f"outputs/{env_id.split('/')[1]}_{algo}",
-        **SCRIPT_DEFAULTS.get(env_id, {}),
     }
+    if run_task(env_id):
+        script_defaults["task"] = run_task(env_id)
     script_defaults.update(defaults or {})
     parser.set_defaults(**script_defaults)
     from trainers.run.args import GROUPS
@@ -124,12 +104,15 @@ def make_parser(algo: str, env_id: str, defaults: dict[str, Any] | None = None) 
 def defer_task_defaults(
     parser: Any, env_id: str, fields: set[str], keep: set[str] = frozenset()
 ) -> Any:
-    """Make the options of `parser` whose default depends on the task (`TASK_DEFAULTS`, less
+    """Make the options of `parser` whose default depends on the task (the env's run options,
+    `envs.EnvSpec.run_options`, less
     `keep`) default to None, and return ``task -> {option: default}``: the task's value or the
     parser's own default, for each option no flag or --config set (the training scripts'
     `RunParser` and ``scripts/evaluate.py`` fill them after parsing). Options not among the
     parser's `fields` (an algorithm without max_completion_length) are left alone."""
-    tasked = {name for table in TASK_DEFAULTS.get(env_id, {}).values() for name in table}
+    import envs
+
+    tasked = {name for table in envs.spec(env_id).run_options.values() for name in table}
     tasked = (tasked & set(fields)) - set(keep)
     base = {name: parser.get_default(name) for name in tasked}
     parser.set_defaults(**dict.fromkeys(tasked))

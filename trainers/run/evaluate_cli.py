@@ -51,7 +51,7 @@ from trainers.evaluation.report.plots import plot_compute
 from trainers.evaluation.report.tables import markdown_report
 from trainers.evaluation.splits import as_levels, held_levels
 from trainers.run.args import comma_items
-from trainers.run.cli import SCRIPT_DEFAULTS, defer_task_defaults
+from trainers.run.cli import defer_task_defaults, run_task
 from trainers.run.options import add_group, option_kwargs
 from trainers.run.protocol import describe, read_protocol
 
@@ -181,9 +181,9 @@ def _add_problem_flags(parser: argparse.ArgumentParser, env_id: str = DEFAULT_EN
     parser.add_argument("--env_id", default=DEFAULT_ENV, choices=envs.list_envs())
     parser.add_argument(
         "--task",
-        default=SCRIPT_DEFAULTS.get(env_id, {}).get("task", EMBEDDED_TASK),
+        default=run_task(env_id) or EMBEDDED_TASK,
         choices=envs.list_tasks(),
-        help="default: the task of the env's training script (SCRIPT_DEFAULTS; unknown)",
+        help="default: the task a run of the env plays (envs.EnvSpec.run_task; unknown)",
     )
     parser.add_argument("--data_path", default=None, help="local JSONL for gsm8k/math/anli")
     parser.add_argument(
