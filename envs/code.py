@@ -17,7 +17,7 @@ answer is taken exactly as the tool env's executor answer is (`ProgramRunner._ru
 program's last printed ``\\boxed{}``, else its last printed line, when it exits with status 0;
 otherwise the reply's text outside code blocks.
 
-It is the single-agent counterpart a tool-using team names (``ToolEnv.alone_with_tool_env``):
+It is the single-agent counterpart a tool-using team names (its facts' ``alone_with_tool``, `envs.options.EnvFacts`):
 evaluating ``math/tool-v0`` plays it, sampled to the team's generations and tokens per
 episode, beside the model alone without a tool (`trainers.evaluation.alone`).
 

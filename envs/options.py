@@ -99,6 +99,11 @@ class EnvFacts:
         slots (`tuple[tuple[str, ...], ...]`): the agents that act at each step, in order, in
             an episode that runs to its end (no early stop): one agent a step for an AEC env,
             every agent each round for a Parallel one.
+        immediate_rewards (`bool`, False): every reward is paid on the step it is for (no team
+            reward at the end, nothing paid for a later turn), so a rollout may branch turns.
+        alone_with_tool (`str | None`): the single-agent env that plays the team's answers
+            alone with the same tool (math/tool-v0: math/code-v0), the baseline evaluation sets
+            against the team; None: the env has no tool.
     """
 
     agents: tuple[str, ...]
@@ -106,6 +111,14 @@ class EnvFacts:
     answer_roles: tuple[str, ...]
     review_roles: tuple[str, ...]
     slots: tuple[tuple[str, ...], ...]
+    immediate_rewards: bool = False
+    alone_with_tool: str | None = None
+
+    def is_review(self, agent_or_role: str) -> bool:
+        """Whether `agent_or_role`'s turns judge another's answer (a `review_roles` role, or an
+        agent ``<role>_<i>`` of one)."""
+        role = agent_or_role if agent_or_role in self.roles else agent_or_role.rsplit("_", 1)[0]
+        return role in self.review_roles
 
     @property
     def max_turns(self) -> int:
@@ -344,6 +357,12 @@ class ReflectionOptions(ScheduledOptions):
             raise ValueError(f"audit must be a sequence of roles from {roles}, got {audit!r}")
         _normalise(self, "audit", tuple(audit))
 
+    def facts(self) -> EnvFacts:
+        """Each turn is paid on its own step, but with a team reward, or a critic paid (in
+        part) by the revision that follows it."""
+        own = not self.team_reward and self.critic_reward not in ("outcome", "counterfactual")
+        return dataclasses.replace(super().facts(), immediate_rewards=own)
+
 
 def _check_instructions(instructions: Sequence[str] | None) -> tuple[str, ...] | None:
     """Instruction templates as a tuple (None stays None), or a TypeError."""
@@ -407,7 +426,9 @@ class DebateOptions(TaskOptions):
     def facts(self) -> EnvFacts:
         agents = self.agents()
         roles = (self.AGENT_PREFIX,)
-        return EnvFacts(agents, roles, self.ANSWER_ROLES, (), (agents,) * self.rounds)
+        slots = (agents,) * self.rounds
+        # each round pays its own answers (the influence bonus included)
+        return EnvFacts(agents, roles, self.ANSWER_ROLES, (), slots, immediate_rewards=True)
 
 
 @dataclass(frozen=True)
@@ -445,7 +466,8 @@ class EnsembleOptions(TaskOptions):
 
     def facts(self) -> EnvFacts:
         agents = self.agents()
-        return EnvFacts(agents, (self.AGENT_PREFIX,), self.ANSWER_ROLES, (), (agents,))
+        roles = (self.AGENT_PREFIX,)
+        return EnvFacts(agents, roles, self.ANSWER_ROLES, (), (agents,), immediate_rewards=True)
 
 
 def sandbox_config(sandbox: SandboxConfig | Mapping[str, Any] | None) -> SandboxConfig | None:
@@ -517,6 +539,10 @@ class ToolOptions(ScheduledOptions):
         check_choice("verifier_reward", self.verifier_reward, VERIFIER_REWARDS)
         weight = check_weight("counterfactual_weight", self.counterfactual_weight)
         _normalise(self, "counterfactual_weight", weight)
+
+    def facts(self) -> EnvFacts:
+        """The team's answers are also played alone with the same tool: math/code-v0."""
+        return dataclasses.replace(super().facts(), alone_with_tool="math/code-v0")
 
 
 @dataclass(frozen=True)

@@ -182,8 +182,8 @@ class ReflectionEnv(ScheduledTeamEnv):
     @property
     def immediate_rewards(self) -> bool:  # type: ignore[override]
         """Each turn paid on its own step: not with a team reward, nor with a critic paid (in part)
-        by the revision that follows it."""
-        return not self.team_reward and self.critic_reward not in ("outcome", "counterfactual")
+        by the revision that follows it (the options' facts state it)."""
+        return self.options.facts().immediate_rewards
 
     def _reset_state(self) -> None:
         self.answer: str | None = None  # latest solver/refiner answer

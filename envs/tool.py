@@ -315,9 +315,6 @@ class ToolEnv(ProgramRunner, ScheduledTeamEnv):
     options_class = ToolOptions
     options: ToolOptions
     answer_roles = ToolOptions.ANSWER_ROLES  # envs.roles: its program's output is the answer
-    # The single agent with the same interpreter, the team's fair baseline (`envs.code`): the
-    # evaluation plays it beside the model alone without a tool (`trainers.evaluation.alone`).
-    alone_with_tool_env = "math/code-v0"
     paid_at_end = ("analyzer_0",)  # a plan earns the final answer's score
     revision_reward = from_options("revision_reward")
     improvement_bonus = from_options("improvement_bonus")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 
 import pytest
@@ -16,6 +17,29 @@ def test_check_env(env_id):
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # any warning not on check_env's allow-list fails
         envs.check_env(env_id)
+
+
+FACT_OPTIONS = [{}, {"team_reward": True}, {"critic_reward": "outcome"}, {"rounds": 1}]
+
+
+@pytest.mark.parametrize("env_id", envs.list_envs(), ids=str)
+def test_an_envs_facts_are_what_the_env_does(env_id):
+    """The facts the trainers read without building an env (agents, roles, whether rewards are
+    immediate) are the built env's own, under several option sets."""
+    spec = envs.spec(env_id)
+    fields = {f.name for f in dataclasses.fields(spec.options)} if spec.options else set()
+    for options in FACT_OPTIONS:
+        if not set(options) <= fields:
+            continue
+        facts = spec.facts(**options)
+        env = envs.make(env_id, **options)
+        try:
+            raw = env.unwrapped
+            assert tuple(raw.possible_agents) == facts.agents
+            assert bool(raw.immediate_rewards) == facts.immediate_rewards, options
+            assert tuple(raw.answer_roles) == facts.answer_roles
+        finally:
+            env.close()
 
 
 def test_check_env_accepts_instances_and_factories():

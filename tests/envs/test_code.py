@@ -10,7 +10,7 @@ import envs
 from envs import code, tool
 from envs.code import CodeEnv, code_prompt
 from envs.options import CodeOptions
-from envs.tool import DEFAULT_SANDBOX, ToolEnv
+from envs.tool import DEFAULT_SANDBOX
 
 PROBLEM = {"id": "p/1", "question": "Ann has 2 pens and buys 3 more. How many pens?", "answer": "5"}
 FAST = {"timeout_s": 2.0, "cpu_s": 1, "memory_mb": 256, "max_output_bytes": 8192}
@@ -117,7 +117,7 @@ def test_the_prompt_is_the_tool_executors_less_the_plan_and_holds_no_reference()
 
 def test_the_same_sandbox_defaults_and_the_team_names_its_counterpart():
     assert make(sandbox=None).sandbox == DEFAULT_SANDBOX == envs.make("math/tool-v0").sandbox
-    assert ToolEnv.alone_with_tool_env == "math/code-v0"
+    assert envs.spec("math/tool-v0").facts().alone_with_tool == "math/code-v0"
     assert envs.spec("math/code-v0").options is CodeOptions
     facts = envs.spec("math/code-v0").facts()
     assert facts.agents == ("executor_0",) and facts.answer_roles == ("executor",)

@@ -248,6 +248,16 @@ class MultiAgentGRPOTrainer(LengthGroupedMixin, GRPOTrainer):
     TRL would otherwise run every micro-batch at the widest row's width. The update is unchanged."""
 
 
+def immediate_rewards(env_id: str, env_kwargs: dict[str, Any], env: Any) -> bool:
+    """Whether `env_id` with `env_kwargs` pays every reward on the step it is for: its options'
+    facts say (`envs.options.EnvFacts`); an env registered without options, its own attribute
+    (`env`, one made with those kwargs)."""
+    env_spec = envs_pkg.spec(env_id)
+    if env_spec.options is not None:
+        return env_spec.facts(**env_kwargs).immediate_rewards
+    return bool(getattr(env.unwrapped, "immediate_rewards", False))
+
+
 def resolve_problems(env: Any, train_problems: int | Sequence[str] | None) -> list[str]:
     """Problem ids: all of the env's task (`None`), the first `n` (int), or the given ids (each
     one of the task's: `envs.sources.chosen_problems`)."""
@@ -369,7 +379,7 @@ def load_environment(
             "no training problems: pass train_problems as a count >= 1 or a list of ids"
         )
     random.Random(seed).shuffle(problems)
-    if branch_turns and not getattr(probe.unwrapped, "immediate_rewards", False):
+    if branch_turns and not immediate_rewards(env_id, env_kwargs, probe):
         raise ValueError(
             f"branch_turns needs an env that pays every reward on the step it is for; {env_id} "
             f"with {env_kwargs} does not (`immediate_rewards` is False: e.g. team_reward=True, "

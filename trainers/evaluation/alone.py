@@ -4,7 +4,7 @@ team's generations and tokens), and the compute-matched comparison with the team
 (`alone_side`: matched in generations and in tokens, `tokens_matched_k`; `matched_side`).
 
 A team that uses a tool also meets the same model alone WITH that tool (`alone_tool_side`):
-the single-agent env its env class names (``alone_with_tool_env``, `tool_baseline`:
+the single-agent env its env class names (its facts' ``alone_with_tool``, `tool_baseline`:
 math/tool-v0 -> math/code-v0, one program run in the same sandbox), sampled and compared the
 same way."""
 
@@ -163,13 +163,12 @@ def alone_side(
 
 def tool_baseline(env_id: str, env_kwargs: dict[str, Any] | None = None) -> str | None:
     """The registered id of the single-agent env that plays `env_id`'s answers alone with the
-    same tool, as the team's env class names it (``alone_with_tool_env``: math/tool-v0 ->
-    math/code-v0), or None when it names none."""
-    team = envs_pkg.make(env_id, **(env_kwargs or {}))
-    try:
-        baseline = getattr(team.unwrapped, "alone_with_tool_env", None)
-    finally:
-        team.close()
+    same tool, as the env's facts name it (`envs.options.EnvFacts.alone_with_tool`: math/tool-v0
+    -> math/code-v0), or None when they name none; no env is built."""
+    env_spec = envs_pkg.spec(env_id)
+    if env_spec.options is None:  # an env without options states no facts: none named
+        return None
+    baseline = env_spec.facts(**(env_kwargs or {})).alone_with_tool
     return baseline if baseline and baseline != env_id else None
 
 

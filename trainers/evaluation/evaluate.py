@@ -36,7 +36,7 @@ def evaluate(config: EvalConfig, policies: RoleMap | None = None) -> dict[str, A
     ``team/vote``) and ``curve`` (the model alone's maj@k and pass@k for k = 1..alone samples,
     at most `ALONE_SAMPLES_MAX`, against generations and tokens: `alone_curve`)).
 
-    A team whose env names a single agent with its tool (``alone_with_tool_env``: math/tool-v0
+    A team whose env names a single agent with its tool (its facts' ``alone_with_tool``: math/tool-v0
     names math/code-v0, `trainers.evaluation.alone.tool_baseline`) is also compared with the
     same model alone with that tool, sampled and matched the same way: ``single_agent_tool``
     and ``compare_tool`` (``compare``'s keys, plus ``alone_env``), and ``alone_tool/pass@1``,
