@@ -61,7 +61,8 @@ def test_a_mixed_evaluation_reports_each_member():
 def test_the_held_out_guard_reads_every_member(monkeypatch):
     """A mixed run's guard compares its training problems with its evaluation problems across
     all members: a reach test problem planted among the training problems is refused."""
-    from trainers.evaluation.held_out import OverlapError, check_held_out, task_problems
+    from envs.problems import ProblemSet
+    from trainers.evaluation.held_out import OverlapError, check_held_out
     from trainers.run.bridge import eval_config
     from trainers.run.cli import make_parser
 
@@ -70,22 +71,20 @@ def test_the_held_out_guard_reads_every_member(monkeypatch):
         ["--task", MIX, "--train_problems", "30", "--eval_problems", "9"]
     )
     evaluation = eval_config(job, "model", config)
-    held = task_problems(evaluation.env_kwargs(), 9)
+    held = evaluation.problem_set().problems()
     assert {p["id"].split("/")[0] for p in held} == {"unknown", "arithmetic", "reach"}
     figures = check_held_out(job, evaluation)
     assert figures["shared"] == 0 and figures["train_problems"] == 30
 
-    from trainers.evaluation import held_out
+    real = ProblemSet.problems
 
-    real = held_out.task_problems
-
-    def planted(kwargs, count, offset=0):
-        problems = real(kwargs, count, offset)
-        if kwargs.get("split") == "train":
+    def planted(problems):
+        out = real(problems)
+        if problems.split == "train":
             reach = next(p for p in held if p["id"].startswith("reach/"))
-            problems = [*problems[:-1], reach]
-        return problems
+            out = [*out[:-1], reach]
+        return out
 
-    monkeypatch.setattr(held_out, "task_problems", planted)
+    monkeypatch.setattr(ProblemSet, "problems", planted)
     with pytest.raises(OverlapError, match="1 of the 9 evaluation problems"):
         check_held_out(job, evaluation)

@@ -13,7 +13,6 @@ import pytest
 from trainers.algorithms import rounds
 from trainers.algorithms.dpo import CPUDPOConfig
 from trainers.algorithms.sft import CPUSFTConfig
-from trainers.evaluation.held_out import task_problems
 from trainers.run import train as run_train
 from trainers.run import validation as val
 from trainers.run.args import Job
@@ -260,7 +259,8 @@ def test_a_generated_task_validates_on_its_validation_split_apart_from_the_evalu
     evaluation = check.evaluation
     assert (evaluation.split, evaluation.offset, evaluation.num_problems) == ("validation", 0, 20)
     assert (evaluation.samples, evaluation.compare, evaluation.intervals) == (1, False, False)
-    held = task_problems(evaluation.env_kwargs(), 20)
+    held = evaluation.problem_set().problems()
+    assert len(held) == 20
     assert {p["id"].split("/")[1] for p in held} == {"validation"}
 
     env.eval.eval_split = "validation"  # the evaluation reads the validation split too: after it
@@ -270,8 +270,9 @@ def test_a_generated_task_validates_on_its_validation_split_apart_from_the_evalu
     from trainers.run.bridge import eval_config
 
     evaluated = eval_config(env, "model", config)
-    held = task_problems(check.evaluation.env_kwargs(), 20, 30)
-    assert not envs.overlap(held, task_problems(evaluated.env_kwargs(), 30))
+    held = check.evaluation.problem_set().problems()
+    assert len(held) == 20 and check.evaluation.problem_set().offset == 30
+    assert not envs.overlap(held, evaluated.problem_set().problems())
 
 
 def test_a_task_without_validation_split_holds_out_training_problems_no_round_plays(
@@ -295,9 +296,9 @@ def test_a_task_without_validation_split_holds_out_training_problems_no_round_pl
     check, why = val.validation_check(env, config, "model")
     assert why == "" and check is not None
     assert (check.evaluation.offset, check.evaluation.num_problems) == (5, 4)
-    validation = {p["id"] for p in task_problems(check.evaluation.env_kwargs(), 4, 5)}
+    validation = {p["id"] for p in check.evaluation.problem_set().problems()}
     # round k plays problems k*3, k*3+1, k*3+2 of the first 5, wrapping around them
-    played = {p["id"] for p in task_problems(env.env_kwargs(split="train"), 5)}
+    played = {p["id"] for p in env.train_set("train", 5).problems()}
     assert len(validation) == 4 and not validation & played
 
     config.validation_problems = 8  # 12 problems: 5 train + 8 do not fit

@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import Any
 
 from agents.base import GenerationArguments
-from envs.mixed import member_names
+from envs.problems import ProblemSet
 from envs.registry import spec
-from envs.tasks import default_levels, is_procedural
+from envs.tasks import is_procedural
 from trainers.embedded import EMBEDDED_TASK
-from trainers.evaluation.splits import Levels, as_levels, held_levels
+from trainers.evaluation.splits import Levels, as_levels
 
 ALONE_ENV = "math/solve-v0"  # what the same model plays alone (`trainers.evaluation.alone`)
 
@@ -55,18 +55,22 @@ class EvalConfig:
     # alone plays solve-v0 with the same ``verifier``.
     env_options: dict[str, Any] = field(default_factory=dict)
 
-    def env_kwargs(self) -> dict[str, Any]:
-        """The team env's kwargs (`env_kwargs`): a generated task's test split by default (held
-        out by construction, `envs.splits`), its problems up to ``offset + num_problems``."""
+    def problem_set(self) -> ProblemSet:
+        """The problems it plays (`envs.problems.ProblemSet`): a generated task's test split by
+        default (held out by construction, `envs.splits`), at `levels`."""
         procedural = is_procedural(self.task)
-        return env_kwargs(
+        return ProblemSet(
             self.task,
-            data_path=self.data_path,
             split=(self.split or "test") if procedural else self.split,
-            difficulty=self.levels() if procedural else None,
-            size=self.offset + self.num_problems,
-            options=self.env_options,
+            levels=self.levels() if procedural else None,
+            count=self.num_problems,
+            offset=self.offset,
+            data_path=self.data_path,
         )
+
+    def env_kwargs(self) -> dict[str, Any]:
+        """The team env's kwargs: its problems' (`problem_set`) and its own options."""
+        return self.problem_set().env_kwargs(self.env_options)
 
     def __post_init__(self) -> None:
         if is_procedural(self.task) and not self.difficulty:
@@ -74,17 +78,19 @@ class EvalConfig:
 
     def levels(self, candidates: Any = None) -> Levels:
         """The levels of a generated task to evaluate: `difficulty` as given, else those of
-        `candidates` (default: the task's declared defaults) that hold their share of the problems as
-        distinct texts of the split (`held_levels`); a mixed task's, per member."""
+        `candidates` (default: the task's declared defaults) that hold their share of the
+        problems as distinct texts of the split (`ProblemSet.held`); a mixed task's, per
+        member."""
         if self.difficulty:
             return as_levels(self.difficulty)
-        default = None if "+" in self.task else default_levels(self.task)
-        return held_levels(
+        problems = ProblemSet(
             self.task,
-            self.split or "test",
-            as_levels(candidates) or default,
-            self.offset + self.num_problems,
+            split=self.split or "test",
+            levels=as_levels(candidates) or None,
+            count=self.num_problems,
+            offset=self.offset,
         )
+        return problems.held().level_list()
 
     def generation_args(self) -> GenerationArguments:
         return GenerationArguments(
@@ -93,40 +99,6 @@ class EvalConfig:
             do_sample=not self.greedy,
             seed=self.seed,
         )
-
-
-def env_kwargs(
-    task: str,
-    *,
-    data_path: str | None = None,
-    split: str | None = None,
-    difficulty: Sequence[int] | Mapping[str, Sequence[int]] | None = None,
-    size: int | None = None,
-    repeat: bool = False,
-    options: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
-    """The kwargs of an env playing `task`: the one builder of training's env
-    (`trainers.run.args.Job.env_kwargs`) and of evaluation's (`EvalConfig.env_kwargs`).
-
-    A generated task (registered with `envs.tasks.Levels`) gets its levels (`difficulty`), its
-    problems (`size`; a mixed task's members their share of it) and, with `repeat`, cycles
-    them; `options` are the env's own (rounds, rewards, protocol, the verifier), passed as they
-    are.
-    """
-    kwargs: dict[str, Any] = {"task": task}
-    if data_path:
-        kwargs["data_path"] = data_path
-    if split:
-        kwargs["split"] = split
-    if is_procedural(task):
-        members = len(member_names(task))
-        if size is not None and members > 1:  # interleaved: the first `size` hold this many
-            size = -(-size // members)
-        task_kwargs: dict[str, Any] = {"difficulty": as_levels(difficulty), "size": size}
-        if repeat:
-            task_kwargs["repeat"] = True
-        kwargs["task_kwargs"] = task_kwargs
-    return {**kwargs, **(options or {})}
 
 
 def env_kwargs_for(config: EvalConfig, env_id: str) -> dict[str, Any]:

@@ -38,3 +38,7 @@ class RunSource(Protocol):
     def env_kwargs(self, split: str | None = None) -> dict[str, Any]:
         """The training env's kwargs (``split="train"``: its training problems)."""
         ...
+
+    def train_set(self, split: str | None = None, count: int | None = None) -> Any:
+        """The training problems (an `envs.problems.ProblemSet`; its first `count`)."""
+        ...

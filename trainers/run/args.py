@@ -28,10 +28,10 @@ from typing import Any
 
 import envs
 from envs.mixed import is_mixed
+from envs.problems import ProblemSet
 from envs.tasks import default_levels, is_procedural
 from trainers.embedded import EMBEDDED_TASK
-from trainers.evaluation.config import env_kwargs
-from trainers.evaluation.splits import Levels, member_levels
+from trainers.evaluation.splits import Levels
 from trainers.run.options import option_kwargs
 
 
@@ -92,10 +92,21 @@ class EnvArguments:
 
     def levels(self) -> Levels:
         """The training levels: `difficulty`, or a mixed task's per member (the same given
-        levels for each, else each member's embedded levels: `member_levels`)."""
-        if is_mixed(self.task):
-            return member_levels(self.task, self.difficulty)
-        return list(self.difficulty)
+        levels for each, else each member's declared defaults)."""
+        return self.problem_set().level_list()
+
+    def problem_set(self, split: str | None = None, count: int | None = None) -> ProblemSet:
+        """The training problems (`envs.problems.ProblemSet`): a generated task's levels cycled
+        (`repeat`, 10,000 problems a level unless `count`), from `split` (default: its
+        own, the train split of a generated task)."""
+        return ProblemSet(
+            self.task,
+            split=split or self.split,
+            levels=self.difficulty or None,
+            count=count or 10_000,
+            data_path=self.data_path,
+            repeat=True,
+        )
 
 
 @dataclass
@@ -451,18 +462,29 @@ class Job:
         return {**verifier, **self.options}
 
     def env_kwargs(self, split: str | None = None) -> dict[str, Any]:
-        """The training env's kwargs (`trainers.evaluation.config.env_kwargs`): training cycles
-        a generated task's levels (10,000 problems a level, repeated)."""
-        env = self.env
-        return env_kwargs(
+        """The training env's kwargs: its problems' (`train_set`) and the env's options."""
+        return self.train_set(split).env_kwargs(self.env_options())
+
+    def train_set(self, split: str | None = None, count: int | None = None) -> ProblemSet:
+        """The problems the run trains on (`EnvArguments.problem_set`, from `split`; the first
+        `count` of them where given)."""
+        return self.env.problem_set(split, count)
+
+    def eval_set(self) -> ProblemSet:
+        """The problems its before/after evaluation plays: the training task and levels on
+        the held-out split (a generated task's "test" unless ``--eval_split``), the levels that
+        hold their share of ``--eval_problems`` (`ProblemSet.held`) unless
+        ``--eval_difficulty`` names them; ``--eval_data_path`` for a file task's."""
+        env, evaluation = self.env, self.eval
+        generated = is_procedural(env.task)
+        problems = ProblemSet(
             env.task,
-            data_path=env.data_path,
-            split=split or env.split,
-            difficulty=env.levels(),
-            size=10_000,
-            repeat=True,
-            options=self.env_options(),
+            split=(evaluation.eval_split or "test") if generated else evaluation.eval_split,
+            levels=evaluation.eval_difficulty or env.difficulty or None,
+            count=evaluation.eval_problems,
+            data_path=evaluation.eval_data_path or env.data_path,
         )
+        return problems if evaluation.eval_difficulty or not generated else problems.held()
 
     def builder_kwargs(self) -> dict[str, Any]:
         """The trainer builders' arguments from the model and rollout groups."""

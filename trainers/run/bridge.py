@@ -5,9 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from envs.tasks import is_procedural
 from trainers.evaluation.config import EvalConfig
-from trainers.evaluation.splits import held_levels
 from trainers.run.args import Job
 
 
@@ -23,17 +21,13 @@ def eval_config(job: Job, model: str, config: Any) -> EvalConfig:
     training runs (the config's device: a GPU unless ``use_cpu``).
     """
     device = getattr(config, "device", None)
-    env, evaluation = job.env, job.eval
-    levels = evaluation.eval_difficulty
-    if is_procedural(env.task) and not levels:  # the training levels that hold enough
-        split = evaluation.eval_split or "test"
-        levels = held_levels(env.task, split, env.levels(), evaluation.eval_problems)
+    evaluation, problems = job.eval, job.eval_set()
     return EvalConfig(
-        env_id=env.env_id,
-        task=env.task,
-        data_path=evaluation.eval_data_path or env.data_path,
+        env_id=job.env_id,
+        task=problems.task,
+        data_path=problems.data_path,
         split=evaluation.eval_split,
-        difficulty=levels,
+        difficulty=problems.level_list() if problems.generated else None,
         num_problems=evaluation.eval_problems,
         model=model,
         samples=evaluation.eval_samples,

@@ -43,13 +43,14 @@ from pathlib import Path
 from typing import Any
 
 import envs
+from envs.problems import ProblemSet
 from envs.tasks import is_procedural
 from trainers.algorithms.checkpoint import atomic_path
 from trainers.embedded import EMBEDDED_TASK
 from trainers.evaluation.evaluate import EvalConfig, evaluate
 from trainers.evaluation.report.plots import plot_compute
 from trainers.evaluation.report.tables import markdown_report
-from trainers.evaluation.splits import as_levels, held_levels
+from trainers.evaluation.splits import as_levels
 from trainers.run.args import comma_items
 from trainers.run.cli import defer_task_defaults, run_task
 from trainers.run.options import add_group, option_kwargs
@@ -318,12 +319,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             and args.task == protocol.get("task")
             and is_procedural(args.task)
         ):
-            args.difficulty = held_levels(
+            trained = ProblemSet(
                 args.task,
-                args.split or "test",
-                as_levels(protocol.get("difficulty")),
-                args.offset + args.num_problems,
+                split=args.split or "test",
+                levels=as_levels(protocol.get("difficulty")) or None,
+                count=args.num_problems,
+                offset=args.offset,
             )
+            args.difficulty = trained.held().level_list()
         print(describe(protocol, folder))
     items = [item for text in args.role_models for item in comma_items(text)]
     bad = [r for r in items if "=" not in r]

@@ -24,11 +24,11 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from envs.problems import ProblemSet
 from envs.tasks import is_procedural
 from trainers.evaluation.config import EvalConfig
 from trainers.evaluation.evaluate import evaluate
-from trainers.evaluation.held_out import task_problems
-from trainers.evaluation.splits import as_levels, describe_levels, held_levels
+from trainers.evaluation.splits import as_levels, describe_levels
 from trainers.run.args import Job
 from trainers.run.bridge import eval_config
 
@@ -116,7 +116,10 @@ def _check_config(job: Job, config: Any, evaluation: EvalConfig) -> tuple[EvalCo
         offset = job.eval.eval_problems if evaluation.split == "validation" else 0
         candidates = as_levels(evaluation.difficulty) or job.env.levels()
         try:
-            levels = held_levels(job.env.task, "validation", candidates, offset + size)
+            problems = ProblemSet(
+                job.env.task, split="validation", levels=candidates, count=size, offset=offset
+            )
+            levels = problems.held().level_list()
         except ValueError as exc:
             return None, f"too few validation problems: {exc} (--validation_problems)"
         check = dataclasses.replace(
@@ -145,20 +148,16 @@ def _not_held_out(job: Job, evaluation: EvalConfig, check: EvalConfig) -> str:
     import envs
 
     size = check.num_problems
-    held = task_problems(check.env_kwargs(), size, check.offset)
+    held = check.problem_set().problems()
     if len(held) < size:
         return (
             f"the training split holds {check.offset + len(held)} problems, fewer than "
             f"--train_problems {job.train_problems} + --validation_problems {size}; lower "
             "either to select rounds on validation problems the rounds never play"
         )
-    others = {
-        "evaluation": task_problems(
-            evaluation.env_kwargs(), evaluation.num_problems, evaluation.offset
-        )
-    }
+    others = {"evaluation": evaluation.problem_set().problems()}
     if not is_procedural(job.env.task):  # generated splits are disjoint by construction
-        others["training"] = task_problems(job.env_kwargs(split="train"), job.train_problems)
+        others["training"] = job.train_set("train", job.train_problems).problems()
     for name, problems in others.items():
         shared = envs.overlap(held, problems)
         if shared:
