@@ -2,7 +2,8 @@
 
 `parse_expression` reads numbers, single-letter variables other than ``e`` and ``i``, ``\\pi``,
 ``+ - * / ^ !``, ``\\cdot``, ``\\times``, ``\\frac``, ``\\sqrt`` and brackets into a tree of
-tuples (`Node`); anything else gives None. On such trees: `exact_value` (exact rationals, bounded
+tuples (`Node`); anything else gives None. With ``euler=True`` it also reads ``e`` (not right
+after a digit: ``1e5``) and ``\\exp`` as Euler's number, for the magnitude bounds only. On such trees: `exact_value` (exact rationals, bounded
 in size), `log10_lower` and `log10_upper` (bounds on magnitude that never build a huge number),
 `apart` (whether two trees' mpmath intervals, roots and pi included and variables read at zero,
 lie further apart than math-verify's rounding), and `huge_power` and `rational_size` (the degree
@@ -39,27 +40,36 @@ _LOG10_E = math.log10(math.e)
 # ------------------------------------------------------------------------- a small grammar
 
 _TOKEN = re.compile(
-    r"\s+|\\[,;:! ]|\\(?:left|right)(?=[()\[\]])|\\(?:cdot|times|frac|dfrac|tfrac|sqrt|pi)(?![A-Za-z])"
+    r"\s+|\\[,;:! ]|\\(?:left|right)(?=[()\[\]])"
+    r"|\\(?:cdot|times|frac|dfrac|tfrac|sqrt|pi|exp)(?![A-Za-z])"
     r"|\d+(?:\.\d+)?|\.\d+|[A-Za-z]|[-+*/^!()\[\]{}]"
 )
+_UPRIGHT_E = re.compile(r"\\(?:mathrm|operatorname|text|rm)\s*\{\s*e\s*\}")
 _SKIP = re.compile(r"\s+|\\[,;:! ]|\\left|\\right")
 _CONSTANT_LETTERS = frozenset("eEiI")  # math-verify may read these as e and the imaginary unit
 
 
-def _tokenize(text: str) -> list[str] | None:
+def _tokenize(text: str, euler: bool = False) -> list[str] | None:
+    if euler:
+        text = _UPRIGHT_E.sub("e", text)
     tokens, position = [], 0
     while position < len(text):
         found = _TOKEN.match(text, position)
         if found is None:
             return None
         token = found.group()
-        position = found.end()
+        start, position = position, found.end()
         if _SKIP.fullmatch(token):
             continue
         if token in ("\\cdot", "\\times"):
             token = "*"
         elif token in ("\\dfrac", "\\tfrac"):
             token = "\\frac"
+        elif token == "\\exp" and not euler:
+            return None
+        elif token == "e" and euler:
+            if start and (text[start - 1].isdigit() or text[start - 1] == "."):
+                return None  # 1e5, 2.5e-3: a float to math-verify
         elif token in _CONSTANT_LETTERS:
             return None
         tokens.append(token)
@@ -68,7 +78,7 @@ def _tokenize(text: str) -> list[str] | None:
 
 # A node is a tuple: ("num", Fraction, text), ("var", name), ("pi",), ("neg", a), ("add", a, b),
 # ("sub", a, b), ("mul", a, b), ("div", a, b), ("pow", a, b), ("fact", a), ("sqrt", a),
-# ("root", index, a) for \sqrt[index]{a}.
+# ("root", index, a) for \sqrt[index]{a}; with euler=True also ("e",), and \exp(a) is ("pow", ("e",), a).
 Node = tuple
 
 
@@ -106,7 +116,7 @@ class _Parser:
                 node = ("mul" if token == "*" else "div", node, self.unary())
             elif token == "(" and node[0] == "var":
                 raise ValueError("f(x) may be a function")
-            elif token in ("(", "\\frac", "\\sqrt", "\\pi"):
+            elif token in ("(", "\\frac", "\\sqrt", "\\pi", "\\exp"):
                 node = ("mul", node, self.postfix())  # 2(3), 2\sqrt{3}, 2\pi (not 2{3}: 23)
             elif token is not None and token.isalpha() and not _is_number(token):
                 node = ("mul", node, self.postfix())  # 2x, xy
@@ -142,6 +152,12 @@ class _Parser:
             return ("num", Fraction(token), token)
         if token == "\\pi":
             return ("pi",)
+        if token == "e":  # only tokenized with euler=True
+            return ("e",)
+        if token == "\\exp":
+            if self.peek() not in ("(", "{"):
+                raise ValueError("\\exp without brackets")
+            return ("pow", ("e",), self.primary())
         if token.isalpha() and len(token) == 1:
             return ("var", token)
         if token in ("(", "[", "{"):
@@ -170,9 +186,11 @@ def _is_number(token: str) -> bool:
     return token[0].isdigit() or token[0] == "."
 
 
-def parse_expression(text: str) -> Node | None:
-    """The expression tree of `text` in this module's small grammar, or None."""
-    tokens = _tokenize(text)
+def parse_expression(text: str, euler: bool = False) -> Node | None:
+    """The expression tree of `text` in this module's small grammar, or None; with `euler`,
+    ``e`` and ``\\exp`` are read as Euler's number (for `log10_lower` and `log10_upper` only:
+    math-verify may read ``e`` as a variable, so no other rule trusts such a tree)."""
+    tokens = _tokenize(text, euler)
     if not tokens:
         return None
     parser = _Parser(tokens)
@@ -293,6 +311,8 @@ def _lower(node: Node) -> float:
         return _log10(node[1])
     if kind == "pi":
         return 0.497  # log10(pi) = 0.49715
+    if kind == "e":
+        return 0.434  # log10(e) = 0.43429
     if kind == "neg":
         return _lower(node[1])
     if kind in ("add", "sub"):
@@ -339,7 +359,7 @@ def _lower(node: Node) -> float:
 def _nonnegative(node: Node) -> bool:
     """Whether the tree's value is real and at least 0, read from its shape."""
     kind = node[0]
-    if kind in ("num", "pi", "fact"):
+    if kind in ("num", "pi", "e", "fact"):
         return True
     if kind in ("add", "mul", "div"):
         return _nonnegative(node[1]) and _nonnegative(node[2])
@@ -373,6 +393,8 @@ def _upper(node: Node) -> float:
         return -math.inf
     if kind == "pi":
         return math.log10(math.pi)
+    if kind == "e":
+        return _LOG10_E
     if kind == "neg":
         return _upper(node[1])
     if kind in ("add", "sub"):

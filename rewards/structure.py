@@ -1,6 +1,6 @@
 """Cheap structural checks that answer hostile answers before any symbolic (math-verify) work.
 
-math-verify can spend its whole deadline (5 s by default) on an answer a few hundred characters
+math-verify can spend its whole budget (`rewards.symbolic`) on an answer a few hundred characters
 long: 100 redundant parentheses around ``7``, a tower such as ``10^{10^{10}}``, ``(10^{10})!``,
 ``(1+x)^{100000}``, a ``\\frac`` nested 20 deep. `structural_verdict` answers such inputs in
 well under a millisecond, with the verdict math-verify gives where it can give one, and says
@@ -29,12 +29,19 @@ well under a millisecond, with the verdict math-verify gives where it can give o
 5. Unreadable: an answer of only empty brackets (``{{}}``) against a number or expression (not
    a set: ``{}`` is the empty set to math-verify), or with `MIN_IMBALANCE` or more unmatched
    round or square brackets, scores 0, as math-verify parses neither.
+6. Too costly: an answer whose symbolic check would run out of any budget (a binomial of huge
+   numbers, a sum with a bound over 10^4, an integral or limit of a tower of powers, a tower of
+   ``e``: `rewards.costly.costly_reason`) scores 0, reason "refused: too costly for a symbolic
+   check: ...)", unless the reference is costly too. Before it, rule 3 reads ``e`` and ``\\exp``
+   as Euler's number in answers of over a million digits, so ``e^{e^{e^{e^{e}}}}`` against 18
+   is "wrong" on magnitude.
 
 Every rule reads a small grammar (`parse_expression`: numbers, single-letter variables other
 than ``e`` and ``i``, ``\\pi``, ``+ - * / ^ !``, ``\\cdot``, ``\\times``, ``\\frac``, ``\\sqrt``,
 brackets); anything else makes it return None. Rules 2-4 run only on answers that look hostile
-(`looks_hostile`: deep nesting, a power, a factorial, a long digit run or a long text), so
-ordinary answers reach math-verify exactly as before.
+(`looks_hostile`: deep nesting, a power, a factorial, ``\\exp``, a long digit run or a long
+text), and rule 6 only on the operators it names, so ordinary answers reach math-verify exactly
+as before.
 """
 
 from __future__ import annotations
@@ -44,6 +51,7 @@ import re
 from dataclasses import dataclass
 from fractions import Fraction
 
+from rewards.costly import MAX_CONSTANT_DIGITS, costly_reason
 from rewards.expression import (
     MIN_HUGE_DEGREE,
     Node,
@@ -170,11 +178,12 @@ class Structural:
 
 
 def looks_hostile(text: str) -> bool:
-    """Whether an answer is worth the structural checks: deep nesting, a power, a factorial, a
-    long digit run or a long text."""
+    """Whether an answer is worth the structural checks: deep nesting, a power, ``\\exp``, a
+    factorial, a long digit run or a long text."""
     return (
         len(text) >= HOSTILE_CHARS
         or "^" in text
+        or "\\exp" in text
         or "!" in text.replace("\\!", "")
         or re.search(rf"\d{{{HOSTILE_DIGITS}}}", text) is not None
         or nesting_depth(text) >= HOSTILE_DEPTH
@@ -251,19 +260,26 @@ def structural_verdict(answer: str, reference: str, float_rounding: int = 6) -> 
     if abs(gap) >= MIN_IMBALANCE:
         return Structural(False, f"wrong: {abs(gap)} unmatched round or square brackets", answer)
     unsure = Structural(None, "", stripped)
-    if max(len(stripped), len(reference_core)) > MAX_PARSE_CHARS or not looks_hostile(answer):
+    if max(len(stripped), len(reference_core)) > MAX_PARSE_CHARS:
         return unsure
-    try:
-        found = _decide(stripped, reference_core, float_rounding)
-    except RecursionError:
-        return unsure
-    return unsure if found is None else Structural(found[0], found[1], stripped)
+    found = None
+    if looks_hostile(answer):
+        try:
+            found = _decide(stripped, reference_core, float_rounding)
+        except RecursionError:
+            found = None
+    if found is not None:
+        return Structural(found[0], found[1], stripped)
+    costly = costly_reason(stripped)
+    if costly is not None and costly_reason(reference_core) is None:
+        return Structural(False, costly, stripped)
+    return unsure
 
 
 def _decide(answer: str, reference: str, float_rounding: int) -> tuple[bool, str] | None:
     tree = parse_expression(answer)
     if tree is None:
-        return None
+        return _decide_magnitude(answer, reference)
     gold = parse_expression(reference)
     if gold is None:
         number = parse_number(reference)  # "\\$2,125", "50%": either reading of the percent
@@ -288,6 +304,29 @@ def _decide(answer: str, reference: str, float_rounding: int) -> tuple[bool, str
         if _same_power(power, other):
             return True, f"correct: the same polynomial of degree {power[1]}"
         return False, "wrong: a different huge power"
+    return _differ(tree, gold)
+
+
+def _decide_magnitude(answer: str, reference: str) -> tuple[bool, str] | None:
+    """Rule 3 alone, with ``e`` and ``\\exp`` read as Euler's number, for answers of over
+    `rewards.costly.MAX_CONSTANT_DIGITS` digits that way (``e^{e^{e^{e^{e}}}}``), which
+    math-verify cannot evaluate. It may read ``e`` as a variable instead: then such an answer is
+    no number at all and equals no constant either, so the magnitude rule stays sound; the exact,
+    interval and degree rules would not (``(1+e)^{100000}`` is left to math-verify)."""
+    tree = parse_expression(answer, euler=True)
+    lower = None if tree is None else log10_lower(tree)
+    if tree is None or lower is None or lower <= MAX_CONSTANT_DIGITS:
+        return None
+    gold = parse_expression(reference, euler=True)
+    if gold is None:
+        number = parse_number(reference)
+        if number is not None:
+            bound = max(abs(number.value), abs(number.actual))
+            return _differ(tree, ("num", bound, reference))
+        parts = _reference_parts(reference)
+        if parts is not None and all(_differ(tree, part) for part in parts):
+            return False, f"wrong: one value against {len(parts)}, none of them equal to it"
+        return None
     return _differ(tree, gold)
 
 

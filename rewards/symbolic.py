@@ -1,15 +1,29 @@
-"""The slow path: symbolic equivalence through math-verify, with a bounded time per call.
+"""The slow path: symbolic equivalence through math-verify, within a budget of wall time.
 
-math-verify bounds its own work with ``signal.alarm``, which works only in the main thread of
-the main interpreter. So `symbolic_equal`:
+One answer's symbolic check (parsing it and comparing it with the reference) runs under a
+budget, `DEFAULT_BUDGET_S` (1 s) unless the caller gives another: a rollout batch waits for its
+slowest verification, so no answer may hold it longer. The reference is parsed first, under its
+own `REFERENCE_BUDGET_S` (references are data, parsed once per process and cached), unless the
+caller says it is model output too (``reference_s=None``: the comparison of two final-answer
+markers).
+
+math-verify's own timeouts are whole seconds of ``signal.alarm``, so they are switched off and
+the budget is kept here, by an interval timer (``setitimer``) that raises math-verify's
+``TimeoutException`` when the budget runs out, and again every `_REFIRE_S` after that (a first
+one raised inside a garbage-collector callback is swallowed). Signals work only in the main
+thread of the main interpreter, so `symbolic_equal`:
 
 - by default (and always off the main thread), sends the pair to a helper process that runs the
-  same code in *its* main thread, and waits for the reply with a hard deadline; a helper that
-  misses it is killed (a later call starts a fresh one). The helper also guards against
-  computations a signal cannot interrupt (long C-level big-integer work) and caps its memory;
-- with ``isolate=False`` in the main thread, calls ``parse`` and ``verify`` here with their own
-  timeout arguments: about 1 ms faster, but with no hard deadline (an alarm raised inside a
-  garbage-collector callback is swallowed, so ``(1+x)^{100000}`` once ran for 13 minutes).
+  same code in *its* main thread, with the timer at `_HELPER_SHARE` of the budget, and waits for
+  the reply until the budget is spent; a helper that misses it (C-level big-integer work, which
+  no signal interrupts) is killed, and a fresh one is started in the background for the next
+  call. The helper also caps its memory;
+- with ``isolate=False`` in the main thread, runs it here under the same timer: about 1 ms
+  faster, but with no hard deadline (C-level work runs on past the timer).
+
+A check that runs out of budget gives ``(None, "timeout: ...")``: the `math` verifier scores it
+0 with that reason. Waiting for a free helper, or for one to start, is not charged to the
+budget.
 
 Helpers are plain ``subprocess`` children (not ``multiprocessing``), so they never re-import
 the caller's ``__main__``; idle ones are pooled, forgotten in forked children and killed at exit.
@@ -29,12 +43,21 @@ import queue
 import subprocess
 import sys
 import threading
-import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
-__all__ = ["is_math_verify_available", "shutdown_workers", "symbolic_equal"]
+__all__ = [
+    "DEFAULT_BUDGET_S",
+    "REFERENCE_BUDGET_S",
+    "check_budget",
+    "is_math_verify_available",
+    "shutdown_workers",
+    "symbolic_equal",
+]
 
 logger = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 _ROOT = str(Path(__file__).resolve().parent.parent)
 _BOOT = "import sys; sys.path.insert(0, {root!r}); from rewards.symbolic import _serve; _serve()"
@@ -42,6 +65,21 @@ _START_TIMEOUT_S = 120.0
 _MAX_HELPERS = max(4, 2 * (os.cpu_count() or 1))
 _MEMORY_LIMIT_BYTES = 4 * 1024**3
 _INSTALL_HINT = "pip install math-verify (one of the project's base dependencies)"
+
+DEFAULT_BUDGET_S = 1.0
+"""Seconds of wall time math-verify may spend on one answer (parsing and comparing it)."""
+MAX_BUDGET_S = 600.0
+"""The largest budget accepted (a budget is a bound on one answer, not a way to switch it off)."""
+REFERENCE_BUDGET_S = 5.0
+"""Seconds math-verify may spend parsing a reference (once per process and reference: cached)."""
+_HELPER_SHARE = 0.8
+"""A helper stops its own work at this share of the budget, so that its reply arrives in time
+and it is kept; the caller kills it only at the full budget."""
+_REFIRE_S = 0.02
+"""After the budget runs out, the timer fires again this often until the work stops."""
+_START_REPLY_S = 2.0
+"""Seconds a helper may take to acknowledge a request (it does at once, or after parsing the
+reference) beyond the reference's own budget."""
 
 
 def is_math_verify_available() -> bool:
@@ -66,65 +104,190 @@ def _wrap(expression: str) -> str:
     return "\\boxed{" + text + "}"
 
 
+def check_budget(value: object, what: str = "budget_s") -> float:
+    """`value` as a budget in seconds: a real number above 0 and at most `MAX_BUDGET_S`.
+
+    Raises:
+        TypeError: `value` is not a real number (a bool is not one).
+        ValueError: it is not finite, not above 0, or over `MAX_BUDGET_S`.
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{what} must be a number of seconds, got {type(value).__name__} {value!r}")
+    if not (math.isfinite(value) and 0 < value <= MAX_BUDGET_S):
+        raise ValueError(
+            f"{what} must be a number of seconds in (0, {MAX_BUDGET_S:g}], got {value!r}"
+        )
+    return float(value)
+
+
+class _Timer:
+    __slots__ = ("active",)
+
+    def __init__(self) -> None:
+        self.active = False
+
+
+def _within(seconds: float, work: Callable[[], _T]) -> _T:
+    """``work()``, interrupted by math-verify's ``TimeoutException`` once `seconds` of wall time
+    have passed and every `_REFIRE_S` after, until it ends; main thread only (``SIGALRM``).
+
+    The handler in place before is put back. ``timer.active = False`` is the first statement of
+    the ``finally`` (no signal is handled before it), and a late signal only disarms the timer,
+    so no timeout escapes the call.
+    """
+    import signal
+
+    from math_verify.errors import TimeoutException
+
+    timer = _Timer()
+
+    def expire(signum: int, frame: object) -> None:
+        if timer.active:
+            raise TimeoutException("the symbolic budget ran out")
+        signal.setitimer(signal.ITIMER_REAL, 0)
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    try:
+        timer.active = True
+        signal.setitimer(signal.ITIMER_REAL, max(seconds, 1e-3), _REFIRE_S)  # 0 would disarm
+        return work()
+    finally:
+        timer.active = False
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, signal.SIG_DFL if previous is None else previous)
+
+
+def _quiet_math_verify() -> None:
+    """math-verify warns once that its own timeout is off: the budget here replaces it."""
+    from math_verify import grader, parser
+
+    grader.TIMEOUT_WARNING_SHOWN = parser.TIMEOUT_WARNING_SHOWN = True  # type: ignore[attr-defined]
+
+
 @functools.lru_cache(maxsize=4096)
-def _parse_reference(reference: str, seconds: int) -> list:
+def _parse_reference(reference: str) -> list:
     from math_verify import parse
 
-    return parse(_wrap(reference), parsing_timeout=seconds, raise_on_error=True)
+    return parse(_wrap(reference), parsing_timeout=None, raise_on_error=True)  # type: ignore[arg-type]
+
+
+def _budget_text(seconds: float) -> str:
+    return f"{seconds:.3g} s"
 
 
 def compare_in_process(
-    reference: str, answer: str, timeout: float, float_rounding: int = FLOAT_ROUNDING
+    reference: str,
+    answer: str,
+    budget_s: float = DEFAULT_BUDGET_S,
+    float_rounding: int = FLOAT_ROUNDING,
+    reference_s: float | None = REFERENCE_BUDGET_S,
+    started: Callable[[], None] | None = None,
+    share: float = 1.0,
 ) -> tuple[bool | None, str]:
-    """Run math-verify here; only call this from the main thread (it uses ``signal.alarm``).
-    `float_rounding` is math-verify's: the decimal places numbers are compared at.
+    """Run math-verify here, within `budget_s` of wall time for the answer (see the module
+    docstring); only call this from the main thread (it uses ``SIGALRM``).
+
+    Args:
+        reference: the bare reference.
+        answer: the bare answer.
+        budget_s: seconds for parsing the answer and comparing it (and for parsing the
+            reference when `reference_s` is None).
+        float_rounding: math-verify's: the decimal places numbers are compared at.
+        reference_s: seconds for parsing the reference first, on a budget of its own; None: the
+            reference is model output too, parsed within `budget_s`.
+        started: called when the budget starts (after the reference is parsed).
+        share: stop at this share of `budget_s` (a helper stops early, so that its reply
+            arrives before its caller's deadline).
 
     Returns:
-        ``(True | False, reason)``, or ``(None, reason)`` when it timed out.
+        ``(True | False, reason)``, or ``(None, reason)`` when a budget ran out.
     """
-    from math_verify import parse, verify
     from math_verify.errors import TimeoutException
 
-    seconds = max(1, math.ceil(timeout))
-    deadline = time.monotonic() + 3 * seconds
+    _quiet_math_verify()
+    gold: list | None = None
+    if reference_s is not None:
+        try:
+            gold = _within(reference_s, functools.partial(_parse_reference, reference))
+        except TimeoutException:
+            return None, f"timeout: math-verify parsing the reference took over {reference_s:g} s"
+        except Exception as exc:  # noqa: BLE001 - math-verify raises whatever sympy or antlr raise
+            return False, f"math-verify could not parse the reference ({type(exc).__name__})"
+    if started is not None:
+        started()
+    step = ["parsing the reference"]
     try:
-        gold = _parse_reference(reference, seconds)
+        return _within(
+            share * budget_s, lambda: _check(reference, answer, gold, float_rounding, step)
+        )
     except TimeoutException:
-        return None, f"timeout: math-verify parsing the reference took over {seconds} s"
-    except Exception as exc:  # noqa: BLE001 - math-verify raises whatever sympy or antlr raise
-        return False, f"math-verify could not parse the reference ({type(exc).__name__})"
+        spent = _budget_text(budget_s)
+        return None, f"timeout: math-verify ran past the symbolic budget ({spent}) {step[0]}"
+
+
+def _check(
+    reference: str, answer: str, gold: list | None, float_rounding: int, step: list[str]
+) -> tuple[bool, str]:
+    """Parse what is left to parse and compare; `step` names the stage reached (for a timeout's
+    reason)."""
+    from math_verify import parse
+
+    if gold is None:
+        try:
+            gold = _parse_reference(reference)
+        except Exception as exc:  # noqa: BLE001 - as in `compare_in_process`
+            return False, f"math-verify could not parse the reference ({type(exc).__name__})"
+    step[0] = "parsing the answer"
     try:
-        pred = parse(_wrap(answer), parsing_timeout=seconds, raise_on_error=True)
-    except TimeoutException:
-        return None, f"timeout: math-verify parsing the answer took over {seconds} s"
-    except Exception as exc:  # noqa: BLE001 - as above; the reason names the error type
+        pred = parse(_wrap(answer), parsing_timeout=None, raise_on_error=True)  # type: ignore[arg-type]
+    except Exception as exc:  # noqa: BLE001 - the reason names the error type
         return False, f"math-verify could not parse the answer ({type(exc).__name__})"
+    step[0] = "comparing"
+    return _compare(gold, pred, float_rounding)
+
+
+def _compare(gold: list, pred: list, float_rounding: int) -> tuple[bool, str]:
+    """math-verify's verdict on parsed lists, pair by pair (a failing pair is a non-match, as
+    inside ``verify()``; a timeout propagates)."""
+    from math_verify import verify
+    from math_verify.errors import TimeoutException
+
     if not pred:
         return False, "math-verify could not parse the answer"
-    timed_out = False
-    # verify() on the whole lists would hide a timeout as False; compare pair by pair instead.
     for gold_item in gold:
         for pred_item in pred:
-            if time.monotonic() > deadline:
-                return None, f"timeout: math-verify took over {3 * seconds} s"
             try:
                 same = verify(
                     gold_item,
                     pred_item,
                     float_rounding=float_rounding,
-                    timeout_seconds=seconds,
+                    timeout_seconds=None,
                     raise_on_error=True,
                 )
-                if same:
-                    return True, "equivalent (math-verify)"
             except TimeoutException:
-                timed_out = True
-            # A failing comparison is a non-match, as inside verify() itself.
+                raise
             except Exception:  # noqa: BLE001, S112
                 continue
-    if timed_out:
-        return None, f"timeout: math-verify comparison took over {seconds} s"
+            if same:
+                return True, "equivalent (math-verify)"
     return False, "not equivalent (math-verify)"
+
+
+def _warm_up() -> None:
+    """Pay math-verify's lazy first-use costs (its grammar, sympy's sets, matrices and
+    intervals) before a helper says it is ready, so that no answer's budget pays them."""
+    for reference, answer in (
+        ("x^2+2x+1", "(x+1)^2"),
+        ("\\frac{1}{2}", "0.5"),
+        ("[0, \\infty)", "[0,\\infty)"),
+        ("\\{1, 2\\}", "\\{2, 1\\}"),
+        ("\\begin{pmatrix} 1 \\\\ 2 \\end{pmatrix}", "\\begin{pmatrix} 1 \\\\ 2 \\end{pmatrix}"),
+        ("\\sqrt{2}", "2^{1/2}"),
+        ("x = 2", "2"),
+    ):
+        with contextlib.suppress(Exception):
+            compare_in_process(reference, answer, 30.0, FLOAT_ROUNDING, 30.0)
+    _parse_reference.cache_clear()
 
 
 def _serve() -> None:
@@ -143,20 +306,28 @@ def _serve() -> None:
             else min(hard, _MEMORY_LIMIT_BYTES)
         )
         resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
-    import math_verify  # noqa: F401 - pay the import before saying ready
+    _warm_up()  # pay the imports and first-use costs before saying ready
 
-    channel.write('{"ready": true}\n')
-    channel.flush()
+    def send(message: dict) -> None:
+        channel.write(json.dumps(message) + "\n")
+        channel.flush()
+
+    send({"ready": True})
     for line in sys.stdin:
         request = json.loads(line)
         try:
             ok, reason = compare_in_process(
-                request["ref"], request["ans"], request["timeout"], request["rounding"]
+                request["ref"],
+                request["ans"],
+                request["budget"],
+                request["rounding"],
+                request["ref_s"],
+                started=lambda: send({"started": True}),
+                share=_HELPER_SHARE,
             )
         except MemoryError:
             ok, reason = None, "error: math-verify ran out of memory"
-        channel.write(json.dumps({"ok": ok, "reason": reason}) + "\n")
-        channel.flush()
+        send({"ok": ok, "reason": reason})
 
 
 class _Worker:
@@ -200,14 +371,29 @@ class _Worker:
         return json.loads(line)
 
     def ask(
-        self, reference: str, answer: str, timeout: float, rounding: int
+        self,
+        reference: str,
+        answer: str,
+        budget_s: float,
+        reference_s: float | None,
+        rounding: int,
     ) -> tuple[bool | None, str]:
-        request = {"ref": reference, "ans": answer, "timeout": timeout, "rounding": rounding}
+        """One comparison; `TimeoutError` when the helper misses its deadline (kill it then)."""
+        request = {
+            "ref": reference,
+            "ans": answer,
+            "budget": budget_s,
+            "ref_s": reference_s,
+            "rounding": rounding,
+        }
         self.proc.stdin.write(json.dumps(request) + "\n")  # type: ignore[union-attr]
         self.proc.stdin.flush()  # type: ignore[union-attr]
-        # The helper's own alarms stop it after about 3 x timeout; the margin covers start-up
-        # jitter, and anything slower (C code a signal cannot interrupt) is killed.
-        reply = self._reply(3 * max(1, math.ceil(timeout)) + 2.0)
+        # "started" comes once the reference is parsed (within its own budget); from then on
+        # the helper stops itself at _HELPER_SHARE of the budget, and one that has not
+        # answered by the full budget (C code a signal cannot interrupt) is killed.
+        reply = self._reply((reference_s or 0.0) + _START_REPLY_S)
+        if reply.get("started"):
+            reply = self._reply(budget_s)
         return reply["ok"], str(reply["reason"])
 
     def kill(self) -> None:
@@ -221,42 +407,96 @@ class _Worker:
 
 
 class _WorkerPool:
-    """At most `_MAX_HELPERS` helpers (each holds sympy, ~100 MB); more callers wait their turn."""
+    """At most `_MAX_HELPERS` helpers at work (each holds sympy, ~100 MB) and one spare; more
+    callers wait their turn."""
 
     def __init__(self) -> None:
         self.forget()
 
     def compare(
-        self, reference: str, answer: str, timeout: float, rounding: int
+        self,
+        reference: str,
+        answer: str,
+        budget_s: float,
+        reference_s: float | None,
+        rounding: int,
     ) -> tuple[bool | None, str]:
         # A caller waits at most for a few helpers' worth of bounded calls, then gives up.
-        if not self._slots.acquire(timeout=_START_TIMEOUT_S + 12 * max(1, math.ceil(timeout))):
+        wait = _START_TIMEOUT_S + 12 * (budget_s + (reference_s or 0.0) + _START_REPLY_S)
+        if not self._slots.acquire(timeout=wait):
             return None, "timeout: every math-verify helper stayed busy"
         try:
-            return self._compare(reference, answer, timeout, rounding)
+            return self._compare(reference, answer, budget_s, reference_s, rounding)
         finally:
             self._slots.release()
 
     def _compare(
-        self, reference: str, answer: str, timeout: float, rounding: int
+        self,
+        reference: str,
+        answer: str,
+        budget_s: float,
+        reference_s: float | None,
+        rounding: int,
     ) -> tuple[bool | None, str]:
-        with self._lock:
-            worker = self._idle.pop() if self._idle else None
         try:
-            worker = worker or _Worker()
+            worker = self._take() or _Worker()
         except OSError as exc:
             return None, f"error: could not start a math-verify helper ({exc})"
         try:
-            result = worker.ask(reference, answer, timeout, rounding)
+            result = worker.ask(reference, answer, budget_s, reference_s, rounding)
         except TimeoutError:
             worker.kill()
-            return None, f"timeout: math-verify helper took over {3 * max(1, math.ceil(timeout))} s"
+            self._start_spare()
+            return None, (
+                f"timeout: the math-verify helper ran past the symbolic budget "
+                f"({_budget_text(budget_s)}) and was stopped"
+            )
         except (OSError, EOFError, ValueError, KeyError) as exc:
             worker.kill()
+            self._start_spare()
             return None, f"error: math-verify helper failed ({type(exc).__name__})"
-        with self._lock:
+        with self._ready:
             self._idle.append(worker)
+            self._ready.notify()
         return result
+
+    def _take(self) -> _Worker | None:
+        """An idle helper (waiting for one that is starting, if none is idle), or None: the
+        caller starts one. Taking the last idle helper starts a spare in the background, so
+        that a helper killed at its deadline is replaced without a wait."""
+        with self._ready:
+            while not self._idle and self._starting:
+                if not self._ready.wait(timeout=_START_TIMEOUT_S):
+                    break
+            worker = self._idle.pop() if self._idle else None
+            spare = worker is not None and not self._idle and not self._starting
+        if spare:
+            self._start_spare()
+        return worker
+
+    def _start_spare(self) -> None:
+        """Start a helper in the background (about a second: sympy's import and warm-up)."""
+        with self._ready:
+            if self._starting:
+                return
+            self._starting += 1
+            generation = self._generation
+
+        def start() -> None:
+            worker = None
+            with contextlib.suppress(OSError):
+                worker = _Worker()
+            with self._ready:
+                if generation == self._generation:
+                    self._starting -= 1
+                    if worker is not None and len(self._idle) <= _MAX_HELPERS:
+                        self._idle.append(worker)
+                        worker = None
+                    self._ready.notify_all()
+            if worker is not None:
+                worker.kill()
+
+        threading.Thread(target=start, name="math-verify-spare", daemon=True).start()
 
     def shutdown(self) -> None:
         with self._lock:
@@ -266,9 +506,12 @@ class _WorkerPool:
 
     def forget(self) -> None:
         """Start empty; in a forked child the parent's helpers and locks are not ours to use."""
+        self._generation = getattr(self, "_generation", 0) + 1
         self._lock = threading.Lock()
+        self._ready = threading.Condition(self._lock)
         self._slots = threading.BoundedSemaphore(_MAX_HELPERS)
         self._idle: list[_Worker] = []
+        self._starting = 0
 
 
 _POOL = _WorkerPool()
@@ -291,31 +534,39 @@ def _can_use_signals() -> bool:
 def symbolic_equal(
     reference: str,
     answer: str,
-    timeout: float = 5.0,
+    budget_s: float = DEFAULT_BUDGET_S,
     isolate: bool = True,
     float_rounding: int = FLOAT_ROUNDING,
+    reference_s: float | None = REFERENCE_BUDGET_S,
 ) -> tuple[bool | None, str]:
-    """Whether math-verify finds `answer` equivalent to `reference`, within a bounded time.
+    """Whether math-verify finds `answer` equivalent to `reference`, within a budget.
 
     Args:
         reference: the bare reference answer (LaTeX or plain).
         answer: the extracted answer.
-        timeout: seconds math-verify may spend on each of parsing and comparing; one call takes
-            at most about 3 x timeout.
+        budget_s: seconds of wall time math-verify may spend on the answer: parsing it and
+            comparing it (`check_budget`). Past it the answer is given up: ``(None,
+            "timeout: ...")``.
         isolate: run in a helper process even in the main thread (the default): a hard
-            deadline that survives C-level work and signals swallowed by a garbage-collector
-            callback or a broad ``except`` in sympy. ``False`` uses the caller's main thread
-            when it can (threads always use a helper).
+            deadline that survives C-level work. ``False`` uses the caller's main thread when
+            it can (threads always use a helper).
         float_rounding: decimal places numbers are compared at (math-verify's
             ``float_rounding``), matrices' and intervals' entries included.
+        reference_s: seconds for parsing the reference first, outside `budget_s` (parsed once
+            per process and cached); None when the reference is model output too (it is then
+            parsed within `budget_s`).
 
     Returns:
-        ``(True | False, reason)``; ``(None, reason)`` on a timeout or a helper failure.
+        ``(True | False, reason)``; ``(None, reason)`` when a budget ran out or a helper failed.
 
     Raises:
         ImportError: math-verify is not installed.
+        TypeError, ValueError: `budget_s` or `reference_s` is not a valid budget.
     """
     require_math_verify()
+    budget_s = check_budget(budget_s)
+    if reference_s is not None:
+        reference_s = check_budget(reference_s, "reference_s")
     if not isolate and _can_use_signals():
-        return compare_in_process(reference, answer, timeout, float_rounding)
-    return _POOL.compare(reference, answer, timeout, float_rounding)
+        return compare_in_process(reference, answer, budget_s, float_rounding, reference_s)
+    return _POOL.compare(reference, answer, budget_s, reference_s, float_rounding)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import re
+import time
 from collections.abc import Callable, Mapping, Sequence
 
 from rewards.base import Verdict
@@ -31,7 +32,13 @@ from rewards.numeric import (
     parse_number,
 )
 from rewards.structure import strip_redundant, structural_verdict
-from rewards.symbolic import require_math_verify, symbolic_equal
+from rewards.symbolic import (
+    DEFAULT_BUDGET_S,
+    REFERENCE_BUDGET_S,
+    check_budget,
+    require_math_verify,
+    symbolic_equal,
+)
 
 __all__ = [
     "ExactVerifier",
@@ -42,6 +49,8 @@ __all__ = [
     "check_reference",
     "not_a_string",
 ]
+
+_clock = time.perf_counter  # what a response's symbolic budget is measured with
 
 NO_ANSWER = "no answer found (no \\boxed{}, <answer>, ####, 'the answer is' or final number)"
 
@@ -152,6 +161,18 @@ def _brace_depth(text: str) -> int:
     return deepest
 
 
+class _Budget:
+    """What is left of one response's symbolic budget (its checks run one after another)."""
+
+    __slots__ = ("spent", "total")
+
+    def __init__(self, total: float) -> None:
+        self.total, self.spent = total, 0.0
+
+    def left(self) -> float:
+        return self.total - self.spent
+
+
 class MathVerifier:
     """Symbolic equivalence through math-verify, behind an exact numeric fast path.
 
@@ -162,28 +183,36 @@ class MathVerifier:
     (``15\\frac{39}{40}``) and, against a one-number reference, decimal commas (``3,5``).
     Answers that differ from the reference only in layout (spaces, ``\\left``, ``\\dfrac``) or
     in a spelling math-verify does not equate (``\\varnothing``, ``\\cfrac``) match without it.
-    Anything else (expressions, intervals, matrices, LaTeX) goes to math-verify with a bounded
-    time (`rewards.symbolic.symbolic_equal`); a timeout scores 0 with reason "timeout". Two
-    markers that differ in text are compared by math-verify too (at most
-    `rewards.hedge.MAX_SAME_CHECKS`), so one value in two notations is not a hedge; the
-    verdict's reason then says that math-verify ran.
+    Answers whose symbolic check cannot end in time (a binomial of huge numbers, an integral
+    of a tower of powers, a sum with a bound over 10^4, a tower of ``e``, ...) are refused
+    before math-verify sees them, with a reason that starts "refused" (`rewards.structure`,
+    `rewards.costly`). Anything else (expressions, intervals, matrices, LaTeX) goes to
+    math-verify within the symbolic budget (`rewards.symbolic.symbolic_equal`); an answer that
+    runs out of it scores 0 with a reason that starts "timeout". Two markers that differ in
+    text are compared by math-verify too (at most `rewards.hedge.MAX_SAME_CHECKS`), so one
+    value in two notations is not a hedge; the verdict's reason then says that math-verify ran.
 
     Args:
-        timeout: seconds math-verify may spend on each parse and comparison (default 5.0).
-        isolate: run math-verify in a helper process, killed at a hard deadline (default True).
-            ``False`` runs it in the caller's main thread, bounded only by math-verify's own
-            ``signal.alarm``: about 1 ms faster per symbolic check, but a signal that lands in a
-            garbage-collector callback (hypothesis installs one) is swallowed and C-level work
-            cannot be interrupted, so one answer such as ``(1+x)^{100000}`` can take minutes.
+        budget_s: seconds of wall time math-verify may spend on one response's answer, all its
+            symbolic checks together (default 1.0; `rewards.symbolic.DEFAULT_BUDGET_S`). The
+            reference is parsed outside it, once (references are data, not model output).
+            Past it the answer scores 0, reason "timeout: ...". A number above 0 and at most
+            600; anything else raises.
+        isolate: run math-verify in a helper process, killed when the budget is spent (default
+            True). ``False`` runs it in the caller's main thread under a timer: about 1 ms
+            faster per symbolic check, but C-level work (a huge integer) cannot be interrupted
+            there, so one answer can run on past the budget.
         max_answer_chars: longer extracted answers score 0 without a symbolic check (1000).
         max_nesting: answers with deeper brace nesting score 0 without a check (32).
         float_rounding: the decimal places numbers written with a decimal point are compared at,
             in a plain number and inside a matrix, interval, set or tuple alike (6, as
             math-verify's ``float_rounding``): with 2, ``(0.5, 1.33]`` matches
             ``(\\frac{1}{2}, \\frac{4}{3}]`` and ``0.33`` matches ``\\frac{1}{3}``.
+        timeout: the older name of `budget_s` (give one of them).
 
     Raises:
         ImportError: math-verify is not installed (the message says how to install it).
+        TypeError, ValueError: a bad option (the message names it).
 
     Examples:
         >>> v = MathVerifier()
@@ -197,14 +226,24 @@ class MathVerifier:
 
     def __init__(
         self,
-        timeout: float = 5.0,
+        budget_s: float = DEFAULT_BUDGET_S,
         isolate: bool = True,
         max_answer_chars: int = 1000,
         max_nesting: int = 32,
         float_rounding: int = 6,
+        *,
+        timeout: float | None = None,
     ) -> None:
-        if not timeout > 0:
-            raise ValueError(f"math verifier: timeout must be > 0 seconds, got {timeout!r}")
+        if timeout is not None:
+            if budget_s != DEFAULT_BUDGET_S:
+                raise ValueError("math verifier: give budget_s or its older name timeout, not both")
+            budget_s, name = timeout, "timeout"
+        else:
+            name = "budget_s"
+        try:
+            self.budget_s = check_budget(budget_s, name)
+        except (TypeError, ValueError) as err:
+            raise type(err)(f"math verifier: {err}") from None
         if isinstance(float_rounding, bool) or not isinstance(float_rounding, int):
             raise TypeError(f"math verifier: float_rounding must be an int, got {float_rounding!r}")
         if not 0 <= float_rounding <= 15:
@@ -212,23 +251,35 @@ class MathVerifier:
                 f"math verifier: float_rounding must be 0 to 15 decimal places, got {float_rounding}"
             )
         require_math_verify()
-        self.timeout = float(timeout)
         self.isolate = bool(isolate)
         self.max_answer_chars = int(max_answer_chars)
         self.max_nesting = int(max_nesting)
         self.float_rounding = float_rounding
 
+    @property
+    def timeout(self) -> float:
+        """The older name of `budget_s`."""
+        return self.budget_s
+
     def verify(self, response: str, reference: str) -> Verdict:
         """Score one response against one reference (see the class docstring)."""
         asked: list[str] = []
-        verdict = self._verify(response, reference, functools.partial(self._same, asked=asked))
+        budget = _Budget(self.budget_s)
+        same = functools.partial(self._same, asked=asked, budget=budget)
+        verdict = self._verify(response, reference, same, budget)
         if asked and "math-verify" not in verdict.reason:
             # The reason says when math-verify ran, so a slow verdict is explained by it.
             reason = f"{verdict.reason} (final answers compared by math-verify: {asked[-1]})"
             return Verdict(verdict.score, verdict.extracted, reason)
         return verdict
 
-    def _verify(self, response: str, reference: str, same: Callable[[str, str], bool]) -> Verdict:
+    def _verify(
+        self,
+        response: str,
+        reference: str,
+        same: Callable[[str, str], bool],
+        budget: _Budget,
+    ) -> Verdict:
         bare = check_reference(reference, self.name)
         screened = _screen(response, bare, same)
         if isinstance(screened, Verdict):
@@ -252,7 +303,7 @@ class MathVerifier:
             return Verdict(0.0, answer, too_big)
         if _latex_key(core) == _latex_key(bare):
             return Verdict(1.0, answer, "correct: the same expression")
-        same, why = self._symbolic(bare, core)
+        same, why = self._symbolic(bare, core, budget, REFERENCE_BUDGET_S)
         return Verdict(1.0 if same else 0.0, answer, why if same is not False else f"wrong: {why}")
 
     def _numbers(self, text: str, answer: str, bare: str) -> Verdict | None:
@@ -279,13 +330,30 @@ class MathVerifier:
             return f"answer nested deeper than {self.max_nesting} braces"
         return None
 
-    def _symbolic(self, first: str, second: str) -> tuple[bool | None, str]:
-        """math-verify on the two texts, synonyms normalised, within this verifier's bounds."""
-        return symbolic_equal(
-            _synonyms(first), _synonyms(second), self.timeout, self.isolate, self.float_rounding
-        )
+    def _symbolic(
+        self, first: str, second: str, budget: _Budget, reference_s: float | None
+    ) -> tuple[bool | None, str]:
+        """math-verify on the two texts, synonyms normalised, within what is left of `budget`
+        (`first` is parsed on its own budget of `reference_s` unless that is None)."""
+        left = budget.left()
+        if left <= 0:
+            return None, (
+                f"timeout: the symbolic budget ({budget.total:.3g} s) was spent on earlier checks"
+            )
+        started = _clock()
+        try:
+            return symbolic_equal(
+                _synonyms(first),
+                _synonyms(second),
+                left,
+                self.isolate,
+                self.float_rounding,
+                reference_s,
+            )
+        finally:
+            budget.spent += _clock() - started
 
-    def _same(self, first: str, second: str, asked: list[str]) -> bool:
+    def _same(self, first: str, second: str, asked: list[str], budget: _Budget) -> bool:
         """Whether two final-answer markers state one value (``\\boxed{\\sqrt{2}/2}`` and
         ``\\boxed{\\frac{\\sqrt2}{2}}``), so that writing both is not a hedge; `asked` collects
         math-verify's reasons."""
@@ -298,7 +366,7 @@ class MathVerifier:
         first, second = strip_redundant(first)[0], strip_redundant(second)[0]
         if self._too_big(first) is not None or self._too_big(second) is not None:
             return False
-        same, why = self._symbolic(first, second)
+        same, why = self._symbolic(first, second, budget, None)  # both are model output
         asked.append(why)
         return same is True
 

@@ -9,8 +9,13 @@ reports them). Failing examples are counted, not shrunk, and the run goes on; it
 (target, inputs tried, failures, symbolic timeouts, calls over their bound, slowest call) and
 exits 1 on any failure. Needs Hypothesis (``pip install 'mathteams[fuzz]'``).
 
+The ``symbolic[<kind>]`` targets time the `math` verifier on answers costly to check
+symbolically (huge binomials, integrals of towers, sums with huge bounds, towers of ``e``, ...);
+a second table gives their p50, p99 and max seconds per call, per kind and over all of them.
+
     python scripts/fuzz.py --examples 2000 --json fuzz.json
     python scripts/fuzz.py --examples 200 --only 'env\\[' --env-examples math/tool-v0=20
+    python scripts/fuzz.py --examples 50 --seed 0 --only '^symbolic\\['
 """
 
 from __future__ import annotations
@@ -38,10 +43,13 @@ def make_parser() -> argparse.ArgumentParser:
         help="examples for one env (repeatable), e.g. math/tool-v0=200 for a slow env",
     )
     parser.add_argument(
+        "--math-budget-s",
         "--math-timeout",
+        dest="math_budget_s",
         type=float,
         default=None,
-        help="timeout of the math-verify based verifiers (default: their own, 5 s)",
+        help="symbolic budget of the math-verify based verifiers, seconds per answer (default: "
+        "their own, 1 s; --math-timeout is its older name)",
     )
     parser.add_argument("--seed", type=int, default=None, help="Hypothesis seed (random)")
     parser.add_argument(
@@ -67,6 +75,47 @@ def _env_examples(entries: list[str]) -> dict[str, int]:
     return counts
 
 
+def symbolic_summary(collector: Any) -> dict[str, dict[str, float]]:
+    """Seconds per `math` call on each kind of costly answer (the ``symbolic[<kind>]`` targets)
+    and on all of them together (``all``): calls, p50, p99, max, symbolic timeouts."""
+    from envs.testing.fuzz.timing import percentile
+
+    with collector.lock:
+        runs = {
+            name[len("symbolic[") : -1]: (list(durations), collector.stats[name].timeouts)
+            for name, durations in sorted(collector.durations.items())
+            if name.startswith("symbolic[") and durations
+        }
+    if not runs:
+        return {}
+    every = [seconds for durations, _ in runs.values() for seconds in durations]
+    runs["all"] = (every, sum(timeouts for _, timeouts in runs.values()))
+    return {
+        kind: {
+            "calls": len(durations),
+            "p50_s": round(percentile(durations, 0.50), 4),
+            "p99_s": round(percentile(durations, 0.99), 4),
+            "max_s": round(max(durations), 4),
+            "timeouts": timeouts,
+        }
+        for kind, (durations, timeouts) in runs.items()
+    }
+
+
+def symbolic_table(summary: dict[str, dict[str, float]]) -> str:
+    """`symbolic_summary` as a markdown table."""
+    rows = [
+        "| costly answers | calls | p50 s | p99 s | max s | symbolic timeouts |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for kind, s in summary.items():
+        rows.append(
+            f"| {kind} | {s['calls']} | {s['p50_s']:.3f} | {s['p99_s']:.3f} | {s['max_s']:.3f} | "
+            f"{s['timeouts']} |"
+        )
+    return "\n".join(rows)
+
+
 def main(argv: list[str] | None = None) -> int:
     """The command: 1 when any target failed, else 0."""
     return 1 if run(argv)["failures"] else 0
@@ -88,7 +137,7 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
     harness.register_profiles()
     base = hypothesis.settings(hypothesis.settings.get_profile("long"), derandomize=False)
     started = time.perf_counter()
-    targets = harness.all_targets(args.math_timeout, env_scale={}, pattern=args.only)
+    targets = harness.all_targets(args.math_budget_s, env_scale={}, pattern=args.only)
     if not targets:
         raise SystemExit(f"no target matches {args.only!r}")
     for target in targets:
@@ -118,6 +167,10 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
     table = harness.COLLECTOR.table()
     print()
     print(table)
+    symbolic = symbolic_summary(harness.COLLECTOR)
+    if symbolic:
+        print()
+        print(symbolic_table(symbolic))
     total = harness.COLLECTOR.as_json()
     failures = {name: s["first_failure"] for name, s in total.items() if s["failures"]}
     for name, first in failures.items():
@@ -128,6 +181,7 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
         "inputs": sum(s["inputs"] for s in total.values()),
         "failures": sum(s["failures"] for s in total.values()),
         "targets": total,
+        "symbolic": symbolic,
     }
     print(f"\n{summary['inputs']} inputs, {summary['failures']} failures in {summary['seconds']} s")
     if args.json:

@@ -27,7 +27,10 @@ Properties:
   `CALL_BOUND_S` plus its symbolic budget (``symbolic_budget``), also from a non-main thread;
 - ``rewards.verify_batch``, the TRL adapter ``rewards.as_reward_func`` and the extraction
   functions of ``rewards.extract`` on the same inputs;
-- the inputs the fuzz once found slow (`KNOWN_SLOW`), each within its own bound.
+- the inputs the fuzz once found slow (`KNOWN_SLOW`), each within its own bound;
+- the `math` verifier on each kind of answer that is costly to check symbolically
+  (``symbolic[<kind>]``: huge binomials, integrals of towers, sums with huge bounds, towers of
+  ``e``, ...; `symbolic_answer`), timed per kind.
 
 Modules, in the order they build on each other: `generators` (what is fed in), `timing` (bounds,
 records, the watchdog), `verifiers` (the verifiers under test), `properties` (what must hold),
@@ -44,7 +47,14 @@ except ImportError as err:  # pragma: no cover - depends on the install
         "pip install 'mathteams[fuzz]' (or pip install hypothesis)"
     ) from err
 
-from envs.testing.fuzz.generators import KNOWN_SLOW, ODD_TASK, TASKS, adversarial_text
+from envs.testing.fuzz.generators import (
+    KNOWN_SLOW,
+    ODD_TASK,
+    SYMBOLIC_CLASSES,
+    TASKS,
+    adversarial_text,
+    symbolic_answer,
+)
 from envs.testing.fuzz.runner import (
     COLLECT_CHUNK,
     PROFILE_VAR,
@@ -64,6 +74,7 @@ from envs.testing.fuzz.targets import (
     known_slow_target,
     reference_target,
     reward_func_target,
+    symbolic_target,
     thread_target,
     verify_target,
 )
@@ -92,6 +103,7 @@ __all__ = [
     "PROFILES",
     "PROFILE_VAR",
     "STEP_BOUND_S",
+    "SYMBOLIC_CLASSES",
     "TASKS",
     "Collector",
     "Hang",
@@ -112,6 +124,8 @@ __all__ = [
     "reward_func_target",
     "run_target",
     "stop_loopback_servers",
+    "symbolic_answer",
+    "symbolic_target",
     "table",
     "thread_target",
     "verify_target",

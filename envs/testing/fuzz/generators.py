@@ -125,6 +125,140 @@ def _big_number(digits: int, kind: str) -> str:
     return "1" + "0" * digits + "\\%"
 
 
+# ---------------------------------------------------------------- symbolic classes
+
+# Answers that are short and well formed but that sympy cannot finish with: each class once ran
+# math-verify to its deadline (5 s then) on a single call (issue 52).
+# fmt: off
+HUGE_INTEGERS = (
+    "10^{9}", "10^{12}", "10^{100}", "5\\cdot 10^8", "123456789", "98765432", "1000000000000",
+    "(10^{10})!", "10^{100}!", "1000!", "2^{2^{20}}", "999999999999",
+)
+SYMBOLIC_CLASSES: tuple[str, ...] = (
+    "binomial", "integral", "sum", "product", "e_tower", "limit", "derivative", "sqrt_tower",
+    "special_function", "matrix", "big_float",
+)
+"""The kinds of costly answers `symbolic_answer` writes (``symbolic[<kind>]`` fuzz targets)."""
+# fmt: on
+
+
+def _tower(base: str, height: int, top: str) -> str:
+    """``base^{base^{...^{top}}}`` with `height` powers (a base of several characters in
+    parentheses)."""
+    text, base = top, base if len(base) == 1 else f"({base})"
+    for _ in range(height):
+        text = f"{base}^{{{text}}}"
+    return text
+
+
+def _e_tower(height: int, top: str, spelling: str) -> str:
+    text = top
+    for _ in range(height):
+        text = f"\\exp({text})" if spelling == "exp" else f"e^{{{text}}}"
+    return text
+
+
+def _sqrt_tower(depth: int, inner: str, plus: bool) -> str:
+    text = inner
+    for _ in range(depth):
+        text = f"\\sqrt{{2+{text}}}" if plus else f"\\sqrt{{{text}}}"
+    return text
+
+
+def symbolic_answer(kind: str | None = None) -> st.SearchStrategy[str]:
+    """Short answers that are costly to check symbolically, of one kind of `SYMBOLIC_CLASSES`
+    (None: any): binomials of huge numbers (``\\binom{10^{9}}{5\\cdot 10^8}``), integrals,
+    limits and derivatives of towers of powers (``\\int x^{x^{x^{x}}} dx``), sums and products
+    with bounds up to 10^12, towers of ``e`` and ``\\exp``, nested ``\\sqrt``, ``\\Gamma``
+    and ``\\zeta`` of huge arguments, matrices and determinants with huge entries, and floats
+    such as ``1e999999``."""
+    huge = st.one_of(
+        st.sampled_from(HUGE_INTEGERS),
+        st.integers(10**5, 10**13).map(str),
+        st.integers(5, 15).map(lambda k: f"10^{{{k}}}"),
+    )
+    variable_tower = st.builds(
+        _tower, st.sampled_from(("x", "e", "x+1")), st.integers(2, 5), st.sampled_from("x2")
+    )
+    strategies = {
+        "binomial": st.builds(
+            lambda cmd, n, k: (
+                f"{{{n} \\choose {k}}}" if cmd == "choose" else f"\\{cmd}{{{n}}}{{{k}}}"
+            ),
+            st.sampled_from(("binom", "dbinom", "tbinom", "choose")),
+            huge,
+            st.one_of(huge, st.integers(2, 10**6).map(str)),
+        ),
+        "integral": st.builds(
+            lambda sign, body, var: f"{sign} {body}\\,d{var}" if var else f"{sign} {body} dx",
+            st.sampled_from(("\\int", "\\int_0^1", "\\int_{0}^{\\infty}", "\\iint", "\\oint")),
+            variable_tower,
+            st.sampled_from(("x", "")),
+        ),
+        "sum": st.builds(
+            lambda index, bound, body: (
+                f"\\sum_{{{index}=1}}^{{{bound}}} {body.replace('k', index)}"
+            ),
+            st.sampled_from("kn"),
+            huge,
+            st.sampled_from(("k^2", "\\frac{1}{k}", "\\frac{1}{k^2}", "k", "k!", "k^{k}", "2^k")),
+        ),
+        "product": st.builds(
+            lambda bound, body: f"\\prod_{{k=1}}^{{{bound}}} {body}",
+            huge,
+            st.sampled_from(("k", "(1+\\frac{1}{k^2})", "\\frac{k}{k+1}", "k^k")),
+        ),
+        "e_tower": st.builds(
+            _e_tower,
+            st.integers(4, 8),
+            st.sampled_from(("e", "1", "2", "10", "x")),
+            st.sampled_from(("e", "exp")),
+        ),
+        "limit": st.builds(
+            lambda approach, body: f"\\lim_{{{approach}}} {body}",
+            st.sampled_from(("x\\to 0", "x \\to \\infty", "n\\to\\infty", "x\\to 0^+")),
+            st.one_of(
+                variable_tower, st.just("(1+\\frac{1}{n})^{n^{n}}"), st.just("x^{x^{x^{x}}}")
+            ),
+        ),
+        "derivative": st.builds(
+            lambda order, body: (
+                f"\\frac{{d}}{{dx}} {body}"
+                if order == 1
+                else f"\\frac{{d^{{{order}}}}}{{dx^{{{order}}}}} {body}"
+            ),
+            st.sampled_from((1, 2, 10, 100)),
+            variable_tower,
+        ),
+        "sqrt_tower": st.builds(
+            _sqrt_tower, st.integers(5, 40), st.sampled_from(("2", "x", "e^{e^{e}}")), st.booleans()
+        ),
+        "special_function": st.builds(
+            lambda name, argument: f"\\{name}({argument})",
+            st.sampled_from(("Gamma", "zeta", "Gamma", "ln\\Gamma")),
+            st.one_of(huge, st.just("\\Gamma(100)"), st.just("10^{12}+1")),
+        ),
+        "matrix": st.builds(
+            lambda det, env, entry: (
+                f"{det}\\begin{{{env}}} {entry} & 1 \\\\ 1 & {entry} \\end{{{env}}}"
+            ),
+            st.sampled_from(("", "\\det")),
+            st.sampled_from(("pmatrix", "bmatrix", "vmatrix")),
+            st.one_of(huge, st.just("2^{2^{2^{20}}}"), st.just("e^{e^{e^{e^{e}}}}")),
+        ),
+        "big_float": st.one_of(
+            st.sampled_from(
+                ("1e999999", "-1e999999", "1e99999999999", "9.99e99999999", "1.0e-99999")
+            ),
+            st.integers(10**5, 10**12).map(lambda k: f"1e{k}"),
+            st.integers(10**5, 10**7).map(lambda k: f"10.0^{{{k}}}"),
+        ),
+    }
+    if kind is not None:
+        return strategies[kind]
+    return st.one_of(*strategies.values())
+
+
 def adversarial_text() -> st.SearchStrategy[str]:
     """Adversarial model output mixed with Hypothesis's own ``st.text()``.
 
@@ -132,7 +266,8 @@ def adversarial_text() -> st.SearchStrategy[str]:
     lone surrogates, zero-width and right-to-left marks; up to 1.2 MB, one long line), deep
     LaTeX nesting (``\\frac``, ``\\sqrt``, braces, boxes, towers; thousands deep, balanced,
     unclosed or only closers), numbers with thousands of digits and special values
-    (``1e999999``, ``0^0``, ``1/0``, ``NaN``), answer markers, control/format/surrogate
+    (``1e999999``, ``0^0``, ``1/0``, ``NaN``), answers costly to check symbolically
+    (`symbolic_answer`), answer markers, control/format/surrogate
     characters, and concatenations of all these, optionally wrapped in an answer marker.
     """
     odd_chars = st.text(
@@ -173,6 +308,7 @@ def adversarial_text() -> st.SearchStrategy[str]:
         repeated,
         nested,
         numbers,
+        symbolic_answer(),
         st.sampled_from(MARKERS),
     )
     combined = st.builds(

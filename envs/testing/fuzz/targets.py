@@ -19,11 +19,14 @@ import envs
 from envs.reflection import parse_verdict
 from envs.testing.fuzz.generators import (
     KNOWN_SLOW,
+    MATH_REFERENCES,
     NON_STRINGS,
+    SYMBOLIC_CLASSES,
     TASKS,
     adversarial_text,
     references_for,
     register_odd_task,
+    symbolic_answer,
     trl_completion,
 )
 from envs.testing.fuzz.properties import check_verdict, play_aec, play_parallel
@@ -68,9 +71,9 @@ class Target:
     scale: float = 1.0
 
 
-def verify_target(name: str, math_timeout: float | None = None) -> Target:
+def verify_target(name: str, math_budget_s: float | None = None) -> Target:
     """``verify(adversarial response, valid reference)``: never raises, bounded, valid Verdict."""
-    verifier = build_verifier(name, math_timeout)
+    verifier = build_verifier(name, math_budget_s)
     target = f"verify[{name}]"
     budget = symbolic_budget(verifier)
     references = references_for(name)
@@ -87,13 +90,13 @@ def verify_target(name: str, math_timeout: float | None = None) -> Target:
     return Target(target, check)
 
 
-def reference_target(name: str, math_timeout: float | None = None) -> Target:
+def reference_target(name: str, math_budget_s: float | None = None) -> Target:
     """An adversarial reference (and response): a `Verdict` or the documented ValueError.
 
     References are data, not model output, and are read whole: the bound adds
     `size_allowance` (linear in the reference's length) to that of `verify_target`.
     """
-    verifier = build_verifier(name, math_timeout)
+    verifier = build_verifier(name, math_budget_s)
     target = f"verify_bad_reference[{name}]"
     budget = symbolic_budget(verifier)
 
@@ -120,13 +123,13 @@ def reference_target(name: str, math_timeout: float | None = None) -> Target:
     return Target(target, check, scale=0.5)
 
 
-def thread_target(name: str, math_timeout: float | None = None) -> Target:
+def thread_target(name: str, math_budget_s: float | None = None) -> Target:
     """`verify_target` from a non-main thread, where math-verify's signal timeout cannot work.
 
     The bound adds two helper-process start-ups (a helper that misses its deadline is killed
     and the next call starts a fresh one) to the symbolic budget.
     """
-    verifier = build_verifier(name, math_timeout)
+    verifier = build_verifier(name, math_budget_s)
     target = f"verify_in_thread[{name}]"
     budget = symbolic_budget(verifier)
     references = references_for(name)
@@ -147,10 +150,10 @@ def thread_target(name: str, math_timeout: float | None = None) -> Target:
     return Target(target, check, scale=0.5)
 
 
-def batch_target(math_timeout: float | None = None) -> Target:
+def batch_target(math_budget_s: float | None = None) -> Target:
     """``verify_batch`` (serial path) agrees with one-by-one ``verify`` on adversarial batches."""
     target = "verify_batch"
-    verifiers = {name: build_verifier(name, math_timeout) for name in list_verifiers()}
+    verifiers = {name: build_verifier(name, math_budget_s) for name in list_verifiers()}
 
     def check(data: Any) -> None:
         name = data.draw(st.sampled_from(sorted(verifiers)), label="verifier")
@@ -174,11 +177,11 @@ def batch_target(math_timeout: float | None = None) -> Target:
     return Target(target, check, scale=0.5)
 
 
-def reward_func_target(math_timeout: float | None = None) -> Target:
+def reward_func_target(math_budget_s: float | None = None) -> Target:
     """The TRL adapter: one float in [0, 1] per row, None exactly where the reference is None."""
     target = "as_reward_func"
-    funcs = {name: as_reward_func(build_verifier(name, math_timeout)) for name in list_verifiers()}
-    budgets = {name: symbolic_budget(build_verifier(name, math_timeout)) for name in funcs}
+    funcs = {name: as_reward_func(build_verifier(name, math_budget_s)) for name in list_verifiers()}
+    budgets = {name: symbolic_budget(build_verifier(name, math_budget_s)) for name in funcs}
 
     def check(data: Any) -> None:
         name = data.draw(st.sampled_from(sorted(funcs)), label="verifier")
@@ -283,7 +286,7 @@ KNOWN_SLOW_CALLS: dict[str, Callable[[str], Any]] = {
 """The functions other than the verifiers that `known_slow_target` times on each input."""
 
 
-def known_slow_target(math_timeout: float | None = None) -> Target:
+def known_slow_target(math_budget_s: float | None = None) -> Target:
     """Each input of `KNOWN_SLOW` through every verifier (as a response) and every function of
     `KNOWN_SLOW_CALLS`, each call within the input's own bound (the verifier's symbolic budget
     added): the regressions the fuzz found stay fixed.
@@ -291,7 +294,7 @@ def known_slow_target(math_timeout: float | None = None) -> Target:
     Draws nothing, so Hypothesis runs it once whatever the example budget.
     """
     target = "known_slow"
-    verifiers = {name: build_verifier(name, math_timeout) for name in list_verifiers()}
+    verifiers = {name: build_verifier(name, math_budget_s) for name in list_verifiers()}
 
     def check(data: Any) -> None:
         for key, (text, bound) in KNOWN_SLOW.items():
@@ -306,6 +309,38 @@ def known_slow_target(math_timeout: float | None = None) -> Target:
             for call, function in KNOWN_SLOW_CALLS.items():
                 with timed(target, lambda b=bound: b, f"{call} on {key!r}", text):
                     function(text)
+
+    return Target(target, check)
+
+
+SYMBOLIC_WRAPPERS = (
+    "\\boxed{%s}",
+    "The answer is $%s$.",
+    "<answer>%s</answer>",
+    "So we get\n\\[ %s \\]\n#### %s",
+)
+"""How `symbolic_target` states its answers (``%s``: the answer)."""
+
+
+def symbolic_target(kind: str, math_budget_s: float | None = None) -> Target:
+    """Answers of one costly kind (`envs.testing.fuzz.generators.symbolic_answer`) through the
+    `math` verifier against its references: a valid `Verdict` within `CALL_BOUND_S` plus the
+    symbolic budget. The table's row ``symbolic[<kind>]`` gives the p50, p99 and max seconds per
+    call of that kind (issue 52's benchmark: ``scripts/fuzz.py --only '^symbolic\\['``)."""
+    verifier = build_verifier("math", math_budget_s)
+    target = f"symbolic[{kind}]"
+    budget = symbolic_budget(verifier)
+
+    def check(data: Any) -> None:
+        answer = data.draw(symbolic_answer(kind), label="answer")
+        wrapper = data.draw(st.sampled_from(SYMBOLIC_WRAPPERS), label="wrapper")
+        reference = data.draw(st.sampled_from(MATH_REFERENCES), label="reference")
+        response = wrapper.replace("%s", answer)
+        COLLECTOR.input(target)
+        with timed(target, lambda: CALL_BOUND_S + budget, target, (answer, reference)) as box:
+            verdict = verifier.verify(response, reference)
+            box["timed_out"] = timed_out(verdict.reason)
+        check_verdict(verdict, target)
 
     return Target(target, check)
 
@@ -339,15 +374,16 @@ def env_scales(spec: str | None = None) -> dict[str, float]:
 
 
 def all_targets(
-    math_timeout: float | None = None,
+    math_budget_s: float | None = None,
     env_scale: dict[str, float] | None = None,
     pattern: str | None = None,
 ) -> list[Target]:
     """Every target: each env x task, each verifier (responses, references, thread), the batch
-    API, the TRL adapter and the extraction functions.
+    API, the TRL adapter, the extraction functions, the known slow inputs and the `math`
+    verifier on each kind of costly answer (`symbolic_target`).
 
     Args:
-        math_timeout: see `build_verifier` (None: the verifiers' defaults).
+        math_budget_s: see `build_verifier` (None: the verifiers' defaults).
         env_scale: per-env share of the example budget (default `env_scales()`).
         pattern: keep only targets whose name matches this regular expression.
     """
@@ -364,14 +400,18 @@ def all_targets(
             )
     for name in list_verifiers():
         factories += [
-            (f"verify[{name}]", lambda n=name: verify_target(n, math_timeout)),
-            (f"verify_bad_reference[{name}]", lambda n=name: reference_target(n, math_timeout)),
-            (f"verify_in_thread[{name}]", lambda n=name: thread_target(n, math_timeout)),
+            (f"verify[{name}]", lambda n=name: verify_target(n, math_budget_s)),
+            (f"verify_bad_reference[{name}]", lambda n=name: reference_target(n, math_budget_s)),
+            (f"verify_in_thread[{name}]", lambda n=name: thread_target(n, math_budget_s)),
         ]
     factories += [
-        ("verify_batch", lambda: batch_target(math_timeout)),
-        ("as_reward_func", lambda: reward_func_target(math_timeout)),
+        ("verify_batch", lambda: batch_target(math_budget_s)),
+        ("as_reward_func", lambda: reward_func_target(math_budget_s)),
         ("extract", extract_target),
-        ("known_slow", lambda: known_slow_target(math_timeout)),
+        ("known_slow", lambda: known_slow_target(math_budget_s)),
+    ]
+    factories += [
+        (f"symbolic[{kind}]", lambda k=kind: symbolic_target(k, math_budget_s))
+        for kind in SYMBOLIC_CLASSES
     ]
     return [build() for name, build in factories if regex is None or regex.search(name)]

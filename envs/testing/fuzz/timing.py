@@ -35,14 +35,20 @@ still ends a real hang (the regressions the fuzz found took minutes to hours) bu
 slowed by a busy machine."""
 
 
+HELPER_RESTART_S = 3.0
+"""Seconds a call may wait for a math-verify helper to start (after one was killed at its
+deadline, when the spare is not up yet)."""
+
+
 def symbolic_budget(verifier: Any) -> float:
     """Seconds the verifier may spend in math-verify on one call (0 when it never calls it).
 
-    `rewards.symbolic.symbolic_equal` bounds each parse and comparison by ``timeout`` (signals in
-    the main thread, a helper process with a hard deadline elsewhere); one call is documented
-    at "about 3 x timeout". Here: ``4 x ceil(timeout) + 1`` (the last comparison may start just
-    before the 3 x timeout deadline), summed over a composite's components; a remote verifier
-    gets the budget of the verifier its server runs.
+    The `math` verifier gives one answer ``budget_s`` of symbolic time, all its checks together
+    (`rewards.symbolic`: a helper that overruns it is killed); the reference is parsed first on
+    its own budget, `rewards.symbolic.REFERENCE_BUDGET_S` (once per helper and reference);
+    a helper killed at the deadline may leave the next call waiting `HELPER_RESTART_S` for a
+    fresh one. Summed over a composite's components; a remote verifier gets the budget of the
+    verifier its server runs.
     """
     parts = getattr(verifier, "parts", None)
     if parts is not None:
@@ -50,9 +56,11 @@ def symbolic_budget(verifier: Any) -> float:
     served = getattr(verifier, "served", None)  # a remote verifier: the server's verifier's budget
     if served is not None:
         return symbolic_budget(served)
-    timeout = getattr(verifier, "timeout", None)
-    if isinstance(timeout, (int, float)) and getattr(verifier, "name", "") == "math":
-        return 4 * math.ceil(timeout) + 1.0
+    budget = getattr(verifier, "budget_s", None)
+    if isinstance(budget, (int, float)) and getattr(verifier, "name", "") == "math":
+        from rewards.symbolic import REFERENCE_BUDGET_S
+
+        return budget + REFERENCE_BUDGET_S + HELPER_RESTART_S
     return 0.0
 
 

@@ -67,16 +67,16 @@ def stop_loopback_servers() -> int:
     return len(servers)
 
 
-def build_verifier(name: str, math_timeout: float | None = None) -> Any:
+def build_verifier(name: str, math_budget_s: float | None = None) -> Any:
     """The verifier registered as `name`, built with its defaults.
 
     Args:
         name: a name from ``rewards.list_verifiers()``.
-        math_timeout: seconds for the math-verify based verifiers (None: their default); a
-            shorter one only makes symbolic timeouts cheaper to hit while fuzzing.
+        math_budget_s: the symbolic budget of the math-verify based verifiers, seconds per
+            answer (None: their default, ``budget_s``).
     """
     warm_up()
-    math_options = {} if math_timeout is None else {"timeout": math_timeout}
+    math_options = {} if math_budget_s is None else {"budget_s": math_budget_s}
     if name == "composite":  # the only verifier that needs options: a few of the others
         return CompositeVerifier(
             {
