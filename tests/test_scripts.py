@@ -397,6 +397,23 @@ def test_bench_train_times_both_trainers(run_script, tiny_model, tmp_path):
     assert figures["ratio"] == pytest.approx(sum(figures["ratios"]) / 2)  # the median of two
 
 
+def test_bench_step_splits_a_step_of_the_main_job_into_its_phases(run_script, tiny_model, tmp_path):
+    out = tmp_path / "step.json"  # the bench's flags, then the job's after --
+    result = run_script(
+        "bench.py",
+        *("step", "--json", str(out), "--steps", "1", "--"),
+        *("--model_name_or_path", tiny_model, "--train_problems", "16", "--rounds", "1"),
+        *("--max_completion_length", "6", "--num_generations", "2"),
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    figures = json.loads(out.read_text())
+    phases = figures["phases"]
+    assert figures["steps"] == 1 and set(phases) >= {"prefill", "decode", "backward", "other"}
+    # a step generates, steps its envs and learns; the phases add up to the step
+    assert phases["prefill"] > 0 and phases["env+verifier"] > 0 and phases["backward"] > 0
+    assert sum(phases.values()) == pytest.approx(figures["seconds_per_step"], rel=0.02)
+
+
 def test_bench_rollout_alternates_every_loop_and_reports_per_repeat_ratios(
     run_script, tiny_model, tmp_path
 ):

@@ -3,6 +3,8 @@
 Commands:
     rollout     generated tokens per second of the batched rollout engine vs the naive loop.
     train       one multi-agent GRPO step vs a plain TRL GRPO step, time per processed token.
+    step        where a step of the main job goes: prefill, decode, env and verifier, the
+                logprob pass, the loss, backward, the optimizer, logging.
     envs        agent turns per second of every env with scripted agents (overhead per turn).
     verifiers   verifications per second of the ``math`` verifier against plain math-verify
                 (``verify(parse(ref), parse(response))``) on the same GSM8K-style inputs.
@@ -43,13 +45,15 @@ from trainers.benchmarks import (
     sandbox,
     serve,
     soak,
+    step,
     train,
     verifiers,
 )
 
 # The commands in the order --help lists them: command name -> its module.
 COMMANDS = {
-    m.NAME: m for m in (verifiers, parity, envs, rollout, train, robustness, sandbox, serve, soak)
+    m.NAME: m
+    for m in (verifiers, parity, envs, rollout, train, step, robustness, sandbox, serve, soak)
 }
 
 
