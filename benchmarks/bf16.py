@@ -1,4 +1,4 @@
-"""The bf16 check (``python -m trainers.benchmarks.bf16``): does a left-padded training pass give
+"""The bf16 check (``python -m benchmarks.bf16``): does a left-padded training pass give
 finite gradients under bf16 autocast, with torch's cuDNN attention backend on and with the
 project's guard (`trainers.precision.guard_attention`, cuDNN off)?
 
@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> dict:
     args = parser.parse_args(argv)
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from trainers.benchmarks.common import qwen_05b
+    from benchmarks.common import qwen_05b
     from trainers.embedded import resolve_model
 
     path = resolve_model(args.model)

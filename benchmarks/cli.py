@@ -22,7 +22,7 @@ Commands:
                 restart of each, refused requests): the sessions' contract, step latency p50 and
                 p99, the servers' resident memory (also ``scripts/soak.py``, ``mathteams soak``).
 
-Each command is one module of ``trainers/benchmarks/`` (``verifiers.py``, ``envs.py``, ...;
+Each command is one module of ``benchmarks/`` (``verifiers.py``, ``envs.py``, ...;
 shared helpers in ``common.py``). To add a command, write a module there with ``NAME``,
 ``add_parser(subparsers)``, which registers its flags and ``set_defaults(func=run)``, and
 ``run(args)``, which returns a JSON-serialisable dict of figures, and append it to `COMMANDS`.
@@ -37,7 +37,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from trainers.benchmarks import (
+from benchmarks import (
     envs,
     parity,
     robustness,

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 # The folder that holds the project's packages: in a checkout (pip install -e), the repository.
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 
 # Qwen2.5-0.5B's architecture (config values, no download); vocab follows the local tokenizer.
 QWEN25_05B = {

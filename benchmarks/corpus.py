@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from trainers.benchmarks.common import REPO
+from benchmarks.common import REPO
 
 # In a checkout; an installed package has no tests/ (`bench robustness` then builds it in memory).
 CORPUS = REPO / "tests" / "data" / "robustness.jsonl"

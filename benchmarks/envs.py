@@ -7,7 +7,7 @@ import argparse
 import time
 from typing import Any
 
-from trainers.benchmarks.common import add_json_argument
+from benchmarks.common import add_json_argument
 
 NAME = "envs"
 

@@ -23,7 +23,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
-from trainers.benchmarks.common import REPO, add_json_argument
+from benchmarks.common import REPO, add_json_argument
 
 NAME = "parity"
 TABLES = ("test_all.py", "test_boxed.py", "test_numina_cases.py", "test_open_thoughts.py")
@@ -113,7 +113,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return figures
 
 
-# The pytest plugin side: loaded with ``-p trainers.benchmarks.parity`` in the subprocess.
+# The pytest plugin side: loaded with ``-p benchmarks.parity`` in the subprocess.
 
 _verifiers: dict[int, Any] = {}
 

@@ -1,6 +1,6 @@
 """``bench.py robustness``: false-positive and false-negative rates and time per call of every
 verifier (and plain math-verify and TRL's ``accuracy_reward``) on the committed corpus of correct
-answers in many notations and of attacks (`trainers.benchmarks.corpus`, written by
+answers in many notations and of attacks (`benchmarks.corpus`, written by
 ``scripts/robustness.py``), with each verifier's p50, p99 and max seconds per call.
 
 ``bench.py robustness --hostile`` times only the ``math`` verifier, on every hostile input at
@@ -19,9 +19,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from trainers.benchmarks import corpus as robustness
-from trainers.benchmarks import scoring
-from trainers.benchmarks.common import add_json_argument
+from benchmarks import corpus as robustness
+from benchmarks import scoring
+from benchmarks.common import add_json_argument
 
 NAME = "robustness"
 
@@ -184,7 +184,7 @@ def run_hostile(items: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _robustness_call(name: str, args: argparse.Namespace, stack: Any) -> Any:
-    """The scoring call for one verifier name (see `trainers.benchmarks.corpus`), or None."""
+    """The scoring call for one verifier name (see `benchmarks.corpus`), or None."""
     from rewards import RemoteVerifier, get_verifier
 
     if name in scoring.BASELINES:

@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from trainers.benchmarks.common import add_json_argument, cuda_sync, peak_rss, qwen_05b
+from benchmarks.common import add_json_argument, cuda_sync, peak_rss, qwen_05b
 
 NAME = "rollout"
 

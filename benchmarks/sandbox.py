@@ -9,7 +9,7 @@ import statistics
 import time
 from typing import Any
 
-from trainers.benchmarks.common import add_json_argument
+from benchmarks.common import add_json_argument
 
 NAME = "sandbox"
 

@@ -1,4 +1,4 @@
-"""Scoring verifiers on the robustness corpus (`trainers.benchmarks.corpus`): each verifier's
+"""Scoring verifiers on the robustness corpus (`benchmarks.corpus`): each verifier's
 false-positive and false-negative rates per category and its time per item, against plain
 math-verify and TRL's accuracy reward run in an isolated process (`IsolatedBaseline`)
 (``python scripts/bench.py robustness``)."""

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from trainers.benchmarks.common import add_json_argument, free_port, start_module, wait_healthy
+from benchmarks.common import add_json_argument, free_port, start_module, wait_healthy
 
 NAME = "serve"
 

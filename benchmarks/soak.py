@@ -60,11 +60,11 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from trainers.benchmarks.common import add_json_argument
-from trainers.benchmarks.soak_base import Record, SoakConfig, Window, percentile
-from trainers.benchmarks.soak_clients import Client, verify_loop
-from trainers.benchmarks.soak_faults import Faults
-from trainers.benchmarks.soak_servers import ServerProcess, env_server, reward_server, rss_kb
+from benchmarks.common import add_json_argument
+from benchmarks.soak_base import Record, SoakConfig, Window, percentile
+from benchmarks.soak_clients import Client, verify_loop
+from benchmarks.soak_faults import Faults
+from benchmarks.soak_servers import ServerProcess, env_server, reward_server, rss_kb
 
 NAME = "soak"
 

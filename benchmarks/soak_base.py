@@ -1,4 +1,4 @@
-"""The soak's settings and shared record (`trainers.benchmarks.soak`): `SoakConfig`, the
+"""The soak's settings and shared record (`benchmarks.soak`): `SoakConfig`, the
 contract's constants, latency windows and the thread-safe `Record` of counts, errors and
 violations."""
 

@@ -1,4 +1,4 @@
-"""The soak's clients (`trainers.benchmarks.soak`): a thread per env-server session playing
+"""The soak's clients (`benchmarks.soak`): a thread per env-server session playing
 episodes over HTTP or the WebSocket (and dying on cue), and the reward server's verify loop."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import threading
 import time
 from typing import Any
 
-from trainers.benchmarks.soak_base import ENVS, RESTART_CODES, error_kind
+from benchmarks.soak_base import ENVS, RESTART_CODES, error_kind
 
 # ---------------------------------------------------------------------- clients
 

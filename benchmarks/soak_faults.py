@@ -1,4 +1,4 @@
-"""The soak's protocol faults (`trainers.benchmarks.soak`): requests each server must refuse,
+"""The soak's protocol faults (`benchmarks.soak`): requests each server must refuse,
 one every ``fault_every_s``, each checked for its status, code and message."""
 
 from __future__ import annotations

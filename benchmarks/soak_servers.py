@@ -1,4 +1,4 @@
-"""The soak's server processes (`trainers.benchmarks.soak`): the env and reward servers, each a
+"""The soak's server processes (`benchmarks.soak`): the env and reward servers, each a
 subprocess on a free loopback port that can be killed, restarted and measured (``VmRSS``)."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from trainers.benchmarks.common import free_port, start_module, wait_healthy
-from trainers.benchmarks.soak_base import ENVS, SoakConfig
+from benchmarks.common import free_port, start_module, wait_healthy
+from benchmarks.soak_base import ENVS, SoakConfig
 
 # ---------------------------------------------------------------------- server processes
 

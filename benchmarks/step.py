@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from trainers.benchmarks.common import add_json_argument, cuda_sync
+from benchmarks.common import add_json_argument, cuda_sync
 
 NAME = "step"
 PHASES = (

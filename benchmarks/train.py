@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from trainers.benchmarks.common import add_json_argument, cuda_sync, peak_rss, qwen_05b
+from benchmarks.common import add_json_argument, cuda_sync, peak_rss, qwen_05b
 
 NAME = "train"
 

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from trainers.benchmarks.common import REPO, add_json_argument
+from benchmarks.common import REPO, add_json_argument
 
 NAME = "verifiers"
 DEFAULT_GSM8K = REPO.parent / "shared" / "data" / "gsm8k" / "test.jsonl"

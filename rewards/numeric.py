@@ -187,7 +187,7 @@ def parse_number(text: str) -> Num | None:
 def _parse(text: str) -> Num | None:
     """`parse_number` on a short string (cached: answers such as "18" recur all the time). The
     cache holds 8,192 texts, about 2 MB: model output is unbounded in variety, and at 65,536 it
-    grew a long-lived server by about 16 MB (the soak, `trainers.benchmarks.soak`)."""
+    grew a long-lived server by about 16 MB (the soak, `benchmarks.soak`)."""
     cleaned = _clean(text)
     spaced = _SPACED_THOUSANDS.fullmatch(cleaned)
     if spaced is not None:

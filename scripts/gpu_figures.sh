@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The GPU figures of docs/results.md ("On a GPU"), from the repository root on a CUDA machine:
-#   (a) the bf16 check (trainers/benchmarks/bf16.py), (b) bench.py rollout at 16/64/128 copies
+#   (a) the bf16 check (benchmarks/bf16.py), (b) bench.py rollout at 16/64/128 copies
 #   and (c) bench.py train in bf16 and fp32, on the random-weight model of Qwen2.5-0.5B's
 #   configuration, then (d) a short main job (train_reflection.py: 3 training minutes, bf16;
 #   fp32 if bf16 fails), each with a time limit, a failing step not stopping the next.
@@ -61,7 +61,7 @@ step() {  # step NAME LIMIT_S COMMAND...: run with a time limit, log to $OUT/NAM
 
 # (a) The bf16 check (trainers.precision): non-finite gradients of left-padded rows under bf16
 # autocast, cuDNN attention on vs the project's guard, at widths 64 mod 128 and not.
-step bf16 "${BF16_S:-60}" "$PY" -m trainers.benchmarks.bf16 --qwen-0.5b \
+step bf16 "${BF16_S:-60}" "$PY" -m benchmarks.bf16 --qwen-0.5b \
     --widths 192 256 320 448 704 768 | tee "$OUT/bf16.json"
 # (b) Rollouts at 16, 64 and 128 copies.
 for copies in 16 64 128; do

@@ -1,4 +1,4 @@
-"""The robustness corpus (`trainers.benchmarks.corpus`): write or check tests/data/robustness.jsonl.
+"""The robustness corpus (`benchmarks.corpus`): write or check tests/data/robustness.jsonl.
 
 python scripts/robustness.py --write     # regenerate tests/data/robustness.jsonl
 python scripts/robustness.py --check     # exit 1 when the committed file differs
@@ -7,7 +7,7 @@ python scripts/bench.py robustness       # score every verifier on it (a table, 
 
 import sys
 
-from trainers.benchmarks.corpus import main
+from benchmarks.corpus import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -92,7 +92,7 @@ def test_help_and_light_commands_import_no_torch():
 
 
 def test_bench_summary_names_every_benchmark():
-    from trainers.benchmarks.cli import COMMANDS as BENCHMARKS
+    from benchmarks.cli import COMMANDS as BENCHMARKS
 
     assert cli.COMMANDS["bench"].summary == f"benchmarks: {', '.join(BENCHMARKS)}"
 
@@ -161,7 +161,7 @@ def test_a_commands_exit_status_is_its_own(capsys, monkeypatch):
     """An int a command's function returns is the exit status; anything else is 0."""
     code, out, _ = run_main(capsys, "play", "--seed", "2")
     assert code == 0 and "return per agent:" in out
-    from trainers.benchmarks import cli as bench
+    from benchmarks import cli as bench
 
     monkeypatch.setattr(bench, "main", lambda argv: 3)
     assert cli.main(["bench", "verifiers"]) == 3

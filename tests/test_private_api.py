@@ -33,12 +33,12 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 COMPAT = "trainers/compat.py"
-PROJECT = ("agents", "envs", "rewards", "trainers", "scripts", "tests")
+PROJECT = ("agents", "envs", "rewards", "trainers", "benchmarks", "scripts", "tests")
 STDLIB_PUBLIC = {"_exit": "os._exit (posix._exit in the sandbox child): documented stdlib API"}
 ATTRIBUTE_FUNCTIONS = ("getattr", "hasattr", "setattr", "delattr")
 UPSTREAM_SUBMODULES = ("trl.", "transformers.")
 UPSTREAM = ("trl", "transformers")
-PACKAGES = ("agents", "envs", "rewards", "trainers")
+PACKAGES = ("agents", "envs", "rewards", "trainers", "benchmarks")
 
 
 def _private(name: str) -> bool:

@@ -439,8 +439,8 @@ def test_bench_rollout_alternates_every_loop_and_reports_per_repeat_ratios(
 def test_bench_train_qwen_config_model_on_cpu(tmp_path, monkeypatch):
     """``--qwen-0.5b``: both trainers load rollout's random-weight model of Qwen2.5-0.5B's
     architecture from one saved folder (here its config shrunk to two narrow layers, for speed)."""
-    from trainers.benchmarks import common
-    from trainers.benchmarks.cli import make_parser
+    from benchmarks import common
+    from benchmarks.cli import make_parser
 
     qwen = common.QWEN25_05B  # what rollout and train build
     shrunk = {

@@ -75,14 +75,14 @@ COMMANDS: dict[str, Command] = {
         },
     ),
     "bench": Command(
-        "benchmarks: verifiers, parity, envs, rollout, train, robustness, sandbox, serve, soak",
-        "trainers.benchmarks.cli:main",
+        "benchmarks: verifiers, parity, envs, rollout, train, step, robustness, sandbox, serve, soak",
+        "benchmarks.cli:main",
         "bench.py",
         "KIND",
     ),
     "soak": Command(
         "soak the env and reward servers under load and faults (bench soak)",
-        "trainers.benchmarks.soak:main",
+        "benchmarks.soak:main",
         "soak.py",
     ),
     "build-embedded": Command(

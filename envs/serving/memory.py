@@ -1,6 +1,6 @@
 """Keep a long-lived server's resident memory flat under glibc's allocator.
 
-The env server's Python heap stays flat under load (the soak, `trainers.benchmarks.soak`, with
+The env server's Python heap stays flat under load (the soak, `benchmarks.soak`, with
 ``tracemalloc``: about 47 MiB traced from the first minute to the fifth), but its resident size
 kept growing about 2 MiB a minute: memory freed by its worker threads stays in glibc's per-thread
 arenas, fragmented, instead of going back to the system. Two glibc calls fix it where they exist:

@@ -1,4 +1,4 @@
-"""The soak's short form (`trainers.benchmarks.soak`): both servers in processes of their own,
+"""The soak's short form (`benchmarks.soak`): both servers in processes of their own,
 8 sessions for a few seconds, one client killed mid-episode, each server restarted once, and
 refused requests throughout. Asserts the contract (no session lost but to its client's death or
 a restart, each loss and fault answered with a clear error, recovery after the restart, no
@@ -12,7 +12,7 @@ import pytest
 pytest.importorskip("fastapi")
 pytest.importorskip("websockets")
 
-from trainers.benchmarks.soak import SoakConfig, percentile, run_soak
+from benchmarks.soak import SoakConfig, percentile, run_soak
 
 
 def test_short_soak_keeps_the_contract_through_a_kill_and_restarts():

@@ -69,7 +69,7 @@ def test_robustness_benchmark_writes_rates(run_script, tmp_path: Path) -> None:
 
 
 def test_percentiles_are_nearest_rank() -> None:
-    from trainers.benchmarks.robustness import percentiles
+    from benchmarks.robustness import percentiles
 
     figures = percentiles([float(i) for i in range(1, 201)])
     assert (figures["calls"], figures["p50_s"], figures["p99_s"], figures["max_s"]) == (
@@ -82,8 +82,8 @@ def test_percentiles_are_nearest_rank() -> None:
 
 
 def test_hostile_cases_hold_every_kind_of_hostile_input() -> None:
-    from trainers.benchmarks import corpus
-    from trainers.benchmarks.robustness import hostile_cases
+    from benchmarks import corpus
+    from benchmarks.robustness import hostile_cases
 
     cases = hostile_cases(corpus.load_corpus(corpus.CORPUS))
     ids = [case_id for case_id, _text, _reference in cases]

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks import corpus as robustness
+from benchmarks import scoring
 from rewards import get_verifier
-from trainers.benchmarks import corpus as robustness
-from trainers.benchmarks import scoring
 
 
 @pytest.fixture(scope="module")

@@ -152,7 +152,7 @@ def test_a_cpu_run_asked_for_bf16_trains_in_float32_and_says_so(tmp_path, caplog
 def test_the_bf16_check_finds_finite_gradients_on_the_cpu(tiny_model):
     from transformers import AutoModelForCausalLM
 
-    from trainers.benchmarks.bf16 import check, padded_batch
+    from benchmarks.bf16 import check, padded_batch
 
     ids, mask = padded_batch(40, 4, 100)
     assert mask[0].all() and not mask[3, :32].any() and mask[3, 32:].all()  # 8 kept at least
