@@ -141,7 +141,8 @@ def _trainer(args: argparse.Namespace, out: str) -> Any:
         callbacks=callbacks(job, 0.0),
         **job.builder_kwargs(),
     )
-    install(trainer, Console(budget_minutes(job, 0.0), log_path=Path(out) / "log.jsonl"))
+    console = Console(budget_minutes(job, 0.0), log_path=Path(out) / "log.jsonl", env_id=job.env_id)
+    install(trainer, console)
     return trainer
 
 

@@ -158,6 +158,8 @@ from envs.scheduled import (  # noqa: F401 - re-exported: their home was here
 from rewards.arithmetic import false_equations
 
 ROLES = ReflectionOptions.ROLES  # solver, critic, refiner
+# The one agent of each role, named by the options (``solver_0``, ``critic_0``, ``refiner_0``).
+SOLVER, CRITIC, REFINER = (ReflectionOptions.agent(role) for role in ROLES)
 
 
 class ReflectionEnv(ScheduledTeamEnv):
@@ -191,13 +193,13 @@ class ReflectionEnv(ScheduledTeamEnv):
     def observe(self, agent: str) -> dict[str, str]:
         question = self.problem["question"]
         fresh = self.refiner_mode == "resolve" and self.verdict is False
-        if agent == "solver_0" or self.answer is None:
+        if agent == SOLVER or self.answer is None:
             prompt = prompts.solve_prompt(question)
-        elif agent == "refiner_0" and fresh:  # solve afresh, as the solver does
-            instruction = self._instructions["solver_0"]
+        elif agent == REFINER and fresh:  # solve afresh, as the solver does
+            instruction = self._instructions[SOLVER]
             prompt = prompts.solve_prompt(question)
             return self._obs("refiner", instruction, prompt, render_transcript(self.turns))
-        elif agent == "critic_0":
+        elif agent == CRITIC:
             prompt = prompts.critic_prompt(question, self.answer, self.played.review_first)
         else:
             patching = self.refiner_mode == "patch" and self.played.faults is not None
@@ -213,7 +215,7 @@ class ReflectionEnv(ScheduledTeamEnv):
     ) -> tuple[str, bool]:
         role = extra["role"]
         extra["false_equations"] = len(false_equations(text))
-        if agent == "critic_0":
+        if agent == CRITIC:
             if self.oracle_critic:
                 text = self._oracle_review()
                 extra["false_equations"] = 0
@@ -278,7 +280,7 @@ class ReflectionEnv(ScheduledTeamEnv):
     def _answer(self, agent: str, text: str, clipped: bool, extra: dict[str, Any]) -> None:
         """Grade and pay a solver's or refiner's answer (and an outcome critic's share of it)."""
         model = self.played.faults
-        if agent == "refiner_0" and self.refiner_mode == "patch" and model is not None:
+        if agent == REFINER and self.refiner_mode == "patch" and model is not None:
             patched = model.patch(self.answer or "", text, self.problem["answer"])
             text = (self.answer or "") if patched is None else patched  # no patch: keep it
         verdict_obj = self._score(text)
@@ -290,15 +292,15 @@ class ReflectionEnv(ScheduledTeamEnv):
         self.rewards[agent] = revision_reward(
             verdict_obj.score, before, self.revision_reward, self.improvement_bonus
         )
-        if agent == "refiner_0" and self.critic_reward in ("outcome", "counterfactual"):
+        if agent == REFINER and self.critic_reward in ("outcome", "counterfactual"):
             # Not for feedback whose own check failed the audit (the latest critic info);
             # a counterfactual critic still bears a break it caused.
-            paid = not self._graded["critic_0"].get("audit_failed")
+            paid = not self._graded[CRITIC].get("audit_failed")
             if self.critic_reward == "outcome":
-                self.rewards["critic_0"] = verdict_obj.score if paid else 0.0
+                self.rewards[CRITIC] = verdict_obj.score if paid else 0.0
             else:
                 change = self.counterfactual_weight * (verdict_obj.score - before)
-                self.rewards["critic_0"] = change if paid else min(change, 0.0)
+                self.rewards[CRITIC] = change if paid else min(change, 0.0)
 
 
 def env(wrapped: bool = True, **kwargs: Any) -> AECEnv:

@@ -93,7 +93,7 @@ from __future__ import annotations
 import re
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from pettingzoo import AECEnv
 from pettingzoo.utils import wrappers
@@ -115,6 +115,8 @@ PYTHON_TAGS = ("python", "python3", "py")
 DEFAULT_SANDBOX = SandboxConfig(timeout_s=5.0, cpu_s=5, memory_mb=512, max_output_bytes=16384)
 CALCULATION = re.compile(r"<<([^=<>]+)=([^<>]*)>>")
 ANSWER_CHARS = 200  # the answer shown to the verifier, clipped (its run is shown above it)
+# The one agent of each role, named by the options (``analyzer_0``, ``executor_0``, ``verifier_0``).
+ANALYZER, EXECUTOR, VERIFIER = (ToolOptions.agent(role) for role in ToolOptions.ROLES)
 
 
 def extract_code(text: str) -> tuple[str, bool, str]:
@@ -242,7 +244,7 @@ class ProgramRunner:
     programs, the results run ahead by `run_pending`, and the answer of a reply (`_run_reply`).
     The env's options carry ``sandbox``, ``cache_size`` and ``max_output_chars``."""
 
-    EXECUTOR = "executor_0"
+    EXECUTOR: ClassVar[str] = EXECUTOR  # the agent whose replies are programs (the module's)
     options: Any
     agents: list[str]
     agent_selection: str
@@ -315,7 +317,7 @@ class ToolEnv(ProgramRunner, ScheduledTeamEnv):
     options_class = ToolOptions
     options: ToolOptions
     answer_roles = ToolOptions.ANSWER_ROLES  # envs.roles: its program's output is the answer
-    paid_at_end = ("analyzer_0",)  # a plan earns the final answer's score
+    paid_at_end = (ANALYZER,)  # a plan earns the final answer's score
     revision_reward = from_options("revision_reward")
     improvement_bonus = from_options("improvement_bonus")
     verifier_reward = from_options("verifier_reward")
@@ -341,9 +343,9 @@ class ToolEnv(ProgramRunner, ScheduledTeamEnv):
 
     def observe(self, agent: str) -> dict[str, str]:
         question = self.problem["question"]
-        if agent == "analyzer_0":
+        if agent == ANALYZER:
             prompt = prompts.analyze_prompt(question)
-        elif agent == "executor_0" or self.code is None:
+        elif agent == EXECUTOR or self.code is None:
             prompt = prompts.executor_prompt(
                 question, self.plan, self.code, self.output, self.feedback
             )
@@ -361,10 +363,10 @@ class ToolEnv(ProgramRunner, ScheduledTeamEnv):
     def _take_turn(
         self, agent: str, text: str, clipped: bool, extra: dict[str, Any], done: bool
     ) -> tuple[str, bool]:
-        if agent == "analyzer_0":
+        if agent == ANALYZER:
             self._plan(agent, text, clipped, extra)
             return text, done
-        if agent == "executor_0":
+        if agent == EXECUTOR:
             return self._execute(agent, text, clipped, extra), done
         verdict, hit = self._grade_review(agent, text, clipped, extra)
         self.rewards[agent] = float(hit)
@@ -390,7 +392,7 @@ class ToolEnv(ProgramRunner, ScheduledTeamEnv):
         if before is not None:
             extra["improvement"] = verdict.score - before
             if self.verifier_reward == "counterfactual":
-                self.rewards["verifier_0"] = self.counterfactual_weight * (verdict.score - before)
+                self.rewards[VERIFIER] = self.counterfactual_weight * (verdict.score - before)
         self.code, self.output = code, result.observation(self.max_output_chars)
         self.answer_verdict = verdict
         self._graded[agent] = self._answer_info(

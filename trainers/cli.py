@@ -184,7 +184,7 @@ model, metrics.json and curves.png to --output_dir; the same as
 python scripts/train_<ENV>.py [ALGO] [flags].
 
   ENV   {", ".join(TRAIN_ENVS)} (math/<ENV>-v0), or a registered env id
-  ALGO  grpo (the default) or ppo; also sft and dpo for reflection
+  ALGO  grpo (the default) or ppo; also sft and dpo for an env with reviews (reflection, tool)
 
 `{PROG} train ENV [ALGO] --help` lists every field (the env's and the algorithm config's);
 --config FILE.yaml sets fields from a file, and flags override it."""

@@ -434,3 +434,14 @@ def test_resolve_refiner_solves_afresh_after_a_rejection_only():
     assert "\\boxed{4}" in revise.observe("refiner_0")["prompt"]  # the default revises
     with pytest.raises(ValueError, match="refiner_mode must be one of"):
         make(refiner_mode="retry")
+
+
+def test_the_agents_are_named_from_their_roles_by_the_options():
+    """The env names its agents once, through its options (``<role>_0``), as its facts do."""
+    from envs import reflection
+    from envs.options import ReflectionOptions
+
+    named = (reflection.SOLVER, reflection.CRITIC, reflection.REFINER)
+    assert named == ("solver_0", "critic_0", "refiner_0")
+    assert named == ReflectionOptions().facts().agents
+    assert tuple(envs.make("math/reflection-v0", wrapped=False).possible_agents) == named

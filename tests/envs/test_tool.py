@@ -320,3 +320,15 @@ def test_improvement_executor_and_counterfactual_verifier_pay_the_change():
     assert env.infos["executor_0"]["improvement"] == -1.0
     with pytest.raises(ValueError, match="verifier_reward must be one of"):
         make(verifier_reward="outcome")
+
+
+def test_the_agents_are_named_from_their_roles_by_the_options():
+    """The env names its agents once, through its options (``<role>_0``), as its facts do; the
+    program runner's executor is the same agent (math/code-v0's one agent)."""
+    from envs.options import ToolOptions
+
+    named = (tool.ANALYZER, tool.EXECUTOR, tool.VERIFIER)
+    assert named == ("analyzer_0", "executor_0", "verifier_0")
+    assert named == ToolOptions().facts().agents
+    assert tool.ProgramRunner.EXECUTOR == tool.EXECUTOR
+    assert tuple(envs.make("math/tool-v0", wrapped=False).possible_agents) == named

@@ -128,3 +128,24 @@ def test_install_replaces_transformers_bar_and_printer():
 def test_console_checks_its_interval():
     with pytest.raises(ValueError, match="every"):
         con.Console(every=0)
+
+
+def test_compact_line_reads_the_reviewing_roles_of_the_env_it_trains():
+    """A "review acc" is a reviewer's of the env given (its facts' review roles); with no env,
+    every registered env's reviewers."""
+    tool = {"agents/verifier_0/accuracy": 0.5, "agents/critic_0/accuracy": 0.9}
+    line = con.compact_line(1, 10, 1.0, None, [tool], env_id="math/tool-v0")
+    assert line.endswith("critic_0 acc 0.90 | verifier_0 review acc 0.50")
+    line = con.compact_line(1, 10, 1.0, None, [tool], env_id="math/debate-v0")  # no reviewer
+    assert line.endswith("critic_0 acc 0.90 | verifier_0 acc 0.50")
+    line = con.compact_line(1, 10, 1.0, None, [tool])
+    assert line.endswith("critic_0 review acc 0.90 | verifier_0 review acc 0.50")
+
+
+def test_the_verification_table_names_the_reviewer_of_its_env():
+    from trainers.evaluation.report.verification import reviewer
+
+    metrics = {"agents": {"critic_0": {}, "verifier_0": {}}}
+    assert reviewer(metrics, "math/tool-v0") == "verifier"
+    assert reviewer(metrics, "math/reflection-v0") == reviewer(metrics) == "critic"
+    assert reviewer(metrics, "math/debate-v0") == "review"  # debate has no reviewer

@@ -1,14 +1,18 @@
-"""SFT rows and DPO preference pairs from reflection episodes, and both TRL stages on a tiny model."""
+"""SFT rows and DPO preference pairs from reflection and tool episodes, both TRL stages on a tiny
+model, and the envs SFT and DPO apply to."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import torch
 from trl import DPOTrainer
 
+import envs
+from envs.options import ScheduledOptions
 from trainers.algorithms.dpo import CPUDPOConfig, build_dpo_trainer, preference_pairs, refiner_pairs
 from trainers.algorithms.sft import CPUSFTConfig, build_sft_trainer, sft_rows
 from trainers.rollout.records import Episode, Turn
@@ -322,3 +326,96 @@ def test_dpo_script_says_what_to_change_when_no_pair_is_found(run_script, tiny_m
     )
     assert result.returncode != 0
     assert "gave no preference pair" in result.stderr and "--rollout_samples" in result.stderr
+
+
+def tool_episode(pid, sample, first_ok, verdict, second_ok, first_text=None):
+    """math/tool-v0's turns: analyzer (a plan, never scored), executor, verifier, executor."""
+    first = first_text or f"{pid} program {'right' if first_ok else 'wrong'} {sample}"
+    turns = [
+        turn("analyzer_0", f"{pid} plan {sample}", f"Q {pid}", 0, correct=False),
+        turn("executor_0", first, f"Q {pid} plan", 1, correct=first_ok),
+        turn(
+            "verifier_0",
+            f"{pid} verifier says {verdict} {sample}",
+            f"Q {pid} run {first}",
+            2,
+            verdict=verdict,
+            reviewed_correct=first_ok,
+            correct=verdict == first_ok,
+        ),
+        turn(
+            "executor_0",
+            f"{pid} program {'right' if second_ok else 'wrong'} again {sample}",
+            f"Q {pid} fix {sample}",
+            3,
+            correct=second_ok,
+        ),
+    ]
+    return Episode("math/tool-v0", pid, 0, sample, turns)
+
+
+def test_pairs_and_rows_read_the_tool_envs_roles_from_its_facts():
+    """On math/tool-v0 (answer role executor, review role verifier) the first program, the
+    revised one and the verifier's reviews give pairs, as reflection's solver, refiner and critic
+    do; the analyzer's plans give neither pairs nor rows."""
+    episodes = [
+        tool_episode("p", 0, first_ok=False, verdict=False, second_ok=True, first_text="A"),
+        tool_episode("p", 1, first_ok=True, verdict=True, second_ok=True, first_text="B"),
+        tool_episode("p", 2, first_ok=False, verdict=True, second_ok=False, first_text="A"),
+    ]
+    rows = preference_pairs(episodes)
+    assert {(r["role"], r["kind"]) for r in rows} == {
+        ("executor", "executor"),
+        ("verifier", "verifier"),
+    }
+    found = [contents(r) for r in rows]
+    assert ("Q p plan", "B", "A") in found  # a right first program over a wrong one
+    assert ("Q p fix 0", "p program right again 0", "A") in found  # the fix over the program
+    # the same program under review: the right verdict that led to a fix over the wrong one
+    assert ("Q p run A", "p verifier says False 0", "p verifier says True 2") in found
+    assert [r["kind"] for r in preference_pairs(episodes, roles="verifier")] == ["verifier"]
+    sft = sft_rows(episodes)
+    assert {r["role"] for r in sft} == {"executor", "verifier"}
+    cases = {(r["role"], r["under_review"]) for r in sft}
+    assert ("verifier", False) in cases and ("executor", False) in cases
+
+
+@dataclass(frozen=True)
+class JudgedOptions(ScheduledOptions):
+    """A test team: a writer answers, a judge reviews, the writer revises."""
+
+    ROLES = ("writer", "judge")
+    FIRST = "writer"
+    CYCLE = ("judge", "writer")
+    ANSWER_ROLES = ("writer",)
+    REVIEW_ROLES = ("judge",)
+
+
+@dataclass(frozen=True)
+class UnjudgedOptions(JudgedOptions):
+    """The same team with nobody reviewing."""
+
+    REVIEW_ROLES = ()
+
+
+def test_sft_and_dpo_apply_to_every_env_whose_facts_hold_answers_and_reviews():
+    from trainers.run.cli import available
+
+    assert available("math/reflection-v0") == ["grpo", "ppo", "sft", "dpo"]
+    assert available("math/tool-v0") == ["grpo", "ppo", "sft", "dpo"]
+    for env_id in ("math/debate-v0", "math/solve-v0", "math/code-v0", "math/ensemble-v0"):
+        assert available(env_id) == ["grpo", "ppo"], env_id
+    registered = {
+        "test/judged-v0": JudgedOptions,
+        "test/unjudged-v0": UnjudgedOptions,
+        "test/stated-v0": None,  # no options class: no facts stated
+    }
+    for env_id, options in registered.items():
+        envs.register(env_id, lambda **_: None, options=options)
+    try:
+        assert available("test/judged-v0") == ["grpo", "ppo", "sft", "dpo"]
+        assert available("test/unjudged-v0") == ["grpo", "ppo"]
+        assert available("test/stated-v0") == ["grpo", "ppo"]
+    finally:
+        for env_id in registered:
+            envs.deregister(env_id)

@@ -1,13 +1,21 @@
-"""Preference pairs from reflection rollouts and TRL's `DPOTrainer` (stage 2 of SFT -> DPO).
+"""Preference pairs from a reviewed team's rollouts and TRL's `DPOTrainer` (SFT -> DPO's stage 2).
 
 Design
 ------
+**Which envs.** Any env whose facts state answering and reviewing roles
+(`envs.options.EnvFacts`): reflection (solver, critic, refiner) and the tool env (analyzer,
+executor, verifier). The pairs read the roles from the episode's env, not from their names: an
+episode's first answer turn (reflection's solver, the tool env's first executor), its later
+answer turns (the revisions: reflection's refiner, the executor after round 0) and its review
+turns (the facts' ``review_roles``: critic, verifier). Each pair's ``role`` and ``kind`` is the
+role of the turn whose prompt it is on. Below, reflection's names:
+
 **Pairs without extra inference.** Every pair is cut from episodes already played (the same
 rollouts SFT uses); nothing is generated to build them. A pair needs one prompt and two replies
 to it, so only replies to the *same* prompt are paired:
 
-- ``solver``: the G sampled episodes of a problem share the solver's prompt (the problem), so a
-  correct first answer is chosen over a wrong one of the same problem.
+- ``solver`` (first answers): the G sampled episodes of a problem share the solver's prompt (the
+  problem), so a correct first answer is chosen over a wrong one of the same problem.
 - ``refiner`` (initial vs refined answer against the reference): in one episode the refiner's
   prompt shows the answer under review and the critic's feedback. When the revision and the
   reviewed answer differ in correctness, the correct text is chosen and the wrong one rejected
@@ -15,11 +23,11 @@ to it, so only replies to the *same* prompt are paired:
   revision beats repeating a wrong answer. The reviewed answer's text was written for the
   solver's (or an earlier refiner's) prompt, but it is a full answer in the same format, so it
   is a meaningful reply to the refiner's prompt too.
-- ``critic`` (feedback that led to a correct refinement vs feedback that did not): critic turns
-  are grouped by (problem, critic prompt): the same answer under review, sampled in different
-  episodes. A reply whose verdict matched the truth *and* whose episode's next refinement was
-  correct is chosen over a reply with a wrong verdict whose next refinement was wrong. With
-  ``critic_outcome=False`` only the verdict counts (more pairs, weaker signal).
+- ``critic`` (reviews: feedback that led to a correct refinement vs feedback that did not):
+  critic turns are grouped by (problem, critic prompt): the same answer under review, sampled
+  in different episodes. A reply whose verdict matched the truth *and* whose episode's next
+  refinement was correct is chosen over a reply with a wrong verdict whose next refinement was
+  wrong. With ``critic_outcome=False`` only the verdict counts (more pairs, weaker signal).
 
 A turn whose env's arithmetic audit failed (reflection's ``audit``: it stated a false equation)
 is never chosen, whatever its answer or verdict: it counts as wrong.
@@ -54,7 +62,13 @@ from agents.prompts import build_messages
 from envs.roles import role_of
 from trainers.algorithms.sft import RolloutSettings, good_turn, offline_trainer, parse_roles
 from trainers.algorithms.trainable import no_gradient_checkpointing
-from trainers.rollout.records import Episode, Turn, answer_roles_of
+from trainers.rollout.records import (
+    Episode,
+    Turn,
+    answer_roles_of,
+    is_review,
+    review_roles_of,
+)
 
 
 def _reply(text: str) -> list[dict[str, str]]:
@@ -93,45 +107,50 @@ def _answer_correct(turn: Turn) -> bool | None:
 
 
 def refiner_pairs(episode: Episode) -> list[dict[str, Any]]:
-    """Initial (or previous) answer vs refined answer, on the refiner's prompt."""
+    """Previous answer vs revised answer, on the revising turn's prompt: every answer turn after
+    the episode's first (reflection's refiner, the tool env's executor after round 0)."""
     out = []
     previous: Turn | None = None
     answering = answer_roles_of(episode)
     for turn in episode.turns:
         role = role_of(turn.agent)
-        if role == "refiner" and previous is not None:
+        if role not in answering:
+            continue
+        if previous is not None:
             now, before = _answer_correct(turn), _answer_correct(previous)
             if now is not None and before is not None and now != before:
                 good, bad = (turn, previous) if now else (previous, turn)
                 if good.text.strip() and bad.text.strip() and good.text != bad.text:
-                    out.append(_pair(turn, good.text, bad.text, "refiner", episode.problem_id))
-        if role in answering:
-            previous = turn
+                    out.append(_pair(turn, good.text, bad.text, role, episode.problem_id))
+        previous = turn
     return out
 
 
-def _next_refinement(episode: Episode, index: int) -> Turn | None:
+def _next_answer(episode: Episode, index: int, answering: tuple[str, ...]) -> Turn | None:
+    """The first answer turn after turn `index`: the revision a review led to."""
     for turn in episode.turns[index + 1 :]:
-        if role_of(turn.agent) == "refiner":
+        if role_of(turn.agent) in answering:
             return turn
     return None
 
 
 def solver_pairs(episodes: Sequence[Episode], limit: int) -> list[dict[str, Any]]:
-    """A correct first answer over a wrong one to the same solver prompt (the problem, which the
-    G sampled episodes of a problem share); at most `limit` pairs per prompt."""
+    """A correct first answer over a wrong one to the same prompt (reflection's solver: the
+    problem, which the G sampled episodes of a problem share); at most `limit` pairs per
+    prompt. An episode's first answer is its first turn of an answer role."""
     groups: dict[tuple[str, str], list[Turn]] = defaultdict(list)
     for episode in episodes:
-        for turn in episode.turns:
-            if role_of(turn.agent) == "solver" and turn.text.strip():
-                groups[(episode.problem_id, turn.observation.get("prompt", ""))].append(turn)
+        answering = answer_roles_of(episode)
+        first = next((t for t in episode.turns if role_of(t.agent) in answering), None)
+        if first is not None and first.text.strip():
+            groups[(episode.problem_id, first.observation.get("prompt", ""))].append(first)
     rows = []
     for (problem_id, _), turns in groups.items():
         good = [t for t in turns if _answer_correct(t)]
         bad = [t for t in turns if _answer_correct(t) is False]
         for g, b in _cross(good, bad, limit):
             if g.text != b.text:
-                rows.append(_pair(g, g.text, b.text, "solver", problem_id))
+                rows.append(_pair(g, g.text, b.text, role_of(g.agent), problem_id))
     return rows
 
 
@@ -139,29 +158,30 @@ def critic_pairs(
     episodes: Sequence[Episode], limit: int, critic_outcome: bool = True
 ) -> list[dict[str, Any]]:
     """A review whose verdict matched the truth (and, with `critic_outcome`, whose episode's next
-    refinement was correct) over one that did not, to the same critic prompt (the same answer
-    under review, in different episodes); at most `limit` pairs per prompt."""
-    groups: dict[tuple[str, str, str], list[tuple[Turn, bool | None]]] = defaultdict(list)
+    answer, the revision, was correct) over one that did not, to the same prompt (the same
+    answer under review, in different episodes); at most `limit` pairs per prompt. Reviews are
+    the turns of the env's review roles (`review_roles_of`: reflection's critic, the tool env's
+    verifier)."""
+    groups: dict[tuple[str, str, str], list[tuple[Turn, bool, bool | None]]] = defaultdict(list)
     for episode in episodes:
+        answering, reviewing = answer_roles_of(episode), review_roles_of(episode)
         for index, turn in enumerate(episode.turns):
-            if role_of(turn.agent) != "critic" or not turn.text.strip():
+            if not is_review(turn, reviewing) or not turn.text.strip():
                 continue
-            refined = _next_refinement(episode, index)
+            refined = _next_answer(episode, index, answering)
             outcome = None if refined is None else _answer_correct(refined)
             obs = turn.observation
             key = (episode.problem_id, obs.get("instruction", ""), obs.get("prompt", ""))
-            groups[key].append((turn, outcome))
+            groups[key].append((turn, good_turn(turn, reviewing), outcome))
     rows = []
     for (problem_id, _, _), entries in groups.items():
-        good = [t for t, outcome in entries if good_turn(t) and (outcome or not critic_outcome)]
+        good = [t for t, hit, outcome in entries if hit and (outcome or not critic_outcome)]
         bad = [
-            t
-            for t, outcome in entries
-            if not good_turn(t) and (outcome is False or not critic_outcome)
+            t for t, hit, outcome in entries if not hit and (outcome is False or not critic_outcome)
         ]
         for g, b in _cross(good, bad, limit):
             if g.text != b.text:
-                rows.append(_pair(g, g.text, b.text, "critic", problem_id))
+                rows.append(_pair(g, g.text, b.text, role_of(g.agent), problem_id))
     return rows
 
 
@@ -187,8 +207,8 @@ def preference_pairs(
     roles: str | Sequence[str] | None = None,
     critic_outcome: bool = True,
 ) -> list[dict[str, Any]]:
-    """DPO rows from played reflection episodes (see the module docstring): refiner, solver and
-    critic pairs, deduplicated.
+    """DPO rows from played episodes of a reviewed team (see the module docstring): revision,
+    first-answer and review pairs, deduplicated.
 
     Args:
         episodes: rollouts, several samples per problem for solver and critic pairs.

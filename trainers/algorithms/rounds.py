@@ -63,7 +63,7 @@ from trainers.algorithms.round_selection import (
     start_selection,
 )
 from trainers.algorithms.sft import good_turn, rollout_episodes
-from trainers.rollout.records import Episode
+from trainers.rollout.records import Episode, review_roles_of
 from trainers.rollout.source import RunSource
 
 logger = logging.getLogger(__name__)
@@ -93,14 +93,15 @@ def round_config(config: Any, index: int, round_dir: Path) -> Any:
 def rollout_figures(episodes: Sequence[Episode]) -> dict[str, float]:
     """Per agent: mean reward and share of good turns (`good_turn`: the turns SFT keeps) of the
     round's rollouts, as ``agents/<agent>/reward`` and ``agents/<agent>/accuracy``."""
-    turns: dict[str, list[Any]] = {}
+    turns: dict[str, list[tuple[float, bool]]] = {}
     for episode in episodes:
+        reviewing = review_roles_of(episode)
         for turn in episode.turns:
-            turns.setdefault(turn.agent, []).append(turn)
+            turns.setdefault(turn.agent, []).append((turn.reward, good_turn(turn, reviewing)))
     figures = {}
     for agent, rows in sorted(turns.items()):
-        figures[f"agents/{agent}/reward"] = sum(t.reward for t in rows) / len(rows)
-        figures[f"agents/{agent}/accuracy"] = sum(good_turn(t) for t in rows) / len(rows)
+        figures[f"agents/{agent}/reward"] = sum(reward for reward, _ in rows) / len(rows)
+        figures[f"agents/{agent}/accuracy"] = sum(good for _, good in rows) / len(rows)
     return figures
 
 

@@ -35,7 +35,7 @@ from pettingzoo import ParallelEnv
 
 from envs.mixed import task_of
 from envs.roles import role_of
-from trainers.rollout.records import Episode, Turn
+from trainers.rollout.records import Episode, Turn, is_review, review_roles_for
 
 SLOT_SEP = "#"
 TURN_CREDIT = ("reward", "return")  # what a row is paid: its turn's reward, or the agent's return
@@ -109,15 +109,19 @@ def rows_from_episodes(
     weights = dict(role_weights or {})
     class_weights = review_class_weights(episodes)
     to_go = returns_to_go(episodes) if turn_credit == "return" else {}
+    reviewing: dict[str, tuple[str, ...]] = {}  # env id -> its review roles (`review_roles_for`)
     out: dict[str, list[Any]] = defaultdict(list)
     for start in range(0, len(prompts), group_size):
         block = prompts[start : start + group_size]
-        for turn in _slot_turns(block, start, episodes):
+        for turn, env_id in _slot_turns(block, start, episodes):
             if _trainable(turn):
                 weight = float(weights.get(turn.agent, weights.get(role_of(turn.agent), 1.0)))
                 if turn.info.get("balance_reviews"):
                     weight *= class_weights.get(bool(turn.info.get("reviewed_correct")), 1.0)
-                row = _turn_row(turn, weight, to_go.get(id(turn), turn.reward))
+                if env_id not in reviewing:
+                    reviewing[env_id] = review_roles_for(env_id)
+                review = is_review(turn, reviewing[env_id])
+                row = _turn_row(turn, weight, to_go.get(id(turn), turn.reward), review)
             else:
                 row = _padding_row(pad_token_id, eos_token_id)
             row["agent"] = turn.agent if turn is not None else None
@@ -129,9 +133,10 @@ def rows_from_episodes(
 
 def _slot_turns(
     block: Sequence[str], start: int, episodes: Mapping[str, Sequence[Episode]]
-) -> list[Turn | None]:
+) -> list[tuple[Turn | None, str]]:
     """The turns a block of G equal slot prompts (rows `start`...) trains on: turn ``slot`` of
-    each of the G episodes of its problem, None where an episode ended sooner."""
+    each of the G episodes of its problem (None where an episode ended sooner), each with its
+    episode's env id."""
     group_size = len(block)
     if len(set(block)) != 1:
         raise ValueError(f"rows {start}..{start + group_size - 1} are not one group: {block}")
@@ -139,8 +144,8 @@ def _slot_turns(
     group = episodes[problem_id]
     if len(group) < group_size:
         raise ValueError(f"problem {problem_id!r} has {len(group)} episodes, need {group_size}")
-    turns = [e.turns[slot] if slot < len(e.turns) else None for e in group[:group_size]]
-    keys = {(t.agent, t.round) for t in turns if t is not None}
+    turns = [(e.turns[slot] if slot < len(e.turns) else None, e.env_id) for e in group[:group_size]]
+    keys = {(t.agent, t.round) for t, _ in turns if t is not None}
     if len(keys) > 1:
         raise ValueError(
             f"slot {slot} of problem {problem_id!r} holds different turns {sorted(keys)} "
@@ -162,9 +167,10 @@ def returns_to_go(episodes: Mapping[str, Sequence[Episode]]) -> dict[int, float]
     return out
 
 
-def _turn_row(turn: Turn, weight: float, credit: float) -> dict[str, Any]:
+def _turn_row(turn: Turn, weight: float, credit: float, review: bool) -> dict[str, Any]:
     """A trainable turn's row: its exact token ids and sampled logprobs, its weighted `credit`
-    (the turn's reward or its agent's return from it on)."""
+    (the turn's reward or its agent's return from it on), and, for a `review`, the truth of the
+    answer it reviewed (``reviewed``)."""
     return {
         "prompt_ids": list(turn.prompt_ids),
         "completion_ids": list(turn.completion_ids),
@@ -173,7 +179,7 @@ def _turn_row(turn: Turn, weight: float, credit: float) -> dict[str, Any]:
         "turn_reward": credit * weight,
         "turn_raw_reward": turn.reward,
         "correct": turn.info.get("correct"),
-        "reviewed": turn.info.get("reviewed_correct"),
+        "reviewed": turn.info.get("reviewed_correct") if review else None,
     }
 
 

@@ -1,4 +1,9 @@
-"""SFT of the reflection roles on their own good turns (stage 1 of the SFT -> DPO pipeline).
+"""SFT of a team's roles on their own good turns (stage 1 of the SFT -> DPO pipeline).
+
+It trains any env whose facts state answering and reviewing roles (`envs.options.EnvFacts`:
+reflection's solver, refiner and critic; the tool env's executor and verifier, whose analyzer's
+plans are never scored and so give no rows); ``mathteams train`` offers it for those
+(`trainers.run.cli.ALGOS`).
 
 Design
 ------
@@ -8,9 +13,10 @@ time budget and ``iterations``) the latest model plays ``rollout_samples`` episo
 (``messages`` = the observation exactly as the policy saw it, formatted by
 `agents.prompts.build_messages`, plus the reply as the assistant message) when it was good:
 
-- answering roles (solver, refiner, debater, variant): ``info["correct"]`` is true;
-- critic: it gave a verdict and the verdict matched the truth of the answer it reviewed
-  (``info["verdict"] == info["reviewed_correct"]``);
+- answering roles (solver, refiner, executor): ``info["correct"]`` is true;
+- reviewing roles (the env's facts' ``review_roles``: critic, verifier): it gave a verdict and
+  the verdict matched the truth of the answer it reviewed (``info["verdict"] ==
+  info["reviewed_correct"]``);
 - and, where the env audits the role's arithmetic (reflection's ``audit``), every equation it
   states holds: a right verdict reached through ``23 - 21 = 0`` teaches the shortcut.
 
@@ -26,7 +32,7 @@ the system prompt, the problem or the other agents' text quoted in the prompt.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,17 +46,18 @@ from envs.roles import role_of
 from trainers.algorithms.trainable import freeze_except, no_gradient_checkpointing
 from trainers.precision import guard_attention
 from trainers.rollout.engine import RolloutEngine
-from trainers.rollout.records import Episode, Turn, answer_roles_of
+from trainers.rollout.records import Episode, Turn, answer_roles_of, is_review, review_roles_of
 from trainers.rollout.source import RunSource
 
 
-def good_turn(turn: Turn) -> bool:
-    """A correct answer, or a critic verdict that matched the truth of the reviewed answer; not a
-    turn its env's arithmetic audit failed (``info["audit_failed"]``: it stated a false
-    equation, `envs.reflection`)."""
+def good_turn(turn: Turn, reviewing: Collection[str]) -> bool:
+    """A correct answer, or a review's verdict that matched the truth of the reviewed answer (a
+    turn of one of `reviewing`, its episode's review roles: `review_roles_of`); not a turn its
+    env's arithmetic audit failed (``info["audit_failed"]``: it stated a false equation,
+    `envs.reflection`)."""
     if turn.info.get("audit_failed"):
         return False
-    if "reviewed_correct" in turn.info:  # a review (critic, verifier): its verdict
+    if is_review(turn, reviewing):  # a review (critic, verifier): its verdict
         verdict = turn.info.get("verdict")
         return verdict is not None and verdict == turn.info.get("reviewed_correct")
     return bool(turn.info.get("correct"))
@@ -83,18 +90,19 @@ def sft_rows(
     keep = parse_roles(roles)
     rows, seen = [], set()
     for episode in episodes:
-        answering = answer_roles_of(episode)
+        answering, reviewing = answer_roles_of(episode), review_roles_of(episode)
         previous: Turn | None = None
         for turn in episode.turns:
             role = role_of(turn.agent)
-            under_review = turn.info.get("reviewed_correct")
+            review = is_review(turn, reviewing)
+            under_review = turn.info.get("reviewed_correct") if review else None
             if under_review is None and previous is not None and role in answering:
                 under_review = bool(previous.info.get("correct"))
             if role in answering:
                 previous = turn
             if keep is not None and role not in keep:
                 continue
-            if not turn.text.strip() or not good_turn(turn):
+            if not turn.text.strip() or not good_turn(turn, reviewing):
                 continue
             key = (turn.observation.get("instruction"), turn.observation.get("prompt"), turn.text)
             if key in seen:

@@ -35,7 +35,7 @@ from typing import Any
 from envs.mixed import task_of
 from envs.roles import role_of
 from rewards import canonical_answer, majority_vote
-from trainers.rollout.records import Episode, Turn, answer_roles_of
+from trainers.rollout.records import Episode, Turn, answer_roles_of, is_review, review_roles_of
 
 
 def answer_sequence(episode: Episode) -> list[tuple[str | None, bool]]:
@@ -122,8 +122,14 @@ class _ReviewTally:
 
     def add(self, episode: Episode) -> None:
         turns, answering = episode.turns, answer_roles_of(episode)
+        reviewing = review_roles_of(episode)
         answers = answer_sequence(episode)
-        reviews = [i for i, t in enumerate(turns) if "reviewed_correct" in t.info]
+        # a review whose info holds no truth of the answer under review cannot be rated
+        reviews = [
+            i
+            for i, t in enumerate(turns)
+            if is_review(t, reviewing) and "reviewed_correct" in t.info
+        ]
         if answers:
             self.first.append(answers[0][1])
             if reviews and turns[reviews[0]].info.get("verdict") is True:
@@ -145,9 +151,10 @@ class _ReviewTally:
 
 def review_metrics(episodes: Sequence[Episode]) -> dict[str, float | None]:
     """How reviews (critic, program verifier) judge, what the model's own check adds, and what
-    the revision after a review does. Reviews are the turns whose info has ``reviewed_correct``
-    (the truth of the answer under review) and ``verdict`` (True, False, or None: no verdict,
-    which is a miss either way and never an acceptance).
+    the revision after a review does. Reviews are the turns of the env's review roles (its
+    facts' ``review_roles``, `trainers.rollout.records.review_roles_of`), whose info has
+    ``reviewed_correct`` (the truth of the answer under review) and ``verdict`` (True, False, or
+    None: no verdict, which is a miss either way and never an acceptance).
 
     - ``review/tpr``: among right answers under review, the share the review says correct;
       ``review/tnr``: among wrong ones, the share it says incorrect (None without such answers).

@@ -11,12 +11,13 @@ verifier's ``reason``), which the env withholds from the agents themselves until
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from envs.roles import answer_roles
+from envs.registry import registered_specs
+from envs.roles import answer_roles, review_roles, role_of
 
 
 @dataclass
@@ -83,6 +84,30 @@ def answer_roles_of(episode: Episode | Mapping[str, Any]) -> tuple[str, ...]:
     data = episode if isinstance(episode, Mapping) else vars(episode)
     recorded = data.get("answer_roles")
     return answer_roles(data["env_id"]) if recorded is None else tuple(recorded)
+
+
+def review_roles_for(env_id: str | None) -> tuple[str, ...]:
+    """The roles whose turns review another's answer with a verdict in `env_id`'s episodes: the
+    env's facts (`envs.options.EnvFacts.review_roles`); with no env known (None, an id not
+    registered here, or one registered without an options class), every reviewing role the
+    registered envs state (`envs.roles.review_roles`)."""
+    found = next((s for s in registered_specs() if s.id == env_id), None)
+    if found is None or found.options is None:
+        return review_roles()
+    return tuple(found.facts().review_roles)
+
+
+def review_roles_of(episode: Episode | Mapping[str, Any]) -> tuple[str, ...]:
+    """The roles whose turns review another's answer in `episode` (or its dict): its env's
+    (`review_roles_for`). A turn is a review when its agent plays one (`is_review`)."""
+    data = episode if isinstance(episode, Mapping) else vars(episode)
+    return review_roles_for(data["env_id"])
+
+
+def is_review(turn: Turn, reviewing: Collection[str]) -> bool:
+    """Whether `turn` reviews another's answer: its agent's role is one of `reviewing` (an
+    episode's `review_roles_of`)."""
+    return role_of(turn.agent) in reviewing
 
 
 def save_episodes(path: str | Path, episodes: Iterable[Episode]) -> Path:

@@ -3,11 +3,13 @@
 
 Each algorithm is one `ALGOS` entry: the module that holds it (in `trainers.algorithms`), the
 name of its config dataclass there (a TRL config subclass with CPU defaults), the name of its train
-function ``train(job: Job, config) -> dict`` in `trainers.run.train`, and the envs it applies to
-(None: every env). Nothing of TRL is imported until an algorithm is picked. What a run of an env
-plays beyond its options class's defaults is stated where the env is registered
-(`envs.EnvSpec.run_task`, `envs.EnvSpec.run_options`, the reasons beside them), so a script,
-``mathteams train`` and ``mathteams evaluate`` play the same protocol.
+function ``train(job: Job, config) -> dict`` in `trainers.run.train`, and which envs it applies
+to: a test of the env's static facts (`envs.options.EnvFacts`, read with no env built; None: every
+env). SFT and DPO cut their rows from answers and reviews of them (`reviewed`): reflection, the
+tool env, any env whose facts state both. Nothing of TRL is imported until an algorithm is
+picked. What a run of an env plays beyond its options class's defaults is stated where the env
+is registered (`envs.EnvSpec.run_task`, `envs.EnvSpec.run_options`, the reasons beside them), so
+a script, ``mathteams train`` and ``mathteams evaluate`` play the same protocol.
 """
 
 from __future__ import annotations
@@ -15,11 +17,21 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from envs.options import EnvFacts
 
 TRAIN_MODULE = "trainers.run.train"
+
+
+def reviewed(facts: EnvFacts) -> bool:
+    """Whether an env's turns hold answers and reviews of them (its facts' ``answer_roles`` and
+    ``review_roles`` both non-empty): what SFT's good turns (right answers, right verdicts) and
+    DPO's pairs (first answers, revisions, reviews) are cut from."""
+    return bool(facts.answer_roles) and bool(facts.review_roles)
 
 
 @dataclass(frozen=True)
@@ -27,18 +39,29 @@ class Algo:
     module: str
     config: str
     train: str
-    envs: tuple[str, ...] | None = None  # None: every registered env
+    # The envs it applies to, a test of their facts; None: every registered env.
+    applies: Callable[[EnvFacts], bool] | None = None
 
     def load(self) -> tuple[type, Any]:
         config = getattr(importlib.import_module(self.module), self.config)
         return config, getattr(importlib.import_module(TRAIN_MODULE), self.train)
 
+    def applies_to(self, env_id: str) -> bool:
+        """Whether it applies to the registered `env_id`: always without a test; else the test
+        of the env's facts (an env registered without an options class states none: no)."""
+        if self.applies is None:
+            return True
+        import envs
+
+        env_spec = envs.spec(env_id)
+        return env_spec.options is not None and self.applies(env_spec.facts())
+
 
 ALGOS: dict[str, Algo] = {
     "grpo": Algo("trainers.algorithms.grpo", "CPUGRPOConfig", "train_grpo"),
     "ppo": Algo("trainers.algorithms.ppo", "CPUPPOConfig", "train_ppo"),
-    "sft": Algo("trainers.algorithms.sft", "CPUSFTConfig", "train_sft", ("math/reflection-v0",)),
-    "dpo": Algo("trainers.algorithms.dpo", "CPUDPOConfig", "train_dpo", ("math/reflection-v0",)),
+    "sft": Algo("trainers.algorithms.sft", "CPUSFTConfig", "train_sft", reviewed),
+    "dpo": Algo("trainers.algorithms.dpo", "CPUDPOConfig", "train_dpo", reviewed),
 }
 ADAPTER_ALGOS = ("grpo", "ppo")  # the ones that can train a LoRA adapter or a model per role
 
@@ -59,10 +82,10 @@ def run_task(env_id: str) -> str | None:
 
 
 def available(env_id: str) -> list[str]:
-    """Algorithms that apply to `env_id` and whose module is present."""
+    """Algorithms that apply to `env_id` (`Algo.applies_to`) and whose module is present."""
     names = []
     for name, algo in ALGOS.items():
-        if algo.envs is not None and env_id not in algo.envs:
+        if not algo.applies_to(env_id):
             continue
         if importlib.util.find_spec(algo.module) is None:
             continue

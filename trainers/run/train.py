@@ -63,7 +63,8 @@ def train_online(
         **job.builder_kwargs(),
     )
     # a bar over the time budget and a compact line, not transformers' bar and metric dicts
-    install(trainer, Console(budget_minutes(job, spent), log_path=out / "log.jsonl"))
+    console = Console(budget_minutes(job, spent), log_path=out / "log.jsonl", env_id=job.env_id)
+    install(trainer, console)
     began = time.perf_counter()
     trainer.train(resume_from_checkpoint=resume_checkpoint(config, extra_files=extra_files))
     results["train_seconds"] = time.perf_counter() - began

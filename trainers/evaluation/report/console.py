@@ -22,7 +22,8 @@ from tqdm.auto import tqdm
 from transformers import PrinterCallback, ProgressCallback, TrainerCallback
 from transformers import logging as hf_logging
 
-from envs.roles import review_roles, role_of
+from envs.roles import role_of
+from trainers.rollout.records import review_roles_for
 
 AGENT = "agents/"  # the per-role metrics the rollout logs: agents/<name>/{reward,accuracy}
 FIGURES = ("reward", "accuracy", "balanced_accuracy")
@@ -56,9 +57,12 @@ def compact_line(
     elapsed: float,
     left: float | None,
     logs: list[dict[str, Any]],
+    env_id: str | None = None,
 ) -> str:
     """One line: the step, time elapsed and left, and each agent's mean reward and accuracy over
-    `logs` (a critic's or verifier's accuracy is that of its verdicts: "review acc")."""
+    `logs` (a reviewer's accuracy, a critic's or a verifier's, is that of its verdicts: "review
+    acc"; its roles are `env_id`'s, `review_roles_for`: every registered env's when None)."""
+    reviewing = review_roles_for(env_id)
     when = f"{clock(elapsed)} elapsed" + (f", {clock(left)} left" if left is not None else "")
     parts = [f"step {step}/{max_steps} ({when})"]
     for agent, figures in role_figures(logs).items():
@@ -66,7 +70,7 @@ def compact_line(
         if "reward" in figures:
             text += f" reward {figures['reward']:.2f}"
         if "accuracy" in figures:
-            review = "review " if role_of(agent) in review_roles() else ""  # a verdict's accuracy
+            review = "review " if role_of(agent) in reviewing else ""  # a verdict's accuracy
             text += f" {review}acc {figures['accuracy']:.2f}"
         if "balanced_accuracy" in figures:  # a reviewer's verdicts, both classes weighed alike
             text += f" balanced {figures['balanced_accuracy']:.2f}"
@@ -81,7 +85,8 @@ class Console(TrainerCallback):
     budget spent: the larger of the time's share and the steps' (``max_steps``), since the run
     ends at whichever bound comes first, with the minutes and the step count beside it; without
     one, it counts steps over ``max_steps``. Each line averages the logs since the
-    previous line (`compact_line`). Only the main process prints and writes `log_path`.
+    previous line (`compact_line`; `env_id`, the env trained, names its reviewing roles). Only
+    the main process prints and writes `log_path`.
     """
 
     def __init__(
@@ -90,9 +95,11 @@ class Console(TrainerCallback):
         every: int = 10,
         log_path: str | Path | None = None,
         file: Any = None,
+        env_id: str | None = None,
     ) -> None:
         if every < 1:
             raise ValueError(f"every must be >= 1 step, got {every}")
+        self.env_id = env_id
         self.seconds = 60.0 * minutes if minutes else None
         self.every = every
         self.log_path = Path(log_path) if log_path is not None else None
@@ -169,7 +176,12 @@ class Console(TrainerCallback):
     def write_line(self, state) -> None:
         """The compact line of the logs since the previous one, above the bar."""
         line = compact_line(
-            state.global_step, state.max_steps, self.elapsed(), self.left(state), self.pending
+            state.global_step,
+            state.max_steps,
+            self.elapsed(),
+            self.left(state),
+            self.pending,
+            self.env_id,
         )
         self.lines.append(line)
         out = self.file or sys.stderr  # the bar's stream, so lines do not cut it

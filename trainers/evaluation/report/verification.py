@@ -14,7 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from envs.roles import review_roles, role_of
+from envs.roles import role_of
+from trainers.rollout.records import review_roles_for
 
 # (key, row label, signed): `{who}` is the reviewing role (critic, verifier).
 VERIFICATION = (
@@ -29,10 +30,11 @@ VERIFICATION = (
 )
 
 
-def reviewer(metrics: Mapping[str, Any]) -> str:
-    """The role whose verdicts the review figures are: the first agent of a role some
-    registered env states as reviewing (`envs.roles.review_roles`: critic, verifier)."""
-    reviewing = review_roles()
+def reviewer(metrics: Mapping[str, Any], env_id: str | None = None) -> str:
+    """The role whose verdicts the review figures are: the first agent of a reviewing role of
+    `env_id` (its facts' ``review_roles``: critic, verifier), or, with no env known, of a role
+    some registered env states as reviewing (`trainers.rollout.records.review_roles_for`)."""
+    reviewing = review_roles_for(env_id)
     for agent in metrics.get("agents", {}):
         role = role_of(agent)
         if role in reviewing:
@@ -53,7 +55,8 @@ def headroom_k(compare: Mapping[str, Any]) -> int | None:
 def verification_table(results: Mapping[str, Any], k: int | None = None) -> dict[str, Any]:
     """The figures of `VERIFICATION` and the alone headroom at `k` (default: `headroom_k`),
     overall (``all``) and per level: ``{"columns": ["all", "2", ...], "rows": {key: {column:
-    value or None}}, "who": role, "headroom_k": k}``; the headroom (``alone/pass@k -
+    value or None}}, "who": role, "headroom_k": k}`` (``who``: the reviewing role of the
+    results' env, ``env``, `reviewer`); the headroom (``alone/pass@k -
     alone/maj@k``) is a ``{"diff", "ci95"}`` per column. A figure no column has is left out (no
     reviews: debate, ensemble)."""
     m = results["metrics"]
@@ -73,7 +76,12 @@ def verification_table(results: Mapping[str, Any], k: int | None = None) -> dict
         for col in columns[1:]:
             cells[col] = compare.get("levels", {}).get(col, {}).get(name)
         rows[name] = cells
-    return {"columns": columns, "rows": rows, "who": reviewer(m), "headroom_k": k}
+    return {
+        "columns": columns,
+        "rows": rows,
+        "who": reviewer(m, results.get("env")),
+        "headroom_k": k,
+    }
 
 
 def _label(key: str, who: str) -> tuple[str, bool]:
