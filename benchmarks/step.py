@@ -117,9 +117,8 @@ def _trainer(args: argparse.Namespace, out: str) -> Any:
     """The job's GRPO trainer, built as a run builds it (no evaluation, no warm-up)."""
     from trainers.algorithms.grpo import build_grpo_trainer
     from trainers.embedded import resolve_model
-    from trainers.evaluation.report.console import Console, install
-    from trainers.run.budget import budget_minutes, callbacks
     from trainers.run.cli import make_parser
+    from trainers.run.train import online_trainer
     from trainers.run.warmup import default_steps
 
     parser, _ = make_parser("grpo", args.env)
@@ -130,20 +129,7 @@ def _trainer(args: argparse.Namespace, out: str) -> Any:
     model = resolve_model(job.model.model_name_or_path, job.env.task)
     if default_steps(job, model):
         print(f"(the job's warm-up SFT of {default_steps(job, model)} steps is not timed)")
-    trainer = build_grpo_trainer(
-        model,
-        job.env_id,
-        job.env_kwargs(split="train"),
-        config,
-        role_weights=job.rollout.weights(),
-        train_problems=job.train_problems,
-        num_envs=job.num_envs,
-        callbacks=callbacks(job, 0.0),
-        **job.builder_kwargs(),
-    )
-    console = Console(budget_minutes(job, 0.0), log_path=Path(out) / "log.jsonl", env_id=job.env_id)
-    install(trainer, console)
-    return trainer
+    return online_trainer(job, config, build_grpo_trainer, model, Path(out))
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:

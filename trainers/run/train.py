@@ -51,6 +51,22 @@ def train_online(
     start = warm_up(job, config, results, out)
     warmed = results.get("warmup", {})
     spent = 0.0 if warmed.get("reused") else warmed.get("seconds", 0.0)  # not its evaluation
+    trainer = online_trainer(job, config, build, start, out, spent)
+    began = time.perf_counter()
+    trainer.train(resume_from_checkpoint=resume_checkpoint(config, extra_files=extra_files))
+    results["train_seconds"] = time.perf_counter() - began
+    results["train_steps"] = trainer.state.global_step
+    final = out / "final"
+    trainer.save_model(str(final))
+    return finish_run(job, config, results, final, trainer.state.log_history)
+
+
+def online_trainer(
+    job: Job, config: Any, build: Callable[..., Any], start: str, out: Path, spent: float = 0.0
+) -> Any:
+    """The trainer `build` makes for `job` from the model `start`, with the run's callbacks (its
+    time budget, less `spent` already) and its console: a bar over the budget and a compact
+    line, not transformers' bar and metric dicts (its log in `out`/log.jsonl)."""
     trainer = build(
         start,
         job.env_id,
@@ -62,16 +78,9 @@ def train_online(
         callbacks=callbacks(job, spent),
         **job.builder_kwargs(),
     )
-    # a bar over the time budget and a compact line, not transformers' bar and metric dicts
     console = Console(budget_minutes(job, spent), log_path=out / "log.jsonl", env_id=job.env_id)
     install(trainer, console)
-    began = time.perf_counter()
-    trainer.train(resume_from_checkpoint=resume_checkpoint(config, extra_files=extra_files))
-    results["train_seconds"] = time.perf_counter() - began
-    results["train_steps"] = trainer.state.global_step
-    final = out / "final"
-    trainer.save_model(str(final))
-    return finish_run(job, config, results, final, trainer.state.log_history)
+    return trainer
 
 
 def warm_up(job: Job, config: Any, results: dict[str, Any], out: Path) -> str:
