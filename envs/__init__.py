@@ -38,8 +38,6 @@ from envs.options import (
 )
 from envs.registry import EnvSpec, deregister, list_envs, make, register, spec
 from envs.sandbox import ExecResult, SandboxConfig, run_code, run_many
-from envs.sources import ListSource, Problem, ProblemSource, load_jsonl, make_problem
-from envs.splits import overlap
 from envs.tasks import (
     Levels,
     Task,
@@ -52,6 +50,8 @@ from envs.tasks import (
     register_generated,
     register_task,
 )
+from envs.tasks.sources import ListSource, Problem, ProblemSource, load_jsonl, make_problem
+from envs.tasks.splits import overlap
 
 # The built-in table: entry points are strings, so listing envs imports no env module; each
 # env's options class (`envs.options`, no env module either) states its options and its facts.
@@ -65,7 +65,7 @@ register("math/solve-v0", "envs.solve:env", options=SolveOptions)
 # the trained critic's checks broke 60% of right answers (team final answer 0.18), one solving
 # afresh 7% (0.86; docs/results.md, "Credit and protocol options, chosen on validation").
 # A colouring's faults are named: the refiner patches the clashing edge the critic names
-# (`envs.faults`); nothing states an equation, so nothing is audited; its critic scans the
+# (`envs.tasks.faults`); nothing states an equation, so nothing is audited; its critic scans the
 # edges, one mark each (up to 27 at level 4): 160 tokens a turn.
 REFLECTION_RUNS = {
     "coloring": {"audit": "", "refiner_mode": "patch", "max_completion_length": 160},

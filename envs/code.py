@@ -52,9 +52,9 @@ from typing import Any
 from pettingzoo import AECEnv
 from pettingzoo.utils import wrappers
 
-from envs import prompts
 from envs.core import TaskEnvMixin, TaskOptions, render_transcript
 from envs.options import CodeOptions
+from envs.tasks import prompts
 from envs.tool import ProgramRunner, exec_info
 
 AGENT = ProgramRunner.EXECUTOR

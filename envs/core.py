@@ -21,8 +21,8 @@ from envs.options import (  # noqa: F401 - re-exported: envs.core was their home
     check_revision_reward,
     check_weight,
 )
-from envs.sources import Problem, make_problem
 from envs.tasks import MixedTask, Task, make_task
+from envs.tasks.sources import Problem, make_problem
 from rewards import Verdict, Verifier
 
 # Characters the text spaces sample from: ASCII plus odd unicode (accents, CJK, emoji, zero-width

@@ -65,7 +65,6 @@ from typing import Any
 
 from pettingzoo import ParallelEnv
 
-from envs import prompts
 from envs.core import (
     TaskEnvMixin,
     TaskOptions,
@@ -74,6 +73,7 @@ from envs.core import (
     revision_reward,
 )
 from envs.options import DebateOptions
+from envs.tasks import prompts
 from rewards import Verdict, canonical_answer, majority_vote
 
 

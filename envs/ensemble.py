@@ -8,12 +8,12 @@
 | Action      | any string (clipped to ``max_action_chars``)                           |
 | Reward      | the verifier's score of the agent's own answer                         |
 
-Each agent reads the problem under its own instruction variant (`envs.prompts.VARIANTS`, cycled,
-or ``instructions=``) and answers once. The team answer is the majority vote over the agents'
-extracted answers, equivalent answers voting together; ties go to the answer of the lowest agent
-index. It is reported in every agent's info as ``team_answer`` / ``team_correct`` (with
-``team_votes``); rewards stay per agent. The one round ends the episode, so rewards and grades
-are returned at once; the verifier's ``reason`` (it may name the reference) is kept for the
+Each agent reads the problem under its own instruction variant (`envs.tasks.prompts.VARIANTS`,
+cycled, or ``instructions=``) and answers once. The team answer is the majority vote over the
+agents' extracted answers, equivalent answers voting together; ties go to the answer of the lowest
+agent index. It is reported in every agent's info as ``team_answer`` / ``team_correct`` (with
+``team_votes``); rewards stay per agent. The one round ends the episode, so rewards and grades are
+returned at once; the verifier's ``reason`` (it may name the reference) is kept for the
 trainer in ``env.turn_results`` (or returned with ``per_step_rewards=True``).
 
 Arguments:
@@ -39,9 +39,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from envs import prompts
 from envs.debate import DebateEnv
 from envs.options import EnsembleOptions
+from envs.tasks import prompts
 
 
 class EnsembleEnv(DebateEnv):

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 REVISION_REWARDS = ("score", "improvement")
 CRITIC_REWARDS = ("verdict", "balanced", "outcome", "counterfactual")  # envs.reflection
 REFINER_MODES = ("revise", "resolve", "patch")  # envs.reflection
-FEEDBACK_FORMS = ("full", "verdict", "fault", "faults")  # envs.reflection, envs.faults
+FEEDBACK_FORMS = ("full", "verdict", "fault", "faults")  # envs.reflection, envs.tasks.faults
 FAULT_RULES = ("any", "first")  # envs.reflection
 VERIFIER_REWARDS = ("verdict", "counterfactual")  # envs.tool
 
@@ -286,7 +286,7 @@ class ReflectionOptions(ScheduledOptions):
             pay.
         refiner_mode (`str`, "revise"): "revise", "resolve" (solve afresh after a rejection) or
             "patch" (the reply's boxed pieces are laid over the latest answer; a task with named
-            faults, `envs.faults`).
+            faults, `envs.tasks.faults`).
         feedback (`str`, "full"): what the refiner is shown of a review: "full", "verdict",
             "fault" (the verdict and the first named fault) or "faults" (every named fault).
         fault_bonus (`float`, 0.0): added to a critic's pay when it rejects a wrong answer and
@@ -439,7 +439,7 @@ class EnsembleOptions(TaskOptions):
     Args:
         num_agents (`int`, 3): the agents K.
         instructions (`Sequence[str] | None`): instruction templates (stored as a tuple);
-            ``{answer_format}`` is filled; None: `envs.prompts.VARIANTS`.
+            ``{answer_format}`` is filled; None: `envs.tasks.prompts.VARIANTS`.
     """
 
     AGENT_PREFIX: ClassVar[str] = "variant"

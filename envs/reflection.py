@@ -52,7 +52,7 @@ whenever the check is wrong. (Measured on GRPO-trained teams, on validation: the
 applies the check broke 60% of right answers under review, the one that re-solves 7%;
 docs/results.md, "Credit and protocol options, chosen on validation".)
 
-Named faults (`envs.faults`; the ``coloring`` task): the critic ends ``BAD u v. Verdict:
+Named faults (`envs.tasks.faults`; the ``coloring`` task): the critic ends ``BAD u v. Verdict:
 incorrect``, naming a clashing edge, or ``OK. Verdict: correct``, and sees the colouring before
 the edges. ``fault_bonus`` is added to its pay when it rejects a wrong answer and names a real
 fault (``fault_rule`` "any" of its faults, or the "first" in listed order; info ``named_fault``
@@ -108,7 +108,7 @@ Arguments:
         feedback), "resolve" (after a rejection it solves the problem afresh; above) or
         "patch" (its boxed pieces are laid over the latest answer: a task with named faults).
     feedback (`str`, "full"), fault_bonus (`float`, 0.0), fault_rule (`str`, "any"),
-        oracle_critic (`bool`, False): on a task with named faults (`envs.faults`): what the
+        oracle_critic (`bool`, False): on a task with named faults (`envs.tasks.faults`): what the
         refiner sees of a review, the critic's pay for naming a real fault, which named fault
         counts, and the verifier playing the critic (below).
     per_step_rewards (`bool`, False): pay each reward on the step it is for and show full infos
@@ -141,9 +141,7 @@ from typing import Any
 from pettingzoo import AECEnv
 from pettingzoo.utils import wrappers
 
-from envs import prompts
 from envs.core import from_options, render_transcript, revision_reward
-from envs.faults import feedback_text, oracle_review
 from envs.options import (  # noqa: F401 - the choices, re-exported where they were
     CRITIC_REWARDS,
     REFINER_MODES,
@@ -155,6 +153,8 @@ from envs.scheduled import (  # noqa: F401 - re-exported: their home was here
     ScheduledTeamEnv,
     parse_verdict,
 )
+from envs.tasks import prompts
+from envs.tasks.faults import feedback_text, oracle_review
 from rewards.arithmetic import false_equations
 
 ROLES = ReflectionOptions.ROLES  # solver, critic, refiner
@@ -244,7 +244,7 @@ class ReflectionEnv(ScheduledTeamEnv):
         return done
 
     def _grade_faults(self, agent: str, text: str, verdict: bool | None) -> float:
-        """On a task with named faults (`envs.faults`): record the faults the review names
+        """On a task with named faults (`envs.tasks.faults`): record the faults the review names
         (``named_fault``, the first; ``fault_real``, whether the one `fault_rule` reads is a
         fault of the answer), shape the refiner's feedback (``feedback``), and return the
         review's fault bonus."""

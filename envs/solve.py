@@ -42,9 +42,9 @@ import gymnasium
 from pettingzoo import AECEnv
 from pettingzoo.utils import wrappers
 
-from envs import prompts
 from envs.core import TaskEnvMixin, TaskOptions, render_transcript
 from envs.options import SolveOptions
+from envs.tasks import prompts
 
 
 class SolveEnv(TaskEnvMixin, AECEnv):

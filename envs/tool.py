@@ -98,7 +98,6 @@ from typing import Any, ClassVar
 from pettingzoo import AECEnv
 from pettingzoo.utils import wrappers
 
-from envs import prompts
 from envs.core import TaskOptions, clip, from_options, render_transcript, revision_reward
 from envs.options import (  # noqa: F401 - the choices, re-exported where they were
     VERIFIER_REWARDS,
@@ -107,6 +106,7 @@ from envs.options import (  # noqa: F401 - the choices, re-exported where they w
 from envs.roles import role_of
 from envs.sandbox import ExecResult, SandboxConfig, run_code, run_many
 from envs.scheduled import ScheduledTeamEnv
+from envs.tasks import prompts
 from rewards import Verdict, Verifier, get_verifier
 
 FENCE = re.compile(r"```[ \t]*([\w+-]*)[^\n]*\n(.*?)```", re.DOTALL)

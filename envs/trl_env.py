@@ -66,11 +66,11 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, NamedTuple
 
 import envs
-from envs import prompts
 from envs.code import code_prompt
 from envs.core import clip
 from envs.sandbox import run_code
-from envs.sources import chosen_problems
+from envs.tasks import prompts
+from envs.tasks.sources import chosen_problems
 from envs.tool import extract_code
 
 SUBMIT_RULE = (
@@ -405,7 +405,8 @@ def trl_environment(
 
 
 def member_task(task: envs.Task, problem: Any) -> envs.Task:
-    """The task whose instruction poses `problem`: its member's, in a mixed task (`envs.mixed`)."""
+    """The task whose instruction poses `problem`: its member's, in a mixed task
+    (`envs.tasks.mixed`)."""
     member_of = getattr(task, "member_of", None)
     return member_of(problem) if member_of is not None else task
 

@@ -1,6 +1,6 @@
 """The ``coloring`` verifier: a proper colouring of a graph, given colours respected.
 
-A ``coloring`` problem (`envs.coloring`) gives a graph on vertices ``0..n-1``, a palette and
+A ``coloring`` problem (`envs.tasks.coloring`) gives a graph on vertices ``0..n-1``, a palette and
 two fixed colours; the answer names every vertex with its colour, in any order::
 
     \\boxed{0 A 1 B 2 A 3 C}
@@ -28,7 +28,7 @@ scan; nothing of the response is evaluated.
 
 Votes: `Verdict.extracted` is the parsed colouring in one spelling, vertices sorted
 (``0 A 1 B 2 C``), so two answers vote together exactly when they state the same colouring.
-The fixed colours make a generated problem's proper colouring unique (`envs.coloring` keeps
+The fixed colours make a generated problem's proper colouring unique (`envs.tasks.coloring` keeps
 only graphs with one colouring up to renaming), so every right answer votes together.
 """
 
@@ -237,7 +237,7 @@ def _fault(instance: Instance, colouring: Mapping[int, str]) -> str | None:
 
 def read_boxes(response: str) -> list[str]:
     """The ``\\boxed{}`` contents of a response, read from its printable, bounded text (the
-    verifier's read; `envs.faults` reads answers, reviews and patches the same way)."""
+    verifier's read; `envs.tasks.faults` reads answers, reviews and patches the same way)."""
     return find_boxed(sanitize(response, 20 * MAX_COLORING_CHARS))
 
 

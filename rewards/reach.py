@@ -1,6 +1,6 @@
 """The ``reach`` verifier: a chain of steps that reaches a target from given numbers, in order.
 
-A ``reach`` problem (`envs.reach`) gives numbers and a target; the answer is a chain of steps,
+A ``reach`` problem (`envs.tasks.reach`) gives numbers and a target; the answer is a chain of steps,
 each the running value, an operator (``+``, ``-`` or ``*``) and the next given number, with its
 result, the last result being the target::
 
@@ -24,8 +24,8 @@ number scores 0.
 
 Votes: `Verdict.extracted` is the chain re-written in one spelling (``3 * 4 = 12, 12 + 8 = 20``,
 ``×``, ``\\times`` and ``\\cdot`` read as ``*``), so two answers vote together exactly when they
-state the same steps. A generated problem has one right chain (`envs.reach` keeps only those), so
-every right answer votes together.
+state the same steps. A generated problem has one right chain (`envs.tasks.reach` keeps only
+those), so every right answer votes together.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """The import direction of docs/architecture.md: benchmarks on top, nothing below imports them;
-envs and rewards never pull in torch, transformers or trl; agents never imports envs, trainers or
-rewards; inside trainers, the subpackages' layers of pyproject's import-linter contracts (run on
-top, then algorithms / evaluation / verifier, roles, rollout / embedded, compat), with episode
-records and verifier rows free of torch."""
+envs and rewards never pull in torch, transformers or trl; the task layer (envs.tasks) imports no
+env module; agents never imports envs, trainers or rewards; inside trainers, the subpackages'
+layers of pyproject's import-linter contracts (run on top, then algorithms / evaluation /
+verifier, roles, rollout / embedded, compat), with episode records and verifier rows free of
+torch."""
 
 from __future__ import annotations
 
@@ -76,7 +77,8 @@ def test_import_direction(package):
 
 def test_import_contracts_hold():
     """pyproject's import-linter contracts (the packages' layers and trainers' subpackages',
-    light envs/rewards and records, no cycles in a package), checked as `lint-imports` does."""
+    light envs/rewards and records, a task layer free of envs, no cycles in a package), checked
+    as `lint-imports` does."""
     result = subprocess.run(
         [
             sys.executable,

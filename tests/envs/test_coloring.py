@@ -9,7 +9,7 @@ from collections import Counter
 import pytest
 
 import envs
-from envs.coloring import (
+from envs.tasks.coloring import (
     EDGES,
     MAX_DIFFICULTY,
     PALETTE,
@@ -18,7 +18,7 @@ from envs.coloring import (
     generate_problem,
     greedy_fails,
 )
-from envs.splits import split_of
+from envs.tasks.splits import split_of
 from rewards import get_verifier
 from rewards.coloring import read_reference
 

@@ -1,4 +1,4 @@
-"""Named faults (`envs.faults`) in math/reflection-v0 on ``coloring``: the critic names a
+"""Named faults (`envs.tasks.faults`) in math/reflection-v0 on ``coloring``: the critic names a
 clashing edge, the refiner patches, the verifier plays the critic, the feedback forms."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 import envs
-from envs.faults import ColoringFaults, feedback_text, oracle_review
+from envs.tasks.faults import ColoringFaults, feedback_text, oracle_review
 from rewards.coloring import read_reference
 
 

@@ -1,5 +1,5 @@
-"""Mixed tasks (`envs.mixed`, ``make_task("unknown+arithmetic+reach")``): interleaved problems,
-each scored by its own member's verifier and shown its member's instructions."""
+"""Mixed tasks (`envs.tasks.mixed`, ``make_task("unknown+arithmetic+reach")``): interleaved
+problems, each scored by its own member's verifier and shown its member's instructions."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import pytest
 
 import envs
 from envs.errors import UnknownTaskError
-from envs.mixed import MixedSource
-from envs.sources import ListSource, make_problem
 from envs.tasks import MixedTask
+from envs.tasks.mixed import MixedSource
+from envs.tasks.sources import ListSource, make_problem
 
 
 def listed(name: str, count: int) -> ListSource:

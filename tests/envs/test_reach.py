@@ -8,7 +8,7 @@ import re
 import pytest
 
 import envs
-from envs.reach import (
+from envs.tasks.reach import (
     LIMIT,
     MAX_DIFFICULTY,
     OPERATORS,

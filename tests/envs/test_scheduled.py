@@ -10,7 +10,6 @@ from typing import Any, ClassVar
 import pytest
 
 import envs
-from envs import prompts
 from envs.core import (
     AECTeamEnv,
     PreparesSteps,
@@ -25,6 +24,7 @@ from envs.reflection import ReflectionEnv
 from envs.roles import role_of
 from envs.scheduled import ScheduledTeamEnv
 from envs.solve import SolveEnv
+from envs.tasks import prompts
 from envs.tool import ToolEnv
 
 PROBLEM = {"id": "p/1", "question": "Ann has 2 pens and buys 3 more. How many pens?", "answer": "5"}

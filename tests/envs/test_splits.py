@@ -1,14 +1,14 @@
 """Held out by construction: a generated problem's split is a function of its text
-(`envs.splits`), a split serves distinct texts, and `envs.overlap` finds shared texts."""
+(`envs.tasks.splits`), a split serves distinct texts, and `envs.overlap` finds shared texts."""
 
 from __future__ import annotations
 
 import pytest
 
 import envs
-from envs.arithmetic import GeneratedSource, split_sizes
-from envs.splits import SPLITS, canonical_text, split_of
-from envs.unknown import generate_problem
+from envs.tasks.arithmetic import GeneratedSource, split_sizes
+from envs.tasks.splits import SPLITS, canonical_text, split_of
+from envs.tasks.unknown import generate_problem
 
 
 def _questions(source):

@@ -6,8 +6,8 @@ import re
 import pytest
 
 import envs
-from envs.arithmetic import ArithmeticSource, generate_problem
 from envs.errors import DataLoadError, DuplicateTaskError, UnknownTaskError
+from envs.tasks.arithmetic import ArithmeticSource, generate_problem
 from tests.utils import SHARED_DATA, write_jsonl
 
 

@@ -7,7 +7,7 @@ import re
 import pytest
 
 import envs
-from envs.unknown import LIMIT, MAX_DIFFICULTY, generate_problem, replay, undo_steps
+from envs.tasks.unknown import LIMIT, MAX_DIFFICULTY, generate_problem, replay, undo_steps
 
 
 @pytest.mark.parametrize("difficulty", range(1, MAX_DIFFICULTY + 1))

@@ -12,7 +12,7 @@ import re
 import pytest
 
 import envs
-from envs.faults import ColoringFaults
+from envs.tasks.faults import ColoringFaults
 from trainers.embedded import (
     COLORING_VARIANT,
     SHIPPED,

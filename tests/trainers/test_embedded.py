@@ -80,7 +80,7 @@ def test_transcripts_check_by_substitution_and_repair_by_the_miss(difficulty):
 def test_worked_replies_undo_the_steps_backwards_one_equation_each(difficulty):
     import re
 
-    from envs.arithmetic import APPLY
+    from envs.tasks.arithmetic import APPLY
 
     verifier = envs.make_task("unknown").verifier
     for problem in envs.make_task("unknown", difficulty=difficulty, size=40).source:

@@ -149,8 +149,8 @@ def test_turn_reward_logs_per_agent_metrics():
 
 
 def test_turn_reward_logs_each_task_of_a_mixed_batch():
-    """A mixed task's batch (envs.mixed): per task reward and accuracy over its trainable turns;
-    a batch of one task logs none."""
+    """A mixed task's batch (envs.tasks.mixed): per task reward and accuracy over its trainable
+    turns; a batch of one task logs none."""
     logged = {}
     kwargs = {
         "completions": ["a", "b", "c", "d"],

@@ -1,4 +1,4 @@
-"""A run on a mixed task (``--task unknown+arithmetic+reach``, `envs.mixed`): the training log
+"""A run on a mixed task (``--task unknown+arithmetic+reach``, `envs.tasks.mixed`): the training log
 and the evaluation report each member; the held-out guard reads every member's problems."""
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ def test_a_mixed_evaluation_reports_each_member():
 def test_the_held_out_guard_reads_every_member(monkeypatch):
     """A mixed run's guard compares its training problems with its evaluation problems across
     all members: a reach test problem planted among the training problems is refused."""
-    from envs.problems import ProblemSet
+    from envs.tasks.problems import ProblemSet
     from trainers.evaluation.held_out import OverlapError, check_held_out
     from trainers.run.bridge import eval_config
     from trainers.run.cli import make_parser

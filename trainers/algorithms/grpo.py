@@ -80,7 +80,7 @@ from agents.base import GenerationArguments
 from agents.hf import HFPolicy
 from agents.roles import RoleMap, build_lora_role_map
 from envs.roles import env_roles
-from envs.sources import chosen_problems
+from envs.tasks.sources import chosen_problems
 from trainers.algorithms.microbatch import LengthGroupedMixin
 from trainers.algorithms.rows import (
     mask_uniform_groups,
@@ -260,7 +260,7 @@ def immediate_rewards(env_id: str, env_kwargs: dict[str, Any], env: Any) -> bool
 
 def resolve_problems(env: Any, train_problems: int | Sequence[str] | None) -> list[str]:
     """Problem ids: all of the env's task (`None`), the first `n` (int), or the given ids (each
-    one of the task's: `envs.sources.chosen_problems`)."""
+    one of the task's: `envs.tasks.sources.chosen_problems`)."""
     return [p["id"] for p in chosen_problems(env.unwrapped.task.source, train_problems)]
 
 

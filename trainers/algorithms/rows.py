@@ -33,8 +33,8 @@ from typing import Any
 from datasets import Dataset
 from pettingzoo import ParallelEnv
 
-from envs.mixed import task_of
 from envs.roles import role_of
+from envs.tasks.mixed import task_of
 from trainers.rollout.records import Episode, Turn, is_review, review_roles_for
 
 SLOT_SEP = "#"
@@ -249,7 +249,7 @@ def turn_reward(
     """The rollout's weighted turn rewards (`None` on padding rows); logs per-agent metrics:
     reward, accuracy, completion length and, for a reviewer (rows with ``reviewed``), the
     balanced accuracy of its verdicts (`review_balanced_accuracy`); and, when the batch holds
-    problems of several tasks (a mixed task, `envs.mixed`), per task ``tasks/<task>/reward``
+    problems of several tasks (a mixed task, `envs.tasks.mixed`), per task ``tasks/<task>/reward``
     and ``/accuracy`` over its trainable turns."""
     if log_metric is not None and problem_id is not None:
         _log_tasks(log_metric, turn_raw_reward or turn_reward, turn_reward, correct, problem_id)

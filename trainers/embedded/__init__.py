@@ -406,7 +406,7 @@ def calibration_rows(recipe: EmbeddedRecipe) -> list[dict[str, Any]]:
     """Transcript rows (every role, drill rows left out) of ``unknown`` train problems the SFT
     never saw (the train split's next problems, less any text the SFT had: a small level gives
     none), played like the training transcripts. No validation or test problem is read."""
-    from envs.splits import canonical_text
+    from envs.tasks.splits import canonical_text
 
     fresh = []
     families = {task: count for task, count in recipe_families(recipe).items() if count}

@@ -1,4 +1,5 @@
-"""The embedded model's warm-start transcripts on ``coloring`` (graph 3-colouring, `envs.coloring`).
+"""The embedded model's warm-start transcripts on ``coloring`` (graph 3-colouring,
+`envs.tasks.coloring`).
 
 Each role does what its check costs it, and no more:
 

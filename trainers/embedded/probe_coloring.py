@@ -42,7 +42,7 @@ def _rates(rows: list[tuple[bool, bool, bool | None]]) -> str:
 
 def probe_level(policy: Any, level: int, args: argparse.Namespace, rng: random.Random) -> str:
     import envs
-    from envs.faults import ColoringFaults
+    from envs.tasks.faults import ColoringFaults
     from trainers.embedded.coloring_rows import slip, solution, solve_reply
 
     problems = list(

@@ -29,7 +29,7 @@ Each role does what it does in the real setting, scaled down:
   flipped). (v12b's executor undid the steps itself, ``print(21 + 4 - 7)``: its programs
   followed the plan's signs in 17% of episodes and it was right 20% of the time.)
 
-On ``reach`` (put + - * between numbers to reach a target, `envs.reach`), the gap family:
+On ``reach`` (put + - * between numbers to reach a target, `envs.tasks.reach`), the gap family:
 
 - the solver answers at a glance with a chain (``The answer is \\boxed{3 * 4 = 12, 12 + 8 =
   20}.``): choosing the operators is a search that one reply does not make, so a small model
@@ -55,10 +55,10 @@ from collections.abc import Callable
 from typing import Any
 
 import envs
-from envs.arithmetic import APPLY
-from envs.reach import OPERATORS as REACH_OPERATORS
-from envs.reach import chain_text, evaluate
-from envs.unknown import INVERSE, replay, undo_steps
+from envs.tasks.arithmetic import APPLY
+from envs.tasks.reach import OPERATORS as REACH_OPERATORS
+from envs.tasks.reach import chain_text, evaluate
+from envs.tasks.unknown import INVERSE, replay, undo_steps
 from rewards.extract import last_boxed
 from rewards.reach import Chain, parse_chain
 from trainers.embedded.chat import chat_row

@@ -19,8 +19,8 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from envs.mixed import task_of
 from envs.roles import role_of
+from envs.tasks.mixed import task_of
 from rewards import canonical_answer
 from trainers.evaluation.metrics import (
     answer_sequence,
@@ -307,7 +307,7 @@ def compare_team_alone(
     matched = [k for k in matched if scores.get(f"alone/maj@{k}")]
     baseline = max(matched, key=lambda k: figures[f"alone/maj@{k}"], default=matched_k)
     ids = sorted(set(team) & set(alone))
-    mixed = len({task_of(pid) for pid in ids}) > 1  # a mixed task's problems (envs.mixed)
+    mixed = len({task_of(pid) for pid in ids}) > 1  # a mixed task's problems (envs.tasks.mixed)
     levels = _level_rows(ids, scores, names, matched, headroom, pair, mixed)
     out = {
         "figures": figures,

@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from agents.base import GenerationArguments
-from envs.problems import ProblemSet
 from envs.registry import spec
 from envs.tasks import is_procedural
+from envs.tasks.problems import ProblemSet
 from trainers.embedded import EMBEDDED_TASK
 from trainers.evaluation.splits import Levels, as_levels
 
@@ -56,8 +56,8 @@ class EvalConfig:
     env_options: dict[str, Any] = field(default_factory=dict)
 
     def problem_set(self) -> ProblemSet:
-        """The problems it plays (`envs.problems.ProblemSet`): a generated task's test split by
-        default (held out by construction, `envs.splits`), at `levels`."""
+        """The problems it plays (`envs.tasks.problems.ProblemSet`): a generated task's test split
+        by default (held out by construction, `envs.tasks.splits`), at `levels`."""
         procedural = is_procedural(self.task)
         return ProblemSet(
             self.task,

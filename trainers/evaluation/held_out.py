@@ -1,6 +1,6 @@
 """The held-out guard: the refusal of a run whose evaluation problems (`EvalConfig.problem_set`)
-occur among its training problems (`Job.train_set`): `check_held_out`. Generated tasks are held out by construction (`envs.splits`; their levels:
-`trainers.evaluation.splits`)."""
+occur among its training problems (`Job.train_set`): `check_held_out`. Generated tasks are held
+out by construction (`envs.tasks.splits`; their levels: `trainers.evaluation.splits`)."""
 
 from __future__ import annotations
 
@@ -20,8 +20,8 @@ class OverlapError(ValueError):
 def check_held_out(job: RunSource, evaluation: EvalConfig) -> dict[str, Any]:
     """Refuse (`OverlapError`) a run whose evaluation problems share a text with its training
     problems (`envs.overlap`: whitespace and case ignored), unless ``--allow_overlap``; return
-    the counts compared. Generated tasks are held out by construction (`envs.splits`); a user's
-    JSONL or hub split is checked here, as the training problems the run will read
+    the counts compared. Generated tasks are held out by construction (`envs.tasks.splits`); a
+    user's JSONL or hub split is checked here, as the training problems the run will read
     (`job`: the run's settings, a `trainers.run.args.Job`)."""
     import envs
 

@@ -32,8 +32,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from envs.mixed import task_of
 from envs.roles import role_of
+from envs.tasks.mixed import task_of
 from rewards import canonical_answer, majority_vote
 from trainers.rollout.records import Episode, Turn, answer_roles_of, is_review, review_roles_of
 
@@ -167,7 +167,7 @@ def review_metrics(episodes: Sequence[Episode]) -> dict[str, float | None]:
       makes right; ``review/broke``: among right answers under review, the share the next answer
       turn makes wrong (None without such answers). ``review/fixed_when_flagged`` and
       ``review/broke_right`` are the same rates under their first names, 0.0 without answers.
-    - ``review/fault_real``, on a task with named faults (`envs.faults`): among the rejections
+    - ``review/fault_real``, on a task with named faults (`envs.tasks.faults`): among the rejections
       of wrong answers, the share whose named fault is a real one (by the env's ``fault_rule``;
       naming none is a miss). Left out on other tasks.
 

@@ -39,7 +39,7 @@ def run_env(
     if levels:
         metrics["levels"] = levels
     members = level_metrics(episodes, by_member=True)
-    if len(members) > 1:  # a mixed task (envs.mixed): per member too
+    if len(members) > 1:  # a mixed task (envs.tasks.mixed): per member too
         metrics["members"] = members
     if config.intervals:  # 95% percentile bootstrap over problems
         metrics["ci95"] = bootstrap_intervals(episodes, seed=config.seed)

@@ -9,8 +9,8 @@ from agents.base import GenerationArguments, Policy
 from agents.ensemble import make_ensemble
 from agents.hf import HFPolicy
 from agents.roles import RoleMap
-from envs import prompts
 from envs.roles import answer_roles as builtin_answer_roles
+from envs.tasks import prompts
 from rewards import canonical_answer, extract_answer
 from trainers.embedded import resolve_model
 

@@ -1,6 +1,6 @@
 """The levels of a generated task as runs write them (`Levels`, `as_levels`, `describe_levels`),
 and how many distinct problems each level's splits hold (`level_split_sizes`). Which levels hold
-enough problems for a set is the set's own question (`envs.problems.ProblemSet.held`)."""
+enough problems for a set is the set's own question (`envs.tasks.problems.ProblemSet.held`)."""
 
 from __future__ import annotations
 
@@ -8,14 +8,14 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from envs.arithmetic import split_sizes
-from envs.problems import ProblemSet
+from envs.tasks.arithmetic import split_sizes
+from envs.tasks.problems import ProblemSet
 
 logger = logging.getLogger(__name__)
 
 
 Levels = list[int] | dict[str, list[int]]
-"""A generated task's levels, or a mixed task's (`envs.mixed`): each member's."""
+"""A generated task's levels, or a mixed task's (`envs.tasks.mixed`): each member's."""
 
 
 def as_levels(value: Any) -> Levels:
@@ -34,10 +34,10 @@ def describe_levels(levels: Levels) -> str:
 
 def level_split_sizes(task: str, levels: Any, draws: int = 150_000) -> dict[str, Any]:
     """For each level of a generated task, how many distinct problems each split holds
-    (`envs.arithmetic.split_sizes`; ``exact`` False: lower bounds, the level is bigger); a
+    (`envs.tasks.arithmetic.split_sizes`; ``exact`` False: lower bounds, the level is bigger); a
     mixed task's: per member."""
     import envs
-    from envs.mixed import is_mixed
+    from envs.tasks.mixed import is_mixed
 
     if is_mixed(task):
         return {

@@ -40,5 +40,5 @@ class RunSource(Protocol):
         ...
 
     def train_set(self, split: str | None = None, count: int | None = None) -> Any:
-        """The training problems (an `envs.problems.ProblemSet`; its first `count`)."""
+        """The training problems (an `envs.tasks.problems.ProblemSet`; its first `count`)."""
         ...

@@ -27,9 +27,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import envs
-from envs.mixed import is_mixed
-from envs.problems import ProblemSet
 from envs.tasks import default_levels, is_procedural
+from envs.tasks.mixed import is_mixed
+from envs.tasks.problems import ProblemSet
 from trainers.embedded import EMBEDDED_TASK
 from trainers.evaluation.splits import Levels
 from trainers.run.options import option_kwargs
@@ -52,7 +52,7 @@ class EnvArguments:
         env_id (`str`, set by the script): the registered env.
         task (`str`, "unknown"), data_path (`str | None`), split (`str | None`): the task
             (default: the one the embedded model is built on); several joined by ``+``
-            (``unknown+arithmetic+reach``) train on all of them, interleaved (`envs.mixed`).
+            (``unknown+arithmetic+reach``) train on all of them, interleaved (`envs.tasks.mixed`).
         difficulty (`list[int]`, [1, 2, 3]): levels of a generated task (default: those of the
             embedded model; a mixed task's: the same given levels for each member, else each
             member's own).
@@ -67,7 +67,7 @@ class EnvArguments:
         default=EMBEDDED_TASK,
         metadata={
             "help": "Task name, or several joined by '+' to train on all of them at once "
-            "(e.g. 'unknown+arithmetic+reach'; envs.mixed)."
+            "(e.g. 'unknown+arithmetic+reach'; envs.tasks.mixed)."
         },
     )
     data_path: str | None = field(default=None, metadata={"help": "Local JSONL for the task."})
@@ -96,9 +96,9 @@ class EnvArguments:
         return self.problem_set().level_list()
 
     def problem_set(self, split: str | None = None, count: int | None = None) -> ProblemSet:
-        """The training problems (`envs.problems.ProblemSet`): a generated task's levels cycled
-        (`repeat`, 10,000 problems a level unless `count`), from `split` (default: its
-        own, the train split of a generated task)."""
+        """The training problems (`envs.tasks.problems.ProblemSet`): a generated task's levels
+        cycled (`repeat`, 10,000 problems a level unless `count`), from `split` (default: its own,
+        the train split of a generated task)."""
         return ProblemSet(
             self.task,
             split=split or self.split,

@@ -43,8 +43,8 @@ from pathlib import Path
 from typing import Any
 
 import envs
-from envs.problems import ProblemSet
 from envs.tasks import is_procedural
+from envs.tasks.problems import ProblemSet
 from trainers.algorithms.checkpoint import atomic_path
 from trainers.embedded import EMBEDDED_TASK
 from trainers.evaluation.evaluate import EvalConfig, evaluate

@@ -3,7 +3,7 @@
 `Validation` scores a model with `trainers.evaluation.evaluate.evaluate`.
 
 Where the validation problems come from: a generated task (``unknown``, ``arithmetic``) has a
-validation split sharing no text with train or test (`envs.splits`); the check takes the
+validation split sharing no text with train or test (`envs.tasks.splits`); the check takes the
 evaluation's levels that hold it (and, when ``--eval_split validation`` evaluates on that split,
 the problems after the evaluation's). A task without one (a user's JSONL, ``--data_path``; the
 hub's gsm8k/math/anli splits) takes the ``--validation_problems`` training problems after the
@@ -24,8 +24,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from envs.problems import ProblemSet
 from envs.tasks import is_procedural
+from envs.tasks.problems import ProblemSet
 from trainers.evaluation.config import EvalConfig
 from trainers.evaluation.evaluate import evaluate
 from trainers.evaluation.splits import as_levels, describe_levels

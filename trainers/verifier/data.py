@@ -103,7 +103,7 @@ def scripted_rows(
     random step, propagated to the final answer.
     """
     import envs
-    from envs.arithmetic import worked_solution
+    from envs.tasks.arithmetic import worked_solution
 
     rng = random.Random(f"verifier-rows|{seed}|{split}")
     source = envs.make_task(

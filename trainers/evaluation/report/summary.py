@@ -55,7 +55,7 @@ def summary(results: dict[str, Any]) -> dict[str, dict[str, Any]]:
             for key in ("tokens_k", "baseline_k"):
                 if key in compare:
                     compared.setdefault(key, {})[when] = compare[key]
-            # a mixed task's members (envs.mixed) first, as "task <name>", then the levels
+            # a mixed task's members (envs.tasks.mixed) first, as "task <name>", then the levels
             groups = {f"task {m}": row for m, row in compare.get("members", {}).items()}
             groups.update(compare.get("levels", {}))
             levels = {

@@ -95,7 +95,7 @@ def comparison_report(results: dict[str, Any], key: str = "compare") -> list[str
     def name_of(name: str) -> str:
         return label(name).replace("alone:", f"{who}:")
 
-    # per member task of a mixed task (envs.mixed), then per level: the same rows
+    # per member task of a mixed task (envs.tasks.mixed), then per level: the same rows
     groups = {f"task {m}": row for m, row in c.get("members", {}).items()}
     groups.update({f"level {lv}": row for lv, row in c.get("levels", {}).items()})
     levels = list(groups)

@@ -19,7 +19,7 @@ import inspect
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from envs.sources import Problem, ProblemSource
+from envs.tasks.sources import Problem, ProblemSource
 
 SEPARATOR = "+"
 PER_MEMBER = ("difficulty", "data_path")  # kwargs that may map member name -> value

@@ -22,10 +22,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from envs.mixed import member_names
-from envs.sources import Problem, ProblemSource
-from envs.splits import overlap
 from envs.tasks import default_levels, is_procedural, levels_holding, make_task
+from envs.tasks.mixed import member_names
+from envs.tasks.sources import Problem, ProblemSource
+from envs.tasks.splits import overlap
 
 logger = logging.getLogger(__name__)
 
@@ -48,7 +48,7 @@ class ProblemSet:
     """Which problems: the task and where its problems come from, how many, from which index.
 
     Args:
-        task (`str`, "unknown"): a registered task, or several joined by ``+`` (`envs.mixed`).
+        task (`str`, "unknown"): a registered task, or several joined by ``+`` (`envs.tasks.mixed`).
         split (`str | None`): the task's split; None: a generated task's "train" for a
             training set (`repeat`), "test" for an evaluation set; a file task's own default.
         levels (`Sequence[int] | Mapping[str, Sequence[int]] | None`): a generated task's

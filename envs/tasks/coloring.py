@@ -10,7 +10,7 @@ different colours; two vertices' colours are given::
 Solving is a search: every graph kept here defeats the index-order greedy colouring (vertex
 0, 1, ... each taking the first colour no coloured neighbour has gets stuck), so a colouring
 written down vertex by vertex without backtracking fails. Checking a proposed colouring is a
-look-up per edge: both ends' colours, compared. Like ``reach`` (`envs.reach`), this is a
+look-up per edge: both ends' colours, compared. Like ``reach`` (`envs.tasks.reach`), this is a
 family where checking is much cheaper than producing an answer.
 
 Level ``d`` has `VERTICES` ``[d]`` vertices (7, 8, 10, 12) and `EDGES` ``[d]`` edges (14, 18,
@@ -32,7 +32,7 @@ rejects most candidates at levels 1..3, uniqueness most at level 4) and 0.13, 0.
 gave over 18,000 distinct texts in their first 20,000 candidates.
 
 Candidate ``index`` of a (difficulty, seed) pair comes from its own seeded ``random.Random``, so
-any problem can be rebuilt alone; its split is a hash of its text (`envs.splits`). The
+any problem can be rebuilt alone; its split is a hash of its text (`envs.tasks.splits`). The
 metadata holds the graph, the palette, the fixed colours and the solution; the answer (the
 reference) is ``solution | edges | fixed colours`` (`rewards.coloring.reference_text`), from
 which the verifier reads the graph.
@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import random
 
-from envs.sources import Problem
+from envs.tasks.sources import Problem
 from rewards.coloring import Instance, reference_text
 
 MAX_DIFFICULTY = 4
@@ -129,7 +129,7 @@ def _candidate(rng: random.Random, n: int, m: int) -> tuple[list[int], list[tupl
 
 def generate_problem(index: int, *, difficulty: int = 1, seed: int = 0) -> Problem:
     """Candidate `index` of the family's stream at this difficulty and seed (a pure function of
-    them); `envs.arithmetic.GeneratedSource` assigns its split by its text."""
+    them); `envs.tasks.arithmetic.GeneratedSource` assigns its split by its text."""
     if not 1 <= difficulty <= MAX_DIFFICULTY:
         raise ValueError(f"coloring difficulty must be in 1..{MAX_DIFFICULTY}, got {difficulty!r}")
     rng = random.Random(f"coloring|{seed}|{difficulty}|{index}")

@@ -12,17 +12,18 @@ error, so the check also tells how to repair it. Checking costs as much as solvi
 are the same chain of small steps, one run forwards and one backwards, so a critic made of the
 same model checks no better than its solver solves. This is the control family, the one without
 a generation-verification gap: measured, a trained team ties the same model's self-consistency
-on it (docs/results.md, "The main job over 3 seeds"). ``reach`` (`envs.reach`) is the family with the gap.
+on it (docs/results.md, "The main job over 3 seeds"). ``reach`` (`envs.tasks.reach`) is the
+family with the gap.
 
 Level ``d`` has ``d`` steps of 2..9 each; the start is 2..30 and every quantity stays an integer in
 1..60, so each step is a small fact while undoing several at once is not. Candidate ``index`` of
 a (difficulty, seed) pair comes from its own seeded ``random.Random`` (as ``arithmetic``), so any
-problem can be rebuilt alone; a problem's split is a hash of its text (`envs.splits`). The
+problem can be rebuilt alone; a problem's split is a hash of its text (`envs.tasks.splits`). The
 metadata holds the start, the steps (``[operator, operand]`` pairs) and the end, from which checks
 are written (`replay`).
 
 Distinct problems per level and split (keyed hash, shares 0.8 / 0.1 / 0.1; seed-independent;
-`envs.arithmetic.split_sizes`): see the README's task table.
+`envs.tasks.arithmetic.split_sizes`): see the README's task table.
 """
 
 from __future__ import annotations
@@ -30,8 +31,8 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from envs.arithmetic import APPLY
-from envs.sources import Problem
+from envs.tasks.arithmetic import APPLY
+from envs.tasks.sources import Problem
 
 MAX_DIFFICULTY = 4
 LIMIT = 60  # every quantity stays in 1..LIMIT
@@ -40,7 +41,7 @@ INVERSE = {"+": "-", "-": "+"}  # the operator that undoes each step
 
 def generate_problem(index: int, *, difficulty: int = 1, seed: int = 0) -> Problem:
     """Candidate `index` of the family's stream at this difficulty and seed (a pure function of
-    them); `envs.arithmetic.GeneratedSource` assigns its split by its text."""
+    them); `envs.tasks.arithmetic.GeneratedSource` assigns its split by its text."""
     rng = random.Random(f"unknown|{seed}|{difficulty}|{index}")
     start = value = rng.randint(2, 30)
     steps = []

@@ -3,9 +3,9 @@
 Candidate ``index`` of a (difficulty, seed) pair is generated from its own ``random.Random``
 seeded by those values, so any problem can be rebuilt alone, in any order, on any machine
 (reasoning-gym's per-index seeding); `GeneratedSource` serves the candidates of one split, the
-split of each being a hash of its text (`envs.splits`), so no text is in two splits. Level ``d``
-chains ``d`` operations; operand ranges grow with the level; every intermediate quantity is a
-non-negative integer. The metadata holds the expression, the start value and the steps
+split of each being a hash of its text (`envs.tasks.splits`), so no text is in two splits. Level
+``d`` chains ``d`` operations; operand ranges grow with the level; every intermediate quantity is
+a non-negative integer. The metadata holds the expression, the start value and the steps
 (``[operator, operand]`` pairs), from which worked solutions can be written (`trainers.embedded`
 does, for the warm-start transcripts).
 """
@@ -17,8 +17,8 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from envs.sources import Problem, ProblemSource
-from envs.splits import SPLITS, canonical_text, check_split, split_of
+from envs.tasks.sources import Problem, ProblemSource
+from envs.tasks.splits import SPLITS, canonical_text, check_split, split_of
 
 MAX_DIFFICULTY = 5
 DEFAULT_SIZE = 1000  # problems of a generated source when no size is given
@@ -137,7 +137,7 @@ def worked_solution(problem: Problem, slip_at: int | None = None, slip: int = 0)
 
 class LevelStream:
     """The distinct problems of one (family, level, seed), each in the split its text hashes to
-    (`envs.splits`), discovered lazily from the family's seeded candidate stream and shared by
+    (`envs.tasks.splits`), discovered lazily from the family's seeded candidate stream and shared by
     every source of that family, level and seed (the env copies of a run read one stream).
 
     Candidate ``j`` is ``generate(j, difficulty=level, seed=seed)``; a candidate whose text was
@@ -216,7 +216,7 @@ def split_sizes(
 
 
 class GeneratedSource(ProblemSource):
-    """`size` problems of a procedural family, held out by construction (`envs.splits`).
+    """`size` problems of a procedural family, held out by construction (`envs.tasks.splits`).
 
     A problem's split is a keyed hash of its question text, so no text is in two splits whatever
     the seed or size; within a split every problem is a distinct text. Problems are built on

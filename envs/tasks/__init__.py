@@ -28,12 +28,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from envs import coloring, prompts, reach, unknown
-from envs.arithmetic import ArithmeticSource, GeneratedSource
 from envs.errors import DuplicateTaskError, UnknownTaskError
-from envs.faults import ColoringFaults
-from envs.mixed import MixedSource, check_members, is_mixed, member_kwargs, member_names
-from envs.sources import Problem, ProblemSource, load_hub, load_jsonl, require
+from envs.tasks import coloring, prompts, reach, unknown
+from envs.tasks.arithmetic import ArithmeticSource, GeneratedSource
+from envs.tasks.faults import ColoringFaults
+from envs.tasks.mixed import MixedSource, check_members, is_mixed, member_kwargs, member_names
+from envs.tasks.sources import Problem, ProblemSource, load_hub, load_jsonl, require
 from rewards import Verifier, get_verifier
 from rewards.extract import last_boxed
 
@@ -69,7 +69,7 @@ class Levels:
 def is_procedural(task: Any) -> bool:
     """Whether `task` (a name, or a mixed task's ``a+b`` name) is generated: every member of
     it registered with `Levels`. A generated task takes `difficulty`, `size`, `seed` and
-    `repeat`; a problem's split is a hash of its text (`envs.splits`), so its "validation" and
+    `repeat`; a problem's split is a hash of its text (`envs.tasks.splits`), so its "validation" and
     "test" splits are held out."""
     return all(name in _LEVELS for name in member_names(task))
 
@@ -106,7 +106,7 @@ class Task:
         answer_format (`str`): how answering roles must state the answer; filled into the
             role instructions.
         instructions (`Mapping[str, str]`): per-role overrides of `prompts.DEFAULT_INSTRUCTIONS`.
-        faults (`envs.faults.FaultModel | None`): the task's named faults (a critic names what
+        faults (`envs.tasks.faults.FaultModel | None`): the task's named faults (a critic names what
             is wrong, a refiner patches it, the verifier can play the critic); None: a review
             is a verdict alone.
         review_first (`bool`, False): a review's prompt shows the answer before the problem,
@@ -149,7 +149,7 @@ class Task:
 
 
 class MixedTask(Task):
-    """Several tasks played as one (`envs.mixed`): its source interleaves the members'
+    """Several tasks played as one (`envs.tasks.mixed`): its source interleaves the members'
     problems, and `member_of` gives the member (with its own verifier, answer format and
     instructions) a problem belongs to. As a plain `Task` it reads as its first member."""
 
@@ -169,7 +169,7 @@ class MixedTask(Task):
 
 
 def mixed_task(names: Sequence[str], **kwargs: Any) -> MixedTask:
-    """Build the members of a mixed task (`envs.mixed`) with their share of `kwargs`."""
+    """Build the members of a mixed task (`envs.tasks.mixed`) with their share of `kwargs`."""
     check_members(names, kwargs)
     members = []
     for name in names:
@@ -286,7 +286,7 @@ def make_task(task: str | Task, **kwargs: Any) -> Task:
     """Build a registered task (kwargs such as `split`, `data_path`, `verifier` go to its factory).
 
     Names joined by ``+`` (``"unknown+arithmetic+reach"``) build a `MixedTask` of those tasks
-    (`envs.mixed`).
+    (`envs.tasks.mixed`).
 
     A `Task` instance is returned as is, with `verifier` swapped if one is given.
     """
@@ -344,7 +344,7 @@ def unknown_task(
     verifier: str | Verifier = "math",
     repeat: bool = False,
 ) -> Task:
-    """Find the start of a chain of additions and subtractions (`envs.unknown`)."""
+    """Find the start of a chain of additions and subtractions (`envs.tasks.unknown`)."""
     source = GeneratedSource(
         unknown.generate_problem,
         "unknown",
@@ -380,7 +380,7 @@ def reach_task(
     verifier: str | Verifier = "reach",
     repeat: bool = False,
 ) -> Task:
-    """Put +, - or * between numbers to reach a target (`envs.reach`), scored by the ``reach``
+    """Put +, - or * between numbers to reach a target (`envs.tasks.reach`), scored by the ``reach``
     verifier (`rewards.reach`: the numbers in order, every step exact, the target reached)."""
     source = GeneratedSource(
         reach.generate_problem,
@@ -417,9 +417,9 @@ def coloring_task(
     verifier: str | Verifier = "coloring",
     repeat: bool = False,
 ) -> Task:
-    """Colour a graph with A B C so that no edge joins one colour (`envs.coloring`), scored by
+    """Colour a graph with A B C so that no edge joins one colour (`envs.tasks.coloring`), scored by
     the ``coloring`` verifier (`rewards.coloring`: a complete proper colouring, the given
-    colours kept). Its faults are named (`envs.faults.ColoringFaults`: a clashing edge), and a
+    colours kept). Its faults are named (`envs.tasks.faults.ColoringFaults`: a clashing edge), and a
     review sees the colouring before the edges."""
     source = GeneratedSource(
         coloring.generate_problem,

@@ -1,6 +1,6 @@
 """Held out by construction: a generated problem's split is a function of its text alone.
 
-A procedural family (``arithmetic``, ``unknown``, any `envs.arithmetic.GeneratedSource`) draws
+A procedural family (``arithmetic``, ``unknown``, any `envs.tasks.arithmetic.GeneratedSource`) draws
 candidate problems from a seeded stream; each candidate's split is a keyed hash of its
 *canonical* question text (whitespace runs collapsed, case folded) into train / validation / test
 with the shares of `SPLIT_SHARES`. No text can be in two splits, whatever the seed, the size or

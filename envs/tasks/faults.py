@@ -75,7 +75,7 @@ def _boxed_coloring(text: str, n: int) -> dict[int, str] | None:
 
 
 class ColoringFaults:
-    """Named faults of graph colouring (`envs.coloring`): a fault is a clashing edge ``u v``
+    """Named faults of graph colouring (`envs.tasks.coloring`): a fault is a clashing edge ``u v``
     (both ends one colour), named ``BAD u v``; a patch is a partial colouring (``\\boxed{2
     C}``) laid over the latest answer's colouring."""
 

@@ -12,7 +12,7 @@ sequences one by one. Checking a proposed chain is one replay: each step is a sm
 end is compared with the target once. This is the family where checking an answer is much
 cheaper than producing it (a generation-verification gap), the kind where a critic made of the
 same model can beat its solver and a team can beat the model's self-consistency. ``unknown``
-(`envs.unknown`) is its control: there checking a start costs as much as finding it.
+(`envs.tasks.unknown`) is its control: there checking a start costs as much as finding it.
 
 Level ``d`` has ``d + 2`` numbers of 2..9 (``3^(d+1)`` operator sequences: 9, 27, 81, 243); the
 chain's every value stays an integer in 1..`LIMIT`, so each step is a fact the embedded model's
@@ -20,7 +20,7 @@ single-token numbers can state. Only problems with exactly one operator sequence
 the target are kept (any intermediate values allowed in the count), so a problem has one right
 chain and every right answer votes together (`rewards.reach`). Candidate ``index`` of a
 (difficulty, seed) pair comes from its own seeded ``random.Random``, so any problem can be
-rebuilt alone; a problem's split is a hash of its text (`envs.splits`). The metadata holds the
+rebuilt alone; a problem's split is a hash of its text (`envs.tasks.splits`). The metadata holds the
 numbers, the operators and the target; the answer (the reference) is the right chain itself,
 from which the verifier reads the numbers and the target.
 """
@@ -30,7 +30,7 @@ from __future__ import annotations
 import itertools
 import random
 
-from envs.sources import Problem
+from envs.tasks.sources import Problem
 from rewards.reach import Chain, apply
 
 MAX_DIFFICULTY = 4
@@ -90,7 +90,7 @@ def question(numbers: list[int], target: int) -> str:
 
 def generate_problem(index: int, *, difficulty: int = 1, seed: int = 0) -> Problem:
     """Candidate `index` of the family's stream at this difficulty and seed (a pure function of
-    them); `envs.arithmetic.GeneratedSource` assigns its split by its text."""
+    them); `envs.tasks.arithmetic.GeneratedSource` assigns its split by its text."""
     if not 1 <= difficulty <= MAX_DIFFICULTY:
         raise ValueError(f"reach difficulty must be in 1..{MAX_DIFFICULTY}, got {difficulty!r}")
     rng = random.Random(f"reach|{seed}|{difficulty}|{index}")
