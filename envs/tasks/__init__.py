@@ -217,13 +217,16 @@ def generated_task(
     verifier: str | Verifier = "math",
     answer_format: str = BOXED,
     instructions: Mapping[str, str] | None = None,
+    default_difficulty: int | Sequence[int] | None = None,
     **task_fields: Any,
 ) -> TaskFactory:
     """The factory of a generated task: ``generate(index, *, difficulty, seed) -> Problem`` (a
-    pure function; `GeneratedSource` gives each problem its id and hash split), at `levels`.
+    pure function; `GeneratedSource` gives each problem its id and hash split), at `levels`; a
+    call without `difficulty` plays `default_difficulty` (default: ``levels.default``).
 
     `register_generated` registers one in one line.
     """
+    unset = list(levels.default) if default_difficulty is None else default_difficulty
 
     def factory(
         split: str = "train",
@@ -237,7 +240,7 @@ def generated_task(
             generate,
             name,
             size,
-            list(levels.default) if difficulty is None else difficulty,
+            unset if difficulty is None else difficulty,
             split,
             seed,
             max_difficulty=max(levels.all),
@@ -336,30 +339,6 @@ UNKNOWN_INSTRUCTIONS = {
 }
 
 
-def unknown_task(
-    split: str = "train",
-    size: int | None = None,
-    difficulty: int | list[int] = 1,
-    seed: int = 0,
-    verifier: str | Verifier = "math",
-    repeat: bool = False,
-) -> Task:
-    """Find the start of a chain of additions and subtractions (`envs.tasks.unknown`)."""
-    source = GeneratedSource(
-        unknown.generate_problem,
-        "unknown",
-        size,
-        difficulty,
-        split,
-        seed,
-        max_difficulty=unknown.MAX_DIFFICULTY,
-        repeat=repeat,
-    )
-    return Task(
-        "unknown", source, verifier, answer_format=UNKNOWN_FORMAT, instructions=UNKNOWN_INSTRUCTIONS
-    )
-
-
 REACH_FORMAT = "end with the chain in \\boxed{}, like \\boxed{a + b = c, c * d = e}."
 REACH_INSTRUCTIONS = {
     "solver": "Reach the target; {answer_format}",
@@ -372,31 +351,6 @@ REACH_INSTRUCTIONS = {
 }
 
 
-def reach_task(
-    split: str = "train",
-    size: int | None = None,
-    difficulty: int | list[int] = 1,
-    seed: int = 0,
-    verifier: str | Verifier = "reach",
-    repeat: bool = False,
-) -> Task:
-    """Put +, - or * between numbers to reach a target (`envs.tasks.reach`), scored by the ``reach``
-    verifier (`rewards.reach`: the numbers in order, every step exact, the target reached)."""
-    source = GeneratedSource(
-        reach.generate_problem,
-        "reach",
-        size,
-        difficulty,
-        split,
-        seed,
-        max_difficulty=reach.MAX_DIFFICULTY,
-        repeat=repeat,
-    )
-    return Task(
-        "reach", source, verifier, answer_format=REACH_FORMAT, instructions=REACH_INSTRUCTIONS
-    )
-
-
 COLORING_FORMAT = "end with the colouring in \\boxed{}, like \\boxed{0 A 1 B 2 C}."
 COLORING_INSTRUCTIONS = {
     "solver": "Colour the graph; {answer_format}",
@@ -407,39 +361,6 @@ COLORING_INSTRUCTIONS = {
     "refiner": "Keep an accepted colouring; on a rejection recolour one end of the named edge; "
     "{answer_format}",
 }
-
-
-def coloring_task(
-    split: str = "train",
-    size: int | None = None,
-    difficulty: int | list[int] = 1,
-    seed: int = 0,
-    verifier: str | Verifier = "coloring",
-    repeat: bool = False,
-) -> Task:
-    """Colour a graph with A B C so that no edge joins one colour (`envs.tasks.coloring`), scored by
-    the ``coloring`` verifier (`rewards.coloring`: a complete proper colouring, the given
-    colours kept). Its faults are named (`envs.tasks.faults.ColoringFaults`: a clashing edge), and a
-    review sees the colouring before the edges."""
-    source = GeneratedSource(
-        coloring.generate_problem,
-        "coloring",
-        size,
-        difficulty,
-        split,
-        seed,
-        max_difficulty=coloring.MAX_DIFFICULTY,
-        repeat=repeat,
-    )
-    return Task(
-        "coloring",
-        source,
-        verifier,
-        answer_format=COLORING_FORMAT,
-        instructions=COLORING_INSTRUCTIONS,
-        faults=ColoringFaults(),
-        review_first=True,
-    )
 
 
 def levels_holding(
@@ -572,9 +493,43 @@ def anli_task(
 # recipe reads them: `trainers.embedded.EmbeddedRecipe`); ``unknown`` level 4 is held back for a
 # harder run.
 register_task("arithmetic", arithmetic_task, levels=Levels((1, 2, 3, 4, 5), default=(1, 2, 3)))
-register_task("unknown", unknown_task, levels=Levels((1, 2, 3, 4), default=(1, 2, 3)))
-register_task("reach", reach_task, levels=Levels((1, 2, 3, 4)))
-register_task("coloring", coloring_task, levels=Levels((1, 2, 3, 4)))
+# A task made without `difficulty` plays level 1 (`envs.make(..., task="unknown")`), as before
+# levels were declared; runs and evaluations play the declared defaults.
+# ``unknown``: find the start of a chain of additions and subtractions (`envs.tasks.unknown`).
+register_generated(
+    "unknown",
+    unknown.generate_problem,
+    Levels((1, 2, 3, 4), default=(1, 2, 3)),
+    default_difficulty=1,
+    answer_format=UNKNOWN_FORMAT,
+    instructions=UNKNOWN_INSTRUCTIONS,
+)
+# ``reach``: put +, - or * between numbers to reach a target (`envs.tasks.reach`), scored by the
+# ``reach`` verifier (`rewards.reach`: the numbers in order, every step exact, the target reached).
+register_generated(
+    "reach",
+    reach.generate_problem,
+    Levels((1, 2, 3, 4)),
+    default_difficulty=1,
+    verifier="reach",
+    answer_format=REACH_FORMAT,
+    instructions=REACH_INSTRUCTIONS,
+)
+# ``coloring``: colour a graph with A B C so that no edge joins one colour (`envs.tasks.coloring`),
+# scored by the ``coloring`` verifier (`rewards.coloring`: a complete proper colouring, the given
+# colours kept). Its faults are named (`envs.tasks.faults.ColoringFaults`: a clashing edge), and a
+# review sees the colouring before the edges.
+register_generated(
+    "coloring",
+    coloring.generate_problem,
+    Levels((1, 2, 3, 4)),
+    default_difficulty=1,
+    verifier="coloring",
+    answer_format=COLORING_FORMAT,
+    instructions=COLORING_INSTRUCTIONS,
+    faults=ColoringFaults(),
+    review_first=True,
+)
 register_task("gsm8k", gsm8k_task)
 register_task("math", math_task)
 register_task("anli", anli_task)
