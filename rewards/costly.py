@@ -40,6 +40,7 @@ import re
 from fractions import Fraction
 
 from rewards.expression import Node, exact_value, log10_lower, parse_expression
+from rewards.extract import brace_end, top_level_parts
 
 __all__ = [
     "MAX_BINOMIAL_DIGITS",
@@ -110,21 +111,8 @@ def _group(text: str, index: int) -> tuple[str, int] | None:
     if index >= len(text):
         return None
     if text[index] == "{":
-        depth = 0
-        position = index
-        while position < len(text):
-            char = text[position]
-            if char == "\\":
-                position += 2
-                continue
-            if char == "{":
-                depth += 1
-            elif char == "}":
-                depth -= 1
-                if depth == 0:
-                    return text[index + 1 : position], position + 1
-            position += 1
-        return None
+        end, closed = brace_end(text, index)
+        return (text[index + 1 : end - 1], end) if closed else None
     command = _COMMAND.match(text, index)
     if command is not None:
         return command.group(), command.end()
@@ -417,17 +405,9 @@ def _parts(text: str) -> list[str]:
         if inner.startswith(opening) and inner.endswith(closing):
             inner = inner[len(opening) : len(inner) - len(closing)]
             break
-    depth, begin, pieces = 0, 0, []
-    for index, char in enumerate(inner):
-        if char in "([{":
-            depth += 1
-        elif char in ")]}":
-            depth -= 1
-        elif char == "," and depth == 0:
-            pieces.append(inner[begin:index])
-            begin = index + 1
-    if pieces:
-        parts += [*pieces, inner[begin:]]
+    pieces = top_level_parts(inner)
+    if len(pieces) > 1:
+        parts += pieces
     return parts
 
 

@@ -110,7 +110,7 @@ def sanitize(text: str, limit: int = TAIL_CHARS) -> str:
     return _CONTROL.sub("", tail)
 
 
-def _brace_end(text: str, start: int) -> tuple[int, bool]:
+def brace_end(text: str, start: int) -> tuple[int, bool]:
     """Index just past the brace group opening at `start`, and whether it closes at all."""
     depth = 0
     index = start
@@ -130,6 +130,22 @@ def _brace_end(text: str, start: int) -> tuple[int, bool]:
     return length, False
 
 
+def top_level_parts(text: str) -> list[str]:
+    """`text` split at its commas outside every bracket (``(1, 2], \\{3, 4\\}`` -> two parts);
+    one part when there is none."""
+    parts, depth, begin = [], 0, 0
+    for index, char in enumerate(text):
+        if char in "([{":
+            depth += 1
+        elif char in ")]}":
+            depth -= 1
+        elif char == "," and depth == 0:
+            parts.append(text[begin:index])
+            begin = index + 1
+    parts.append(text[begin:])
+    return parts
+
+
 def _boxed_spans(text: str) -> list[tuple[int, str, bool]]:
     """(start, content, closed) of each top-level box."""
     spans: list[tuple[int, str, bool]] = []
@@ -140,7 +156,7 @@ def _boxed_spans(text: str) -> list[tuple[int, str, bool]]:
             return spans
         start = match.end()
         if start < len(text) and text[start] == "{":
-            end, closed = _brace_end(text, start)
+            end, closed = brace_end(text, start)
             content = text[start + 1 : end - 1] if closed else text[start + 1 :]
         else:  # \boxed 5: the next token (matched in place: slicing the rest was quadratic)
             token = _TOKEN.match(text, start)
@@ -192,7 +208,7 @@ def _strip_wrappers(text: str) -> str:
         before = text
         match = _BOXED.match(text)
         if match and text[match.end() : match.end() + 1] == "{":
-            end, closed = _brace_end(text, match.end())
+            end, closed = brace_end(text, match.end())
             if end >= len(text):  # the box spans the whole text (or never closes)
                 text = text[match.end() + 1 : end - 1 if closed else end].strip()
         if len(text) >= 2 and text[0] == "$" and text[-1] == "$":

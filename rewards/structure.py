@@ -63,6 +63,7 @@ from rewards.expression import (
     parse_expression,
     rational_size,
 )
+from rewards.extract import top_level_parts
 from rewards.numeric import parse_number
 
 __all__ = [
@@ -282,14 +283,7 @@ def _decide(answer: str, reference: str, float_rounding: int) -> tuple[bool, str
         return _decide_magnitude(answer, reference)
     gold = parse_expression(reference)
     if gold is None:
-        number = parse_number(reference)  # "\\$2,125", "50%": either reading of the percent
-        if number is not None:
-            bound = max(abs(number.value), abs(number.actual))
-            return _differ(tree, ("num", bound, reference))
-        parts = _reference_parts(reference)
-        if parts is not None and all(_differ(tree, part) for part in parts):
-            return False, f"wrong: one value against {len(parts)}, none of them equal to it"
-        return None
+        return _against_unparsed(tree, reference)
     value, expected = exact_value(tree), exact_value(gold)
     if value is not None and expected is not None:
         if value == expected:
@@ -307,6 +301,20 @@ def _decide(answer: str, reference: str, float_rounding: int) -> tuple[bool, str
     return _differ(tree, gold)
 
 
+def _against_unparsed(tree: Node, reference: str) -> tuple[bool, str] | None:
+    """`tree` against a reference the expression grammar does not read: a number in another
+    notation (``\\$2,125``, ``50%``: either reading of the percent), or a tuple, set or
+    interval none of whose values may equal it."""
+    number = parse_number(reference)
+    if number is not None:
+        bound = max(abs(number.value), abs(number.actual))
+        return _differ(tree, ("num", bound, reference))
+    parts = _reference_parts(reference)
+    if parts is not None and all(_differ(tree, part) for part in parts):
+        return False, f"wrong: one value against {len(parts)}, none of them equal to it"
+    return None
+
+
 def _decide_magnitude(answer: str, reference: str) -> tuple[bool, str] | None:
     """Rule 3 alone, with ``e`` and ``\\exp`` read as Euler's number, for answers of over
     `rewards.costly.MAX_CONSTANT_DIGITS` digits that way (``e^{e^{e^{e^{e}}}}``), which
@@ -319,14 +327,7 @@ def _decide_magnitude(answer: str, reference: str) -> tuple[bool, str] | None:
         return None
     gold = parse_expression(reference, euler=True)
     if gold is None:
-        number = parse_number(reference)
-        if number is not None:
-            bound = max(abs(number.value), abs(number.actual))
-            return _differ(tree, ("num", bound, reference))
-        parts = _reference_parts(reference)
-        if parts is not None and all(_differ(tree, part) for part in parts):
-            return False, f"wrong: one value against {len(parts)}, none of them equal to it"
-        return None
+        return _against_unparsed(tree, reference)
     return _differ(tree, gold)
 
 
@@ -372,17 +373,7 @@ def _reference_parts(reference: str) -> list[Node | None] | None:
     closing = _OUTER_CLOSE.search(reference)
     start = opening.end() if opening else 0
     end = closing.start() if closing else len(reference)
-    inner = reference[start:end]
-    parts, depth, begin = [], 0, 0
-    for index, char in enumerate(inner):
-        if char in "([{":
-            depth += 1
-        elif char in ")]}":
-            depth -= 1
-        elif char == "," and depth == 0:
-            parts.append(inner[begin:index])
-            begin = index + 1
-    parts.append(inner[begin:])
+    parts = top_level_parts(reference[start:end])
     if len(parts) < 2:
         return None
     parsed: list[Node | None] = []
