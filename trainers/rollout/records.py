@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from envs.registry import registered_specs
+from envs.registry import list_envs, spec
 from envs.roles import answer_roles, review_roles, role_of
 
 
@@ -91,10 +91,9 @@ def review_roles_for(env_id: str | None) -> tuple[str, ...]:
     env's facts (`envs.options.EnvFacts.review_roles`); with no env known (None, an id not
     registered here, or one registered without an options class), every reviewing role the
     registered envs state (`envs.roles.review_roles`)."""
-    found = next((s for s in registered_specs() if s.id == env_id), None)
-    if found is None or found.options is None:
+    if env_id not in list_envs() or spec(env_id).options is None:
         return review_roles()
-    return tuple(found.facts().review_roles)
+    return review_roles(env_id)
 
 
 def review_roles_of(episode: Episode | Mapping[str, Any]) -> tuple[str, ...]:

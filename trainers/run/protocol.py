@@ -66,11 +66,10 @@ def protocol_of(job: Any, config: Any, algo: str) -> dict[str, Any]:
 
 def write_protocol(folder: str | Path, protocol: Mapping[str, Any]) -> Path:
     """Write `protocol` into `folder`/mathteams.json (atomically) and return its path."""
-    from trainers.algorithms.checkpoint import atomic_path
+    from trainers.algorithms.checkpoint import write_json_atomic
 
     path = Path(folder) / PROTOCOL_FILE
-    with atomic_path(path) as tmp:
-        Path(tmp).write_text(json.dumps(dict(protocol), indent=2) + "\n", encoding="utf-8")
+    write_json_atomic(path, dict(protocol))
     return path
 
 
