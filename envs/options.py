@@ -114,12 +114,6 @@ class EnvFacts:
     immediate_rewards: bool = False
     alone_with_tool: str | None = None
 
-    def is_review(self, agent_or_role: str) -> bool:
-        """Whether `agent_or_role`'s turns judge another's answer (a `review_roles` role, or an
-        agent ``<role>_<i>`` of one)."""
-        role = agent_or_role if agent_or_role in self.roles else agent_or_role.rsplit("_", 1)[0]
-        return role in self.review_roles
-
     @property
     def max_turns(self) -> int:
         """The most steps an episode takes: the env's ``max_turns``."""

@@ -112,8 +112,9 @@ def make_parser(algo: str, env_id: str, defaults: dict[str, Any] | None = None) 
         "env_id": env_id,
         "output_dir": f"outputs/{env_id.split('/')[1]}_{algo}",
     }
-    if run_task(env_id):
-        script_defaults["task"] = run_task(env_id)
+    task = run_task(env_id)
+    if task:
+        script_defaults["task"] = task
     script_defaults.update(defaults or {})
     parser.set_defaults(**script_defaults)
     from trainers.run.args import GROUPS
