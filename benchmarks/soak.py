@@ -493,11 +493,16 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return figures
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """``scripts/soak.py`` and ``mathteams soak``: ``bench.py soak`` with the same flags."""
+def make_parser() -> argparse.ArgumentParser:
+    """The parser of ``scripts/soak.py`` and ``mathteams soak``: the soak's flags."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     add_arguments(parser)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``scripts/soak.py`` and ``mathteams soak``: ``bench.py soak`` with the same flags."""
+    args = make_parser().parse_args(argv)
     figures = run(args)
     if args.json is not None:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)

@@ -11,8 +11,8 @@
 The agent is ``math/tool-v0``'s executor without the analyzer's plan and without a verifier:
 the executor's instruction, and its first prompt less the plan (`code_prompt`), so a model
 trained in tool-v0 plays it as it played its first program. Its reply's program (the ```python
-blocks, joined; `envs.tool.extract_code`) runs once in the same sandbox with the same default
-limits (`envs.tool.DEFAULT_SANDBOX`: 5 s wall, 5 s CPU, 512 MiB, 16 KiB of output), and its
+blocks, joined; `envs.program.extract_code`) runs once in the same sandbox with the same default
+limits (`envs.program.DEFAULT_SANDBOX`: 5 s wall, 5 s CPU, 512 MiB, 16 KiB of output), and its
 answer is taken exactly as the tool env's executor answer is (`ProgramRunner._run_reply`): the
 program's last printed ``\\boxed{}``, else its last printed line, when it exits with status 0;
 otherwise the reply's text outside code blocks.
@@ -39,7 +39,7 @@ Arguments:
         one object (`envs.options`); keyword arguments override its fields.
 
 Many copies in one loop run their programs at once: ``CodeEnv.prepare_steps`` is the tool
-env's pre-step hook (`envs.tool.run_pending`).
+env's pre-step hook (`envs.program.run_pending`).
 
 Version history:
     v0: initial release.
@@ -54,8 +54,8 @@ from pettingzoo.utils import wrappers
 
 from envs.core import TaskEnvMixin, TaskOptions, render_transcript
 from envs.options import CodeOptions
+from envs.program import ProgramRunner, exec_info
 from envs.tasks import prompts
-from envs.tool import ProgramRunner, exec_info
 
 AGENT = ProgramRunner.EXECUTOR
 

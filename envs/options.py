@@ -130,8 +130,9 @@ class TaskOptions:
     """The arguments every env takes for its task and its text bounds, checked once here.
 
     Every env accepts these as keyword arguments (``envs.make("math/reflection-v0",
-    task="gsm8k", split="test")``) or as one ``task_options=TaskOptions(...)``; keyword arguments
-    override the object's fields. Each env's own options class adds its arguments to these.
+    task="gsm8k", split="test")``), as one ``problems=ProblemSet(...)`` (which problems:
+    `envs.tasks.problems`, `problem_kwargs`) or as one ``task_options=TaskOptions(...)``; keyword
+    arguments override the set's and the object's fields. Each env's own options class adds its arguments to these.
 
     Args:
         task (`str | Task`, "arithmetic"): a registered task name or a `Task`.
@@ -196,6 +197,7 @@ class TaskOptions:
         """
         if base is not None and not isinstance(base, TaskOptions):
             raise TypeError(f"task_options must be a TaskOptions or None, got {base!r}")
+        overrides = problem_kwargs(overrides)
         for name in overrides:
             if name not in cls.names():
                 raise TypeError(f"{owner}() got an unexpected keyword argument {name!r}")
@@ -207,6 +209,28 @@ class TaskOptions:
     def facts(self) -> EnvFacts:
         """The static facts of the env these options make (`EnvFacts`)."""
         raise NotImplementedError(f"{type(self).__name__} are no env's options")
+
+
+def problem_kwargs(kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """`kwargs` with a ``problems`` (an `envs.tasks.problems.ProblemSet`) given as the task
+    keywords that play it (`ProblemSet.env_kwargs`: task, split, data_path, verifier and the
+    task's levels and size); the other keywords override the set's, as they override a
+    ``task_options``'s fields::
+
+        envs.make("math/reflection-v0", problems=ProblemSet("unknown", split="test", levels=(2,)))
+    """
+    if "problems" not in kwargs:
+        return dict(kwargs)
+    from envs.tasks.problems import ProblemSet  # the task layer, only when a set is given
+
+    rest = dict(kwargs)
+    problems = rest.pop("problems")
+    if not isinstance(problems, ProblemSet):
+        raise TypeError(
+            f"problems must be an envs.tasks.problems.ProblemSet, got {problems!r}; or pass "
+            "task=, split=, data_path=, task_kwargs= as keywords"
+        )
+    return {**problems.env_kwargs(), **rest}
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from envs.errors import DuplicateEnvError, RegistryError, UnknownEnvError
-from envs.options import TaskOptions
+from envs.options import TaskOptions, problem_kwargs
 
 ENV_ID_RE = re.compile(
     r"^(?P<namespace>[a-z][a-z0-9_]*)/(?P<name>[a-z][a-z0-9_]*)-v(?P<version>\d+)$"
@@ -72,7 +72,7 @@ class EnvSpec:
                 f"{self.id!r} was registered without an options class; pass options= to "
                 "register() to state its options and facts"
             )
-        merged = {**self.kwargs, **kwargs}
+        merged = {**self.kwargs, **problem_kwargs(kwargs)}
         merged.pop("wrapped", None)  # make()'s own switch, not an option of the env
         names = {f.name for f in dataclasses.fields(self.options)}
         unknown = sorted(set(merged) - names)

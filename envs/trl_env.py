@@ -37,7 +37,7 @@ block), so the reward is that env's (its clipping, its answer rule, its verifier
 executor's answer.
 
 ``run_python`` and ``run_program`` run a program in `envs.sandbox` with ``math/tool-v0``'s
-limits (the env's ``sandbox`` option; default `envs.tool.DEFAULT_SANDBOX`: 5 s wall, 5 s CPU,
+limits (the env's ``sandbox`` option; default `envs.program.DEFAULT_SANDBOX`: 5 s wall, 5 s CPU,
 512 MiB, 16 KiB of output) and return the run's status and output, clipped to
 ``max_output_chars``; `ToolEnvironment` runs at most ``max_runs`` programs an episode. Model
 output is untrusted: an argument of the wrong type or size gets a refusal or is read as text,
@@ -68,10 +68,10 @@ from typing import Any, ClassVar, NamedTuple
 import envs
 from envs.code import code_prompt
 from envs.core import clip
+from envs.program import extract_code
 from envs.sandbox import run_code
 from envs.tasks import prompts
 from envs.tasks.sources import chosen_problems
-from envs.tool import extract_code
 
 SUBMIT_RULE = (
     "Submit your final answer with the submit_answer tool: only a submitted answer is scored, "

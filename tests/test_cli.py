@@ -1,5 +1,6 @@
-"""The ``mathteams`` command (`trainers.cli`): its help, its dispatch to each command's code (the
-same function as the command's script), its lazy imports and its errors."""
+"""The ``mathteams`` command (`mathteams.cli`): its help, its dispatch to each command's module
+(whose ``main`` the command's script calls), its lazy imports, the modules it reaches in the import
+graph, and its errors."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from mathteams import cli
 from tests.utils import REPO
-from trainers import cli
 
 # Commands run in a fresh interpreter, then whether torch, transformers or TRL got imported.
 LIGHT = [
@@ -29,7 +30,7 @@ LIGHT = [
 HEAVY = ("torch", "transformers", "trl")
 LIGHT_RUN = f"""
 import contextlib, io, json, sys
-from trainers.cli import main
+from mathteams.cli import main
 report = []
 for argv in {LIGHT!r}:
     out = io.StringIO()
@@ -97,17 +98,40 @@ def test_bench_summary_names_every_benchmark():
     assert cli.COMMANDS["bench"].summary == f"benchmarks: {', '.join(BENCHMARKS)}"
 
 
+# The modules `mathteams.cli` imports (each in a function, when its command runs): every command's
+# module, and `envs` (`train` checks an env id against the registry).
+REACHED = {
+    "trainers.run.cli",
+    "trainers.run.evaluate_cli",
+    "envs.serving.cli",
+    "rewards.serving.cli",
+    "benchmarks.cli",
+    "benchmarks.soak",
+    "trainers.embedded.cli",
+    "trainers.verifier.cli",
+    "envs.testing.fuzz_cli",
+    "envs.testing.play",
+    "trainers.embedded.probe_critic",
+    "trainers.embedded.probe_embedded",
+    "trainers.embedded.probe_coloring",
+}
+
+
 def test_every_command_runs_its_scripts_code():
-    """Each command's target is the function its script calls (the script a thin caller, with
-    no sys.path change); every script is some command's, or a train/evaluate/corpus script."""
-    named = set()
+    """Each command's module exposes ``make_parser`` and ``main``, the function its script calls
+    (the script a thin caller, with no sys.path change); every script is some command's, or a
+    train/evaluate/corpus script. `train` runs ``train_command(env_id, argv)`` of its module, whose
+    ``make_parser(algo, env_id)`` depends on the env and the algorithm."""
+    named, reached = set(), set()
     for words, command in leaves().items():
         named.add(command.script)
-        if ":" not in command.target:  # train, evaluate: functions of trainers.cli
-            assert callable(getattr(cli, command.target)), words
+        module = command.module()
+        reached.add(module.__name__)
+        assert callable(module.make_parser), words
+        if command.run is not None:  # train: ENV first, then the module's train_command
+            assert words == "train" and callable(module.train_command)
             continue
-        module, function = command.target.split(":")
-        assert callable(cli.resolve(command.target)), words
+        assert callable(module.main), words
         source = (REPO / "scripts" / command.script).read_text(encoding="utf-8")
         imports = {
             (node.module, alias.name)
@@ -115,11 +139,61 @@ def test_every_command_runs_its_scripts_code():
             if isinstance(node, ast.ImportFrom)
             for alias in node.names
         }
-        assert (module, function) in imports, f"scripts/{command.script} does not call {words}"
+        assert (module.__name__, "main") in imports, (
+            f"scripts/{command.script} does not call {words}"
+        )
         assert "sys.path" not in source, command.script
+    assert reached == REACHED
     scripts = {p.name for p in (REPO / "scripts").glob("*.py")}
     others = {p for p in scripts if p.startswith("train_") and p != "train_verifier.py"}
     assert scripts - named - others == {"robustness.py"}  # writes a test file: no command
+
+
+def test_the_clis_reach_is_in_the_import_graph():
+    """The modules the CLI reaches are imports grimp (and `lint-imports`) sees, not names resolved
+    at run time: `mathteams.cli` imports each command's module, and no other module of the
+    project but `envs`."""
+    grimp = pytest.importorskip("grimp")
+    packages = ("mathteams", "benchmarks", "trainers", "agents", "envs", "rewards")
+    graph = grimp.build_graph(*packages, cache_dir=None)
+    assert graph.find_modules_directly_imported_by("mathteams.cli") == REACHED | {"envs"}
+    assert graph.find_modules_directly_imported_by("mathteams.__main__") == {"mathteams.cli"}
+
+
+@pytest.mark.parametrize("words", [["serve", "envs"], ["bench"], ["soak"], ["fuzz"], ["play"]])
+def test_a_commands_help_is_its_modules_parser(capsys, words):
+    """``mathteams WORDS --help`` prints the help of the module's ``make_parser()``, named
+    ``mathteams WORDS``."""
+    code, out, _ = run_main(capsys, *words, "--help")
+    assert code == 0
+    command = cli.COMMANDS[words[0]]
+    command = command.choices[words[1]] if command.choices else command
+    with cli.program_name(words):
+        assert out == command.module().make_parser().format_help()
+
+
+def test_a_missing_command_module_is_a_clear_exit(monkeypatch):
+    """A command whose module (or a module of the project it imports) is absent exits with one
+    line; a missing third-party dependency raises, for the command's module explains it."""
+
+    def absent():
+        import envs.testing.nowhere as module  # absent
+
+        return module
+
+    def dependency():
+        raise ModuleNotFoundError("No module named 'hypothesis'", name="hypothesis")
+
+    for loader in (absent, dependency):
+        monkeypatch.setitem(cli.COMMANDS, "play", cli.Command("play", loader, "play.py"))
+        if loader is absent:
+            with pytest.raises(
+                SystemExit, match=r"^mathteams play: envs\.testing\.nowhere is missing"
+            ):
+                cli.main(["play"])
+        else:
+            with pytest.raises(ModuleNotFoundError, match="hypothesis"):
+                cli.main(["play"])
 
 
 def test_train_reaches_the_envs_training_parser(capsys):
@@ -195,7 +269,7 @@ def test_an_unknown_or_missing_command_is_a_clear_error(capsys, argv, message):
 def test_the_command_is_declared_and_installed():
     tomllib = pytest.importorskip("tomllib")
     project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]
-    assert project["scripts"] == {"mathteams": "trainers.cli:main"}
+    assert project["scripts"] == {"mathteams": "mathteams.cli:main"}
     command = Path(sys.executable).parent / "mathteams"
     if not command.is_file():
         pytest.skip(f"{command} is not installed (pip install -e . installs it)")
@@ -203,3 +277,18 @@ def test_the_command_is_declared_and_installed():
         [str(command), "--help"], capture_output=True, text=True, timeout=300, check=False
     )
     assert result.returncode == 0 and result.stdout.startswith("usage: mathteams")
+
+
+def test_python_m_mathteams_is_the_command():
+    """``python -m mathteams`` runs `mathteams.cli.main`, its exit status the command's."""
+    for argv, status in ((["serve", "--help"], 0), (["trian"], 2)):
+        result = subprocess.run(
+            [sys.executable, "-m", "mathteams", *argv],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        assert result.returncode == status, result.stderr
+    assert "did you mean 'train'?" in result.stderr

@@ -1,6 +1,7 @@
-"""The import direction of docs/architecture.md: benchmarks on top, nothing below imports them;
-envs and rewards never pull in torch, transformers or trl; the task layer (envs.tasks) imports no
-env module; agents never imports envs, trainers or rewards; inside trainers, the subpackages'
+"""The import direction of docs/architecture.md: the command (mathteams) on top, then benchmarks,
+nothing below importing them; envs and rewards never pull in torch, transformers or trl; the
+task layer (envs.tasks) imports no
+env module, nor the sandbox (envs.sandbox) an env, task or verifier; agents never imports envs, trainers or rewards; inside trainers, the subpackages'
 layers of pyproject's import-linter contracts (run on top, then algorithms / evaluation /
 verifier, roles, rollout / embedded, compat), with episode records and verifier rows free of
 torch."""
@@ -51,9 +52,9 @@ def test_records_and_verifier_rows_import_without_heavy_dependencies(module):
 
 
 FORBIDDEN = {
-    "rewards": ("envs", "agents", "trainers", "benchmarks", *HEAVY),
-    "envs": ("agents", "trainers", "benchmarks", *HEAVY),
-    "agents": ("envs", "trainers", "benchmarks", "rewards"),
+    "rewards": ("envs", "agents", "trainers", "benchmarks", "mathteams", *HEAVY),
+    "envs": ("agents", "trainers", "benchmarks", "mathteams", *HEAVY),
+    "agents": ("envs", "trainers", "benchmarks", "rewards", "mathteams"),
 }
 
 
@@ -77,8 +78,8 @@ def test_import_direction(package):
 
 def test_import_contracts_hold():
     """pyproject's import-linter contracts (the packages' layers and trainers' subpackages',
-    light envs/rewards and records, a task layer free of envs, no cycles in a package), checked
-    as `lint-imports` does."""
+    light envs/rewards and records, a task layer and a sandbox free of envs, no cycles in a
+    package), checked as `lint-imports` does."""
     result = subprocess.run(
         [
             sys.executable,
@@ -172,7 +173,7 @@ def test_forbidden_imports_finds_each_kind(tmp_path):
 
 
 MAX_MODULE_LINES = 600
-SOURCE_PACKAGES = ("envs", "agents", "rewards", "trainers", "benchmarks", "scripts")
+SOURCE_PACKAGES = ("mathteams", "envs", "agents", "rewards", "trainers", "benchmarks", "scripts")
 
 
 def test_source_modules_stay_under_the_line_limit():

@@ -276,7 +276,7 @@ class GeneratedSource(ProblemSource):
         for level in dict.fromkeys(levels):
             needed = self.per_level(level)
             held = self.stream(level).ensure(self.split, needed)
-            if held == 0 or (held < needed and not repeat):
+            if needed and (held == 0 or (held < needed and not repeat)):
                 raise ValueError(
                     f"{name} level {level} holds {held} distinct {self.split} problems, but "
                     f"size={size} over levels {levels} asks {needed} of it. Pass a size of at "

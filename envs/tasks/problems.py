@@ -43,6 +43,15 @@ def _frozen_levels(levels: LevelsArg) -> Any:
     return tuple(levels)
 
 
+def _field(default: Any, text: str, cli_type: Any = None) -> Any:
+    """A field with its one-line help, ``metadata["help"]``, and where its annotation is not
+    what a command line writes, ``metadata["cli_type"]`` (`trainers.run.problem_args`)."""
+    metadata: dict[str, Any] = {"help": text}
+    if cli_type is not None:
+        metadata["cli_type"] = cli_type
+    return dataclasses.field(default=default, metadata=metadata)
+
+
 @dataclass(frozen=True)
 class ProblemSet:
     """Which problems: the task and where its problems come from, how many, from which index.
@@ -61,14 +70,20 @@ class ProblemSet:
             (training's epochs); an evaluation counts each problem once.
     """
 
-    task: str = "unknown"
-    split: str | None = None
-    levels: Any = None
-    count: int | None = None
-    offset: int = 0
-    data_path: str | None = None
-    verifier: str | None = None
-    repeat: bool = False
+    task: str = _field("unknown", "a registered task, or several joined by '+' (mixed)")
+    split: str | None = _field(
+        None,
+        "the task's split: train, validation or test (generated tasks: test reports, "
+        "validation chooses settings; a problem's split is a hash of its text)",
+    )
+    levels: Any = _field(  # noqa: RUF009 - _field makes a field()
+        None, "levels of a generated task (default: the task's declared defaults)", list[int]
+    )
+    count: int | None = _field(None, "how many problems (default: all of the source)")
+    offset: int = _field(0, "the first problem's index")
+    data_path: str | None = _field(None, "a local JSONL file of a file task (gsm8k, math, anli)")
+    verifier: str | None = _field(None, "a verifier name instead of the task's own, e.g. 'math'")
+    repeat: bool = _field(False, "cycle a level's problems when asked for more (training)")
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "levels", _frozen_levels(self.levels))

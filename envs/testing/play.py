@@ -79,7 +79,8 @@ def play(env_id: str, seed: int, **kwargs) -> dict[str, float]:
     return returns
 
 
-def main(argv: list[str] | None = None) -> None:
+def make_parser() -> argparse.ArgumentParser:
+    """The parser of ``scripts/play.py`` and ``mathteams play``."""
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -87,7 +88,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--task", default="arithmetic", choices=envs.list_tasks())
     parser.add_argument("--data-path", default=None, help="local JSONL file for gsm8k/math/anli")
     parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = make_parser().parse_args(argv)
     play(args.env, args.seed, task=args.task, data_path=args.data_path)
 
 

@@ -7,10 +7,10 @@ import warnings
 import pytest
 
 import envs
-from envs import code, tool
+from envs import code, program
 from envs.code import CodeEnv, code_prompt
 from envs.options import CodeOptions
-from envs.tool import DEFAULT_SANDBOX
+from envs.program import DEFAULT_SANDBOX
 
 PROBLEM = {"id": "p/1", "question": "Ann has 2 pens and buys 3 more. How many pens?", "answer": "5"}
 FAST = {"timeout_s": 2.0, "cpu_s": 1, "memory_mb": 256, "max_output_bytes": 8192}
@@ -150,13 +150,13 @@ def test_run_pending_runs_ahead_and_identical_programs_run_once(monkeypatch):
         env.reset(seed=0, options={"problem": PROBLEM})
     replies = ["```python\nprint(5)\n```", "```python\nprint(5)\n```", "print(7)"]
     assert CodeEnv.prepare_steps is not None
-    assert tool.run_pending(list(zip(copies, replies, strict=True))) == 2
+    assert program.run_pending(list(zip(copies, replies, strict=True))) == 2
     assert code.CodeEnv.pending_program(copies[0], replies[0]) is None  # run ahead already
 
     def no_run(program, config):
         raise AssertionError("the step ran its program again")
 
-    monkeypatch.setattr(tool, "run_code", no_run)
+    monkeypatch.setattr(program, "run_code", no_run)
     for env, reply in zip(copies, replies, strict=True):
         env.step(reply)
     assert [env.rewards["executor_0"] for env in copies] == [1.0, 1.0, 0.0]

@@ -10,10 +10,11 @@ import pytest
 
 import envs
 from agents.scripted import ScriptedPolicy
-from envs import tool
+from envs import program, tool
 from envs.core import clip
+from envs.program import extract_code
 from envs.sandbox import SandboxConfig
-from envs.tool import extract_code, gsm8k_program, validate_by_execution
+from envs.tool import gsm8k_program, validate_by_execution
 
 PROBLEM = {"id": "p/1", "question": "Ann has 2 pens and buys 3 more. How many pens?", "answer": "5"}
 FAST = {"timeout_s": 2.0, "cpu_s": 1, "memory_mb": 256, "max_output_bytes": 8192}
@@ -120,13 +121,13 @@ def test_stop_on_accept_and_team_reward():
 
 def test_identical_programs_run_once(monkeypatch):
     calls = []
-    real = tool.run_code
+    real = program.run_code
 
     def counting(code, config):
         calls.append(code)
         return real(code, config)
 
-    monkeypatch.setattr(tool, "run_code", counting)
+    monkeypatch.setattr(program, "run_code", counting)
     env = make(rounds=2, wrapped=False)
     env.reset(options={"problem": PROBLEM})
     for text in ("plan", "print(5)", "Verdict: incorrect", "print(5)", "Verdict: correct"):
@@ -144,14 +145,14 @@ def test_run_pending_runs_the_programs_of_many_copies_at_once(monkeypatch):
     steps = list(zip(copies, replies, strict=True))
     steps.append((make(wrapped=False), "print(1)"))  # not reset: no executor turn, passed over
     began = time.monotonic()
-    assert tool.run_pending(steps, max_workers=4) == 3  # the two identical programs run once
+    assert program.run_pending(steps, max_workers=4) == 3  # the two identical programs run once
     assert time.monotonic() - began < 1.8  # in parallel: 3 x 0.6 s one after another
-    assert tool.run_pending(steps[:4]) == 0  # already run ahead
+    assert program.run_pending(steps[:4]) == 0  # already run ahead
 
     def no_run(code, config):
         raise AssertionError("the step ran its program again")
 
-    monkeypatch.setattr(tool, "run_code", no_run)
+    monkeypatch.setattr(program, "run_code", no_run)
     for env, reply in zip(copies, replies, strict=True):
         env.step(reply)
     assert [env.infos["executor_0"]["extracted"] for env in copies] == ["5", "5", "6", "7"]
@@ -330,5 +331,5 @@ def test_the_agents_are_named_from_their_roles_by_the_options():
     named = (tool.ANALYZER, tool.EXECUTOR, tool.VERIFIER)
     assert named == ("analyzer_0", "executor_0", "verifier_0")
     assert named == ToolOptions().facts().agents
-    assert tool.ProgramRunner.EXECUTOR == tool.EXECUTOR
+    assert program.ProgramRunner.EXECUTOR == tool.EXECUTOR
     assert tuple(envs.make("math/tool-v0", wrapped=False).possible_agents) == named

@@ -174,7 +174,7 @@ def test_run_python_returns_the_output_of_tool_v0s_sandbox(tool):
     assert env.run_python("print(6 * 7)").endswith("stdout:\n42")
     assert env.run_python("```python\nprint(2 + 2)\n```").endswith("stdout:\n4")  # fenced
     default, _ = started(trl_environment("math/tool-v0", train_problems=1))
-    from envs.tool import DEFAULT_SANDBOX
+    from envs.program import DEFAULT_SANDBOX
 
     assert default.env.sandbox is DEFAULT_SANDBOX  # tool-v0's limits unless told otherwise
 

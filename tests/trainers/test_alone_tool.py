@@ -7,6 +7,7 @@ import pytest
 
 import envs
 from agents import RoleMap, ScriptedPolicy
+from envs.tasks.problems import ProblemSet
 from tests.trainers.helpers import Counted
 from trainers.evaluation.alone import tool_baseline
 from trainers.evaluation.config import EvalConfig, env_kwargs_for
@@ -34,9 +35,7 @@ class PlannedProgrammer:
 def _config(**kwargs):
     settings = {
         "env_id": "math/tool-v0",
-        "task": "arithmetic",
-        "difficulty": [1, 2],
-        "num_problems": 4,
+        "problems": ProblemSet("arithmetic", levels=[1, 2], count=4),
         "env_options": {"rounds": 2, "sandbox": {"timeout_s": 2.0, "cpu_s": 1}},
         "intervals": False,
         "num_envs": 8,
@@ -124,5 +123,7 @@ def test_evaluate_compares_the_tool_team_with_the_model_alone_with_the_interpret
 
 
 def test_no_tool_baseline_without_the_comparison():
-    results, _ = _evaluate(_config(compare=False, num_problems=2))
+    results, _ = _evaluate(
+        _config(compare=False, problems=ProblemSet("arithmetic", levels=[1, 2], count=2))
+    )
     assert "compare_tool" not in results and "compare" not in results

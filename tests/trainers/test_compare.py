@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from envs.tasks.problems import ProblemSet
 from tests.trainers.helpers import Counted
 from trainers.evaluation.compare import (
     alone_problem_scores,
@@ -335,9 +336,7 @@ def test_evaluate_runs_the_alone_baseline_compute_matched():
 
     config = EvalConfig(
         env_id="math/reflection-v0",
-        task="arithmetic",
-        difficulty=[1, 2],
-        num_problems=4,
+        problems=ProblemSet("arithmetic", levels=[1, 2], count=4),
         env_options={"rounds": 2},
         intervals=False,
         num_envs=8,
@@ -386,9 +385,7 @@ def test_alone_plays_the_team_first_prompt_where_solve_differs():
     seen = ScriptedPolicy(["\\boxed{1}"])
     config = EvalConfig(
         env_id="math/debate-v0",
-        task="arithmetic",
-        difficulty=[1],
-        num_problems=2,
+        problems=ProblemSet("arithmetic", levels=[1], count=2),
         env_options={"rounds": 1, "num_agents": 2},
         alone_ks=(1, 2),
         intervals=False,
@@ -414,9 +411,7 @@ def _tokened_team(critic_tokens, num_problems=4, alone_ks=None):
 
     config = EvalConfig(
         env_id="math/reflection-v0",
-        task="arithmetic",
-        difficulty=[1, 2],
-        num_problems=num_problems,
+        problems=ProblemSet("arithmetic", levels=[1, 2], count=num_problems),
         env_options={"rounds": 2},
         intervals=False,
         num_envs=8,

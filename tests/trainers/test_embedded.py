@@ -145,8 +145,8 @@ def test_rework_fraction_reworks_rejected_answers_and_changes_no_other_row():
 def test_plans_restate_the_problem_and_programs_search_for_the_start(difficulty):
     import random
 
+    from envs.program import extract_code
     from envs.sandbox import SandboxConfig, run_code
-    from envs.tool import extract_code
 
     config = SandboxConfig(timeout_s=5.0)
     rng = random.Random(difficulty)

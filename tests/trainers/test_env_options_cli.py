@@ -12,6 +12,7 @@ import pytest
 import envs
 from envs.options import SolveOptions
 from envs.solve import SolveEnv
+from envs.tasks.problems import ProblemSet
 
 ECHO = "test/echo-v0"
 
@@ -66,7 +67,9 @@ def test_the_option_reaches_the_evaluation_and_not_the_model_alone(echo):
     assert options == {"shout": True, "volume": 7}
     from trainers.evaluation.config import EvalConfig
 
-    config = EvalConfig(env_id=echo, task="arithmetic", difficulty=[1], env_options=options)
+    config = EvalConfig(
+        env_id=echo, problems=ProblemSet("arithmetic", levels=[1]), env_options=options
+    )
     team = env_kwargs_for(config, echo)
     assert envs.make(echo, **team).options.volume == 7
     assert not {"shout", "volume"} & set(env_kwargs_for(config, ALONE_ENV))

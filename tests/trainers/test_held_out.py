@@ -67,11 +67,11 @@ def test_a_separate_held_out_file_passes(tmp_path):
 def test_generated_tasks_pass_and_evaluate_the_levels_that_hold_enough(eval_split):
     args = _args(task="unknown", difficulty=[1, 2, 3], eval_split=eval_split, eval_problems=200)
     evaluation = eval_config(args, "model", CONFIG)
-    assert evaluation.difficulty == [2, 3]  # level 1 holds 48 test, 47 validation problems
+    assert evaluation.levels() == [2, 3]  # level 1 holds 48 test, 47 validation problems
     assert evaluation.env_kwargs()["split"] == (eval_split or "test")
     assert held_out.check_held_out(args, evaluation)["shared"] == 0
     few = eval_config(_args(task="unknown", eval_problems=60), "model", CONFIG)
-    assert few.difficulty == [1, 2, 3]
+    assert few.levels() == [1, 2, 3]
 
 
 def test_evaluating_on_the_train_split_is_refused():
@@ -110,4 +110,4 @@ def test_a_run_defaults_to_the_tasks_declared_levels_which_the_embedded_recipe_r
     assert embedded_levels("coloring") == default_levels("coloring") == [1, 2, 3, 4]
     assert _args(task="reach").env.difficulty == list(recipe.reach_difficulty) == [1, 2, 3, 4]
     assert _args(task="unknown", difficulty=[3]).env.difficulty == [3]
-    assert eval_config(_args(task="reach"), "model", CONFIG).difficulty == [1, 2, 3, 4]
+    assert eval_config(_args(task="reach"), "model", CONFIG).levels() == [1, 2, 3, 4]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from envs.tasks.problems import ProblemSet
 from tests.trainers.helpers import grpo_config
 from trainers.algorithms.grpo import build_grpo_trainer
 
@@ -36,9 +37,7 @@ def test_a_mixed_evaluation_reports_each_member():
 
     config = EvalConfig(
         env_id="math/reflection-v0",
-        task=MIX,
-        difficulty={"unknown": [2], "arithmetic": [1], "reach": [1]},
-        num_problems=6,
+        problems=ProblemSet(MIX, levels={"unknown": [2], "arithmetic": [1], "reach": [1]}, count=6),
         env_options={"rounds": 1},
         intervals=False,
         num_envs=8,
@@ -71,7 +70,7 @@ def test_the_held_out_guard_reads_every_member(monkeypatch):
         ["--task", MIX, "--train_problems", "30", "--eval_problems", "9"]
     )
     evaluation = eval_config(job, "model", config)
-    held = evaluation.problem_set().problems()
+    held = evaluation.problems.problems()
     assert {p["id"].split("/")[0] for p in held} == {"unknown", "arithmetic", "reach"}
     figures = check_held_out(job, evaluation)
     assert figures["shared"] == 0 and figures["train_problems"] == 30

@@ -12,7 +12,7 @@ from pettingzoo import AECEnv, ParallelEnv
 
 import envs
 from agents import RoleMap, ScriptedPolicy
-from envs import tool
+from envs import program
 from trainers.rollout.engine import RolloutEngine, prepare_steps
 
 
@@ -192,13 +192,13 @@ def test_prepare_steps_calls_each_env_class_hook_once_with_its_own_steps():
 
 def test_the_tool_envs_programs_run_through_its_hook(monkeypatch):
     batches = []
-    run_many = tool.run_many
+    run_many = program.run_many
 
     def counting(codes, config, max_workers=None):
         batches.append(len(codes))
         return run_many(codes, config, max_workers)
 
-    monkeypatch.setattr(tool, "run_many", counting)
+    monkeypatch.setattr(program, "run_many", counting)
     team = RoleMap(
         {
             "analyzer": ScriptedPolicy(["Add."]),

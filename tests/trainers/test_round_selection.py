@@ -257,22 +257,26 @@ def test_a_generated_task_validates_on_its_validation_split_apart_from_the_evalu
     check, why = val.validation_check(env, config, "model")
     assert why == "" and check is not None
     evaluation = check.evaluation
-    assert (evaluation.split, evaluation.offset, evaluation.num_problems) == ("validation", 0, 20)
+    assert (evaluation.problems.split, evaluation.problems.offset, evaluation.problems.count) == (
+        "validation",
+        0,
+        20,
+    )
     assert (evaluation.samples, evaluation.compare, evaluation.intervals) == (1, False, False)
-    held = evaluation.problem_set().problems()
+    held = evaluation.problems.problems()
     assert len(held) == 20
     assert {p["id"].split("/")[1] for p in held} == {"validation"}
 
     env.eval.eval_split = "validation"  # the evaluation reads the validation split too: after it
     check, _ = val.validation_check(env, config, "model")
-    assert check is not None and check.evaluation.offset == 30
+    assert check is not None and check.evaluation.problems.offset == 30
     import envs
     from trainers.run.bridge import eval_config
 
     evaluated = eval_config(env, "model", config)
-    held = check.evaluation.problem_set().problems()
-    assert len(held) == 20 and check.evaluation.problem_set().offset == 30
-    assert not envs.overlap(held, evaluated.problem_set().problems())
+    held = check.evaluation.problems.problems()
+    assert len(held) == 20 and check.evaluation.problems.offset == 30
+    assert not envs.overlap(held, evaluated.problems.problems())
 
 
 def test_a_task_without_validation_split_holds_out_training_problems_no_round_plays(
@@ -295,8 +299,8 @@ def test_a_task_without_validation_split_holds_out_training_problems_no_round_pl
     config = CPUSFTConfig(output_dir="unused", validation_problems=4, rollout_problems=3)
     check, why = val.validation_check(env, config, "model")
     assert why == "" and check is not None
-    assert (check.evaluation.offset, check.evaluation.num_problems) == (5, 4)
-    validation = {p["id"] for p in check.evaluation.problem_set().problems()}
+    assert (check.evaluation.problems.offset, check.evaluation.problems.count) == (5, 4)
+    validation = {p["id"] for p in check.evaluation.problems.problems()}
     # round k plays problems k*3, k*3+1, k*3+2 of the first 5, wrapping around them
     played = {p["id"] for p in env.train_set("train", 5).problems()}
     assert len(validation) == 4 and not validation & played

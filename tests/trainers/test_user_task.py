@@ -49,7 +49,7 @@ def test_runs_and_evaluations_default_to_its_levels_and_pass_the_overlap_guard(p
     job = Job.of(env_id="math/solve-v0", task=parity, eval_problems=20, train_problems=50)
     assert job.env.difficulty == [2, 3]
     evaluation = eval_config(job, "model", CONFIG)
-    assert evaluation.difficulty == [2, 3] and evaluation.task == parity
+    assert evaluation.levels() == [2, 3] and evaluation.task == parity
     assert check_held_out(job, evaluation)["shared"] == 0
 
 

@@ -115,7 +115,7 @@ def start_selection(
     selection.update(
         enabled=True,
         metric=validation.metric,
-        problems=validation.evaluation.num_problems,
+        problems=validation.evaluation.problems.count,
         samples=validation.evaluation.samples,
         where=validation.where,
         patience=validation.patience,

@@ -69,7 +69,8 @@ def recipe_with(settings: list[str], variant: str | None = None) -> EmbeddedReci
         raise SystemExit(f"--set: {exc}") from exc
 
 
-def main(argv: list[str] | None = None) -> int:
+def make_parser() -> argparse.ArgumentParser:
+    """The parser of ``scripts/build_embedded.py`` and ``mathteams build-embedded``."""
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
     )
@@ -97,6 +98,11 @@ def main(argv: list[str] | None = None) -> int:
         "docs/results.md; give it its own --out); coloring: the shipped coloring model "
         "(COLORING_VARIANT, into trainers/embedded/model-coloring/)",
     )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = make_parser()
     args = parser.parse_args(argv)
     recipe = recipe_with(args.set, args.variant)
     shipped = VARIANT_OUT.get(args.variant, SHIPPED)

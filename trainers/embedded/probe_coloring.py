@@ -108,7 +108,7 @@ def probe_drills(policy: Any, count: int) -> str:
     )
 
 
-def build_parser() -> argparse.ArgumentParser:
+def make_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -124,7 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = make_parser().parse_args(argv)
     import torch
 
     from agents.base import GenerationArguments

@@ -43,7 +43,7 @@ def table(name: str, rows: list[tuple[int, bool, bool, bool]]) -> None:
         )
 
 
-def build_parser() -> argparse.ArgumentParser:
+def make_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -84,7 +84,7 @@ def policies(args: argparse.Namespace) -> tuple[Any, Any]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = build_parser().parse_args(argv)
+    args = make_parser().parse_args(argv)
 
     import envs
     from envs.reflection import parse_verdict

@@ -148,14 +148,19 @@ def probe(model_dir: str, problems: int, seed: int) -> dict[str, tuple[float, fl
     return {kind: (p / n, c / n, int(n)) for kind, (p, c, n) in totals.items()}
 
 
-def main(argv: list[str] | None = None) -> int:
+def make_parser() -> argparse.ArgumentParser:
+    """The parser of ``scripts/probe_embedded.py`` and ``mathteams probe embedded``."""
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
     )
     parser.add_argument("--model", default=None, help="model folder (default: the shipped one)")
     parser.add_argument("--problems", type=int, default=300, help="held-out problems to play")
     parser.add_argument("--seed", type=int, default=1, help="seeds the answers under review")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = make_parser().parse_args(argv)
     from trainers.embedded import resolve_model
 
     figures = probe(resolve_model(args.model), args.problems, args.seed)

@@ -125,7 +125,7 @@ def alone_engine(config: EvalConfig, policies: RoleMap) -> tuple[RolloutEngine, 
     team_kwargs = config.env_kwargs()
     team = envs_pkg.make(config.env_id, **team_kwargs)
     solo = envs_pkg.make(ALONE_ENV, **env_kwargs_for(config, ALONE_ENV))
-    pid = solo.unwrapped.task.source[config.offset]["id"]
+    pid = solo.unwrapped.task.source[config.problems.offset]["id"]
     turn = _first_answer_turn(team, config.seed, pid)
     solo.reset(seed=config.seed, options={"problem_id": pid})
     solo_obs = solo.observe("solver_0")

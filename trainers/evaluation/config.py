@@ -4,14 +4,14 @@ baseline's (the model alone's ``math/solve-v0``, or ``math/code-v0`` with the to
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from agents.base import GenerationArguments
 from envs.registry import spec
-from envs.tasks import is_procedural
 from envs.tasks.problems import ProblemSet
 from trainers.embedded import EMBEDDED_TASK
 from trainers.evaluation.splits import Levels, as_levels
@@ -19,17 +19,23 @@ from trainers.evaluation.splits import Levels, as_levels
 ALONE_ENV = "math/solve-v0"  # what the same model plays alone (`trainers.evaluation.alone`)
 
 
+def _default_problems() -> ProblemSet:
+    return ProblemSet(EMBEDDED_TASK, count=200)
+
+
 @dataclass
 class EvalConfig:
-    """What to evaluate; see ``scripts/evaluate.py --help`` for each field."""
+    """What to evaluate; see ``scripts/evaluate.py --help`` for each field.
+
+    ``problems`` (`envs.tasks.problems.ProblemSet`) is what it plays: 200 problems of the
+    embedded model's task by default. A generated task's set is completed once, here: its split
+    is "test" unless given (held out by construction, `envs.tasks.splits`), its levels those
+    given, else the task's declared defaults that hold their share of the set as distinct texts
+    of the split (`ProblemSet.held`).
+    """
 
     env_id: str = "math/reflection-v0"
-    task: str = EMBEDDED_TASK
-    data_path: str | None = None
-    split: str | None = None
-    difficulty: Sequence[int] | Mapping[str, Sequence[int]] | None = None
-    num_problems: int = 200
-    offset: int = 0
+    problems: ProblemSet = field(default_factory=_default_problems)
     model: str | None = None
     role_models: dict[str, str] = field(default_factory=dict)
     role_adapters_dir: str | None = None  # one LoRA adapter per role: <dir>/<role>/
@@ -55,42 +61,51 @@ class EvalConfig:
     # alone plays solve-v0 with the same ``verifier``.
     env_options: dict[str, Any] = field(default_factory=dict)
 
-    def problem_set(self) -> ProblemSet:
-        """The problems it plays (`envs.tasks.problems.ProblemSet`): a generated task's test split
-        by default (held out by construction, `envs.tasks.splits`), at `levels`."""
-        procedural = is_procedural(self.task)
-        return ProblemSet(
-            self.task,
-            split=(self.split or "test") if procedural else self.split,
-            levels=self.levels() if procedural else None,
-            count=self.num_problems,
-            offset=self.offset,
-            data_path=self.data_path,
-        )
+    def __post_init__(self) -> None:
+        if not isinstance(self.problems, ProblemSet):
+            raise TypeError(
+                f"EvalConfig.problems must be an envs.tasks.problems.ProblemSet, got "
+                f"{self.problems!r}"
+            )
+        problems = self.problems
+        if problems.generated:
+            split = problems.split or "test"
+            problems = replace(problems, split=split)
+            if not problems.levels:
+                problems = problems.held()
+            self.problems = replace(problems, levels=problems.level_list())
+
+    @property
+    def task(self) -> str:
+        """The task it plays (``problems.task``)."""
+        return self.problems.task
+
+    def levels(self) -> Levels:
+        """The levels of a generated task it plays (a mixed task's, per member); [] for a
+        file task."""
+        return self.problems.level_list()
 
     def env_kwargs(self) -> dict[str, Any]:
-        """The team env's kwargs: its problems' (`problem_set`) and its own options."""
-        return self.problem_set().env_kwargs(self.env_options)
+        """The team env's kwargs: its problems' and its own options."""
+        return self.problems.env_kwargs(self.env_options)
 
-    def __post_init__(self) -> None:
-        if is_procedural(self.task) and not self.difficulty:
-            self.difficulty = self.levels()
-
-    def levels(self, candidates: Any = None) -> Levels:
-        """The levels of a generated task to evaluate: `difficulty` as given, else those of
-        `candidates` (default: the task's declared defaults) that hold their share of the
-        problems as distinct texts of the split (`ProblemSet.held`); a mixed task's, per
-        member."""
-        if self.difficulty:
-            return as_levels(self.difficulty)
-        problems = ProblemSet(
-            self.task,
-            split=self.split or "test",
-            levels=as_levels(candidates) or None,
-            count=self.num_problems,
-            offset=self.offset,
+    def as_dict(self) -> dict[str, Any]:
+        """Its fields as JSON values, the problems' under the evaluation's own names (task,
+        data_path, split, difficulty, num_problems, offset): the ``config`` of its results."""
+        problems = self.problems
+        flat: dict[str, Any] = {"env_id": self.env_id}
+        flat.update(
+            task=problems.task,
+            data_path=problems.data_path,
+            split=problems.split,
+            difficulty=as_levels(problems.level_list()) if problems.generated else None,
+            num_problems=problems.count,
+            offset=problems.offset,
         )
-        return problems.held().level_list()
+        for key, value in vars(self).items():
+            if key not in ("env_id", "problems"):
+                flat[key] = value
+        return json.loads(json.dumps(flat, default=str))
 
     def generation_args(self) -> GenerationArguments:
         return GenerationArguments(

@@ -5,7 +5,6 @@ the same model alone, and alone with the team's tool where its env names one
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from agents.roles import RoleMap
@@ -15,7 +14,7 @@ from trainers.evaluation.compare import TEAM_FIGURES, team_problem_scores
 from trainers.evaluation.config import ALONE_ENV, EvalConfig
 from trainers.evaluation.metrics import level_of
 from trainers.evaluation.play import run_env
-from trainers.evaluation.splits import as_levels, level_split_sizes
+from trainers.evaluation.splits import level_split_sizes
 from trainers.rollout.records import save_episodes
 
 
@@ -62,7 +61,7 @@ def evaluate(config: EvalConfig, policies: RoleMap | None = None) -> dict[str, A
     if config.save_episodes:
         save_episodes(config.save_episodes, episodes)
     results: dict[str, Any] = {
-        "config": _jsonable(config),
+        "config": config.as_dict(),
         "env": config.env_id,
         "metrics": metrics,
     }
@@ -83,12 +82,5 @@ def evaluate(config: EvalConfig, policies: RoleMap | None = None) -> dict[str, A
             row["level"] = level
     results["per_problem"] = per_problem
     if is_procedural(config.task):
-        results["split_sizes"] = level_split_sizes(config.task, as_levels(config.difficulty))
+        results["split_sizes"] = level_split_sizes(config.task, config.levels())
     return results
-
-
-def _jsonable(config: EvalConfig) -> dict[str, Any]:
-    return {
-        k: (str(v) if isinstance(v, Path) else list(v) if isinstance(v, tuple) else v)
-        for k, v in vars(config).items()
-    }

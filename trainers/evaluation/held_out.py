@@ -26,7 +26,7 @@ def check_held_out(job: RunSource, evaluation: EvalConfig) -> dict[str, Any]:
     import envs
 
     train = job.train_set("train", job.train_problems).problems()
-    held = evaluation.problem_set().problems()
+    held = evaluation.problems.problems()
     shared = envs.overlap(held, train)
     figures = {"train_problems": len(train), "eval_problems": len(held), "shared": len(shared)}
     if shared and not job.allow_overlap:

@@ -29,7 +29,7 @@ def run_env(
             num_envs=config.num_envs,
             progress=config.progress,
         )
-    problems = engine.problem_ids(config.num_problems, config.offset)
+    problems = engine.problem_ids(config.problems.count, config.problems.offset)
     episodes = engine.run(problems, group_size=group_size or config.samples, seed=config.seed)
     metrics = compute_metrics(episodes, ks=config.ks)
     tokens = sum(len(t.completion_ids) for e in episodes for t in e.turns)

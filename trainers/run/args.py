@@ -33,6 +33,7 @@ from envs.tasks.problems import ProblemSet
 from trainers.embedded import EMBEDDED_TASK
 from trainers.evaluation.splits import Levels
 from trainers.run.options import option_kwargs
+from trainers.run.problem_args import problem_arguments
 
 
 def comma_items(text: str) -> list[str]:
@@ -40,9 +41,34 @@ def comma_items(text: str) -> list[str]:
     return [part.strip() for part in text.split(",") if part.strip()]
 
 
+TrainProblemArguments = problem_arguments(
+    "TrainProblemArguments",
+    {
+        "task": "task",
+        "data_path": "data_path",
+        "split": "split",
+        "levels": "difficulty",
+        "count": "train_problems",
+        "verifier": "verifier",
+    },
+    group="env (the env, its task, split and problems; its options below)",
+    defaults={"task": EMBEDDED_TASK, "levels": [], "count": 2000},
+    helps={
+        "task": "Task name, or several joined by '+' to train on all of them at once "
+        "(e.g. 'unknown+arithmetic+reach'; envs.tasks.mixed).",
+        "split": "Training split of the task.",
+        "levels": "Levels of a generated task (reach, unknown, coloring, arithmetic); "
+        "default: the task's declared default levels (envs.tasks.Levels).",
+        "count": "Number of training problems.",
+    },
+)
+
+
 @dataclass
-class EnvArguments:
-    """Which env a training script plays, on which task and problems.
+class EnvArguments(TrainProblemArguments):
+    """Which env a training script plays, on which task and problems: the env id, and the
+    training problems as a group derived from `envs.tasks.problems.ProblemSet`'s fields
+    (`trainers.run.problem_args`).
 
     The env's own options (rounds, rewards, protocol...) are not here: each env states them in
     its options dataclass (`envs.options`), and the scripts add them as their own argument group
@@ -53,36 +79,14 @@ class EnvArguments:
         task (`str`, "unknown"), data_path (`str | None`), split (`str | None`): the task
             (default: the one the embedded model is built on); several joined by ``+``
             (``unknown+arithmetic+reach``) train on all of them, interleaved (`envs.tasks.mixed`).
-        difficulty (`list[int]`, [1, 2, 3]): levels of a generated task (default: those of the
-            embedded model; a mixed task's: the same given levels for each member, else each
+        difficulty (`list[int]`): levels of a generated task (default: the task's declared
+            defaults; a mixed task's: the same given levels for each member, else each
             member's own).
         train_problems (`int`, 2000): training problems (the task's train split).
         verifier (`str | None`): a verifier name instead of the task's own, e.g. "math".
     """
 
-    _argument_group_name = "env (the env, its task, split and problems; its options below)"
-
     env_id: str = field(default="math/reflection-v0", metadata={"help": "Registered env id."})
-    task: str = field(
-        default=EMBEDDED_TASK,
-        metadata={
-            "help": "Task name, or several joined by '+' to train on all of them at once "
-            "(e.g. 'unknown+arithmetic+reach'; envs.tasks.mixed)."
-        },
-    )
-    data_path: str | None = field(default=None, metadata={"help": "Local JSONL for the task."})
-    split: str | None = field(default=None, metadata={"help": "Training split of the task."})
-    difficulty: list[int] = field(
-        default_factory=list,
-        metadata={
-            "help": "Levels of a generated task (reach, unknown, coloring, arithmetic); "
-            "default: the task's declared default levels (envs.tasks.Levels)."
-        },
-    )
-    train_problems: int = field(default=2000, metadata={"help": "Number of training problems."})
-    verifier: str | None = field(
-        default=None, metadata={"help": "Verifier name (default: the task's), e.g. 'math'."}
-    )
 
     def __post_init__(self) -> None:
         if not self.difficulty and not is_mixed(self.task) and is_procedural(self.task):
@@ -99,13 +103,16 @@ class EnvArguments:
         """The training problems (`envs.tasks.problems.ProblemSet`): a generated task's levels
         cycled (`repeat`, 10,000 problems a level unless `count`), from `split` (default: its own,
         the train split of a generated task)."""
+        given = self.problem_values()
         return ProblemSet(
-            self.task,
-            split=split or self.split,
-            levels=self.difficulty or None,
-            count=count or 10_000,
-            data_path=self.data_path,
-            repeat=True,
+            **{
+                **given,
+                "split": split or given["split"],
+                "levels": given["levels"] or None,
+                "count": count or 10_000,
+                "verifier": None,  # the env's option (`Job.env_options`), beside its own
+                "repeat": True,
+            }
         )
 
 
@@ -275,12 +282,34 @@ class ModelArguments:
         }
 
 
+EvalProblemArguments = problem_arguments(
+    "EvalProblemArguments",
+    {
+        "count": "eval_problems",
+        "split": "eval_split",
+        "levels": "eval_difficulty",
+        "data_path": "eval_data_path",
+    },
+    group="evaluation (before and after training, on held-out problems)",
+    defaults={"count": 200},
+    helps={
+        "count": "Held-out problems for evaluation.",
+        "split": "Split of the before/after evaluation: 'test' (generated tasks' default; "
+        "reports) or 'validation' (choose settings on it); other tasks: their default split.",
+        "levels": "Levels of a generated task to evaluate (default: the training levels that "
+        "hold their share of --eval_problems as distinct problems of the split).",
+        "data_path": "Local JSONL of held-out problems (with --data_path, which trains).",
+    },
+)
+
+
 @dataclass
-class EvalArguments:
+class EvalArguments(EvalProblemArguments):
     """The before/after evaluation on held-out problems. It plays the training env
     (`EnvArguments`: task, levels, rounds, agents, verifier, rewards, protocol) with these
-    overrides only: the split (``eval_split``), the problems (``eval_problems``,
-    ``eval_difficulty``, ``eval_data_path``), the episodes per problem and the temperature
+    overrides only: the problems, a group derived from `envs.tasks.problems.ProblemSet`'s fields
+    (``eval_split``, ``eval_problems``, ``eval_difficulty``, ``eval_data_path``;
+    `Job.eval_set`), the episodes per problem and the temperature
     (`trainers.run.bridge.eval_config`). Its tokens per turn are training's
     (``max_completion_length``, every algorithm's config).
 
@@ -291,7 +320,7 @@ class EvalArguments:
             "validation" (choose settings on it); other tasks: their own default split.
         eval_difficulty (`list[int] | None`): levels of a generated task to evaluate; None: the
             training levels that hold their share of `eval_problems` as distinct texts of the
-            split (`trainers.evaluation.evaluate.EvalConfig.levels`).
+            split (`ProblemSet.held`).
         eval_data_path (`str | None`): a local JSONL file of held-out problems; needed with
             `data_path`, whose problems the run trains on.
         allow_overlap (`bool`, False): train even when evaluation problems occur among the
@@ -300,28 +329,7 @@ class EvalArguments:
             None: the training temperature (GRPO/PPO's `temperature`, else 1.0).
     """
 
-    _argument_group_name = "evaluation (before and after training, on held-out problems)"
-
-    eval_problems: int = field(default=200, metadata={"help": "Held-out problems for evaluation."})
     eval_samples: int = field(default=2, metadata={"help": "Episodes per held-out problem."})
-    eval_split: str | None = field(
-        default=None,
-        metadata={
-            "help": "Split of the before/after evaluation: 'test' (generated tasks' default; "
-            "reports) or 'validation' (choose settings on it); other tasks: their default split."
-        },
-    )
-    eval_difficulty: list[int] | None = field(
-        default=None,
-        metadata={
-            "help": "Levels of a generated task to evaluate (default: the training levels that "
-            "hold their share of --eval_problems as distinct problems of the split)."
-        },
-    )
-    eval_data_path: str | None = field(
-        default=None,
-        metadata={"help": "Local JSONL of held-out problems (with --data_path, which trains)."},
-    )
     allow_overlap: bool = field(
         default=False,
         metadata={
@@ -475,16 +483,16 @@ class Job:
         the held-out split (a generated task's "test" unless ``--eval_split``), the levels that
         hold their share of ``--eval_problems`` (`ProblemSet.held`) unless
         ``--eval_difficulty`` names them; ``--eval_data_path`` for a file task's."""
-        env, evaluation = self.env, self.eval
+        env, given = self.env, self.eval.problem_values()
         generated = is_procedural(env.task)
         problems = ProblemSet(
             env.task,
-            split=(evaluation.eval_split or "test") if generated else evaluation.eval_split,
-            levels=evaluation.eval_difficulty or env.difficulty or None,
-            count=evaluation.eval_problems,
-            data_path=evaluation.eval_data_path or env.data_path,
+            split=(given["split"] or "test") if generated else given["split"],
+            levels=given["levels"] or env.difficulty or None,
+            count=given["count"],
+            data_path=given["data_path"] or env.data_path,
         )
-        return problems if evaluation.eval_difficulty or not generated else problems.held()
+        return problems if given["levels"] or not generated else problems.held()
 
     def builder_kwargs(self) -> dict[str, Any]:
         """The trainer builders' arguments from the model and rollout groups."""

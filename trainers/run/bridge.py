@@ -21,14 +21,10 @@ def eval_config(job: Job, model: str, config: Any) -> EvalConfig:
     training runs (the config's device: a GPU unless ``use_cpu``).
     """
     device = getattr(config, "device", None)
-    evaluation, problems = job.eval, job.eval_set()
+    evaluation = job.eval
     return EvalConfig(
         env_id=job.env_id,
-        task=problems.task,
-        data_path=problems.data_path,
-        split=evaluation.eval_split,
-        difficulty=problems.level_list() if problems.generated else None,
-        num_problems=evaluation.eval_problems,
+        problems=job.eval_set(),
         model=model,
         samples=evaluation.eval_samples,
         temperature=evaluation.eval_temperature or getattr(config, "temperature", None) or 1.0,

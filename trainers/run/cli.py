@@ -208,5 +208,5 @@ def run_script(
 
 def train_command(env_id: str, argv: Sequence[str]) -> dict[str, Any]:
     """``mathteams train ENV [ALGO] [flags]``: `run_script` for a registered `env_id` (the
-    command, `trainers.cli.train`, turns ENV's short name into it and refuses an unknown one)."""
+    command, `mathteams.cli.train`, turns ENV's short name into it and refuses an unknown one)."""
     return run_script(env_id, argv, doc=f"Train the agents of `{env_id}`.")

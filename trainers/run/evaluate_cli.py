@@ -54,6 +54,7 @@ from trainers.evaluation.splits import as_levels
 from trainers.run.args import comma_items
 from trainers.run.cli import defer_task_defaults, run_task
 from trainers.run.options import add_group, option_kwargs
+from trainers.run.problem_args import add_problem_flags, problem_arguments
 from trainers.run.protocol import describe, read_protocol
 
 
@@ -178,31 +179,30 @@ def make_parser(env_id: str = DEFAULT_ENV) -> argparse.ArgumentParser:
 
 
 def _add_problem_flags(parser: argparse.ArgumentParser, env_id: str = DEFAULT_ENV) -> None:
-    """The env and the problems it plays: task, data, split, levels, how many, from where."""
+    """The env, and the problems it plays: a group derived from `ProblemSet`'s fields
+    (`trainers.run.problem_args`), as the training scripts' is."""
     parser.add_argument("--env_id", default=DEFAULT_ENV, choices=envs.list_envs())
-    parser.add_argument(
-        "--task",
-        default=run_task(env_id) or EMBEDDED_TASK,
-        choices=envs.list_tasks(),
-        help="default: the task a run of the env plays (envs.EnvSpec.run_task; unknown)",
+    group = problem_arguments(
+        "EvaluateProblemArguments",
+        {
+            "task": "task",
+            "data_path": "data_path",
+            "split": "split",
+            "levels": "difficulty",
+            "count": "num_problems",
+            "offset": "offset",
+        },
+        group="problems (which problems the team and the model alone play)",
+        defaults={"task": run_task(env_id) or EMBEDDED_TASK, "count": 200},
+        helps={
+            "task": "default: the task a run of the env plays (envs.EnvSpec.run_task; unknown)",
+            "levels": "levels of a generated task (default: the task's declared defaults, or "
+            "the trained protocol's, that hold their share of --num_problems as distinct "
+            "problems of the split)",
+        },
     )
-    parser.add_argument("--data_path", default=None, help="local JSONL for gsm8k/math/anli")
-    parser.add_argument(
-        "--split",
-        default=None,
-        help="task split (generated tasks: 'test' reports, 'validation' chooses settings; a "
-        "problem's split is a hash of its text, so neither shares a problem with 'train')",
-    )
-    parser.add_argument(
-        "--difficulty",
-        type=int,
-        nargs="+",
-        default=None,
-        help="levels of a generated task (default: the embedded model's training levels that "
-        "hold their share of --num_problems as distinct problems of the split: unknown 2, 3)",
-    )
-    parser.add_argument("--num_problems", type=int, default=200)
-    parser.add_argument("--offset", type=int, default=0, help="first problem index")
+    add_problem_flags(parser, group, choices={"task": envs.list_tasks()})
+    parser.set_defaults(problem_group=group)
 
 
 def _add_model_flags(parser: argparse.ArgumentParser) -> None:
@@ -335,14 +335,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if args.plot is not None and (args.no_compare or args.env_id == "math/solve-v0"):
         parser.error("--plot draws the team against the model alone: drop --no_compare")
     role_models = dict(r.split("=", 1) for r in items)
+    values = {flag: getattr(args, flag) for flag in args.problem_group.PROBLEM_FLAGS.values()}
     config = EvalConfig(
         env_id=args.env_id,
-        task=args.task,
-        data_path=args.data_path,
-        split=args.split,
-        difficulty=args.difficulty,
-        num_problems=args.num_problems,
-        offset=args.offset,
+        problems=ProblemSet(**args.problem_group(**values).problem_values()),
         model=args.model_name_or_path,
         role_models=role_models,
         role_adapters_dir=args.role_adapters_dir,

@@ -70,7 +70,7 @@ def kept_before(path: Path, before: EvalConfig, config: Any) -> dict[str, Any] |
         except (OSError, ValueError) as exc:
             logger.warning("%s is unreadable (%s): evaluating the start again", path, exc)
             return None
-        same = json.loads(json.dumps(vars(before), default=str))
+        same = before.as_dict()
         if isinstance(kept, dict) and kept.get("config") == same:
             logger.info("resumed run: reusing the before-evaluation in %s", path)
             return kept

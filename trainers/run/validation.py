@@ -28,7 +28,7 @@ from envs.tasks import is_procedural
 from envs.tasks.problems import ProblemSet
 from trainers.evaluation.config import EvalConfig
 from trainers.evaluation.evaluate import evaluate
-from trainers.evaluation.splits import as_levels, describe_levels
+from trainers.evaluation.splits import describe_levels
 from trainers.run.args import Job
 from trainers.run.bridge import eval_config
 
@@ -71,7 +71,7 @@ class Validation:
     def describe(self) -> str:
         e = self.evaluation
         episodes = "episode" if e.samples == 1 else "episodes"
-        return f"{self.metric} on {e.num_problems} {self.where} x {e.samples} {episodes}"
+        return f"{self.metric} on {e.problems.count} {self.where} x {e.samples} {episodes}"
 
     def stops(self, stale: int) -> bool:
         """Whether `stale` rounds in a row without a better score end a stage."""
@@ -101,7 +101,6 @@ def _check_config(job: Job, config: Any, evaluation: EvalConfig) -> tuple[EvalCo
     """The validation check's evaluation and where its problems come from, or None and why not."""
     size = config.validation_problems
     common = {
-        "num_problems": size,
         "samples": config.validation_samples,
         "ks": (1,),
         "compare": False,  # the compute-matched "alone" comparison: not needed to choose
@@ -113,32 +112,27 @@ def _check_config(job: Job, config: Any, evaluation: EvalConfig) -> tuple[EvalCo
     }
     if is_procedural(job.env.task):
         # after the evaluation's own problems when it evaluates on the validation split too
-        offset = job.eval.eval_problems if evaluation.split == "validation" else 0
-        candidates = as_levels(evaluation.difficulty) or job.env.levels()
+        offset = job.eval.eval_problems if evaluation.problems.split == "validation" else 0
+        candidates = evaluation.levels() or job.env.levels()
         try:
             problems = ProblemSet(
                 job.env.task, split="validation", levels=candidates, count=size, offset=offset
-            )
-            levels = problems.held().level_list()
+            ).held()
         except ValueError as exc:
             return None, f"too few validation problems: {exc} (--validation_problems)"
-        check = dataclasses.replace(
-            evaluation,
-            data_path=job.env.data_path,
-            split="validation",
-            difficulty=levels,
-            offset=offset,
-            **common,
-        )
+        levels = problems.level_list()
+        problems = dataclasses.replace(problems, data_path=job.env.data_path)
+        check = dataclasses.replace(evaluation, problems=problems, **common)
         return check, f"validation-split problems (levels {describe_levels(levels)})"
     # the training problems after those the rounds play
-    check = dataclasses.replace(
-        evaluation,
+    problems = dataclasses.replace(
+        evaluation.problems,
         data_path=job.env.data_path,
         split="train",
+        count=size,
         offset=job.train_problems,
-        **common,
     )
+    check = dataclasses.replace(evaluation, problems=problems, **common)
     return check, f"training problems after the first {job.train_problems} (never rolled out)"
 
 
@@ -147,15 +141,15 @@ def _not_held_out(job: Job, evaluation: EvalConfig, check: EvalConfig) -> str:
     the rounds' problems), or "" when they are."""
     import envs
 
-    size = check.num_problems
-    held = check.problem_set().problems()
+    size = check.problems.count or 0
+    held = check.problems.problems()
     if len(held) < size:
         return (
-            f"the training split holds {check.offset + len(held)} problems, fewer than "
+            f"the training split holds {check.problems.offset + len(held)} problems, fewer than "
             f"--train_problems {job.train_problems} + --validation_problems {size}; lower "
             "either to select rounds on validation problems the rounds never play"
         )
-    others = {"evaluation": evaluation.problem_set().problems()}
+    others = {"evaluation": evaluation.problems.problems()}
     if not is_procedural(job.env.task):  # generated splits are disjoint by construction
         others["training"] = job.train_set("train", job.train_problems).problems()
     for name, problems in others.items():

@@ -7,8 +7,11 @@
     mathteams bench verifiers                       # python scripts/bench.py verifiers
     mathteams COMMAND --help                        # the command's own flags
 
-Each command's code lives in the package (`COMMANDS` names the function) and the script under
-``scripts/`` calls the same function, so the two take the same flags and do the same thing. A
+Each command's code lives in a module of the packages that exposes ``make_parser()`` (its
+argparse parser) and ``main(argv)``, as TRL's scripts do; the script under ``scripts/`` calls the
+same ``main``, so the two take the same flags and do the same thing. `COMMANDS` reaches each
+module through a function of this module that imports it (`Command.module`): a function-level
+import, so the import graph (grimp, ``lint-imports``) shows every module the CLI reaches, yet a
 command's module is imported only when the command runs: ``mathteams --help`` imports no torch,
 and ``mathteams play`` and ``mathteams serve`` run on the base install (plus ``[server]``).
 """
@@ -16,111 +19,186 @@ and ``mathteams play`` and ``mathteams serve`` run on the base install (plus ``[
 from __future__ import annotations
 
 import difflib
-import importlib
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import Any
 
 PROG = "mathteams"
+
+# The project's packages: a command whose module (or a module of these it imports) is absent is
+# missing from this install; a missing third-party module is the command's own error to explain.
+PACKAGES = ("mathteams", "benchmarks", "trainers", "agents", "envs", "rewards")
 
 # `mathteams train ENV`: the env scripts' short names (scripts/train_<ENV>.py) -> env id.
 TRAIN_ENVS = {
     name: f"math/{name}-v0" for name in ("reflection", "debate", "tool", "solve", "ensemble")
 }
 
-# Where `train` and `evaluate` go: ``train_command(env_id, argv)`` runs an env's training with its
-# run defaults (`envs.EnvSpec.run_task`, `run_options`); ``evaluate_cli.main(argv)`` is
-# scripts/evaluate.py's main.
-TRAIN = "trainers.run.cli:train_command"
-EVALUATE = "trainers.run.evaluate_cli:main"
+
+# Each command's module, imported when the command runs. Every one exposes ``make_parser()`` and
+# ``main(argv)``, but for `train`'s `trainers.run.cli`: its parser depends on the env and the
+# algorithm (``make_parser(algo, env_id)``), and ``train_command(env_id, argv)`` runs it, after
+# `train` here has turned ENV into an env id.
+def _train() -> ModuleType:
+    import trainers.run.cli as module
+
+    return module
+
+
+def _evaluate() -> ModuleType:
+    import trainers.run.evaluate_cli as module
+
+    return module
+
+
+def _serve_envs() -> ModuleType:
+    import envs.serving.cli as module
+
+    return module
+
+
+def _serve_rewards() -> ModuleType:
+    import rewards.serving.cli as module
+
+    return module
+
+
+def _bench() -> ModuleType:
+    import benchmarks.cli as module
+
+    return module
+
+
+def _soak() -> ModuleType:
+    import benchmarks.soak as module
+
+    return module
+
+
+def _build_embedded() -> ModuleType:
+    import trainers.embedded.cli as module
+
+    return module
+
+
+def _train_verifier() -> ModuleType:
+    import trainers.verifier.cli as module
+
+    return module
+
+
+def _fuzz() -> ModuleType:
+    import envs.testing.fuzz_cli as module
+
+    return module
+
+
+def _play() -> ModuleType:
+    import envs.testing.play as module
+
+    return module
+
+
+def _probe_critic() -> ModuleType:
+    import trainers.embedded.probe_critic as module
+
+    return module
+
+
+def _probe_embedded() -> ModuleType:
+    import trainers.embedded.probe_embedded as module
+
+    return module
+
+
+def _probe_coloring() -> ModuleType:
+    import trainers.embedded.probe_coloring as module
+
+    return module
 
 
 @dataclass(frozen=True)
 class Command:
-    """One command of `COMMANDS`. ``target`` is called with the arguments after the command's
-    words: a ``module:function`` (imported when the command runs) or the name of a function of
-    this module (`train`, `evaluate`). A group (``serve``, ``probe``) has ``choices`` instead,
-    picked by its second word. ``script``: the file under ``scripts/`` that runs the same code."""
+    """One command of `COMMANDS`. ``module`` imports and returns the command's module, whose
+    ``main`` is called with the arguments after the command's words, under the program name
+    ``mathteams WORDS``; ``run``, when set, is called with them instead (`train`, which names the
+    program itself). A group (``serve``, ``probe``) has ``choices`` instead, picked by its second
+    word. ``script``: the file under ``scripts/`` that runs the same code."""
 
     summary: str  # its one line in `mathteams --help`
-    target: str = ""
+    module: Callable[[], ModuleType] | None = None
     script: str = ""
     args: str = ""  # the positional arguments after the command's words, for usage lines
     choices: dict[str, Command] = field(default_factory=dict)
+    run: Callable[[list[str]], Any] | None = None
 
 
 COMMANDS: dict[str, Command] = {
     "train": Command(
         "train an env's agents, evaluated before and after",
-        "train",
+        _train,
         "train_<ENV>.py",
         "ENV [ALGO]",
+        run=lambda argv: train(argv),  # below
     ),
     "evaluate": Command(
-        "evaluate a team on an env x task against the same model alone", "evaluate", "evaluate.py"
+        "evaluate a team on an env x task against the same model alone", _evaluate, "evaluate.py"
     ),
     "serve": Command(
         "serve the envs (HTTP, WebSocket) or the verifiers (HTTP)",
         choices={
             "envs": Command(
-                "serve registered envs over HTTP and WebSocket",
-                "envs.serving.cli:main",
-                "serve_envs.py",
+                "serve registered envs over HTTP and WebSocket", _serve_envs, "serve_envs.py"
             ),
-            "rewards": Command(
-                "serve verifiers over HTTP", "rewards.serving.cli:main", "serve_rewards.py"
-            ),
+            "rewards": Command("serve verifiers over HTTP", _serve_rewards, "serve_rewards.py"),
         },
     ),
     "bench": Command(
         "benchmarks: verifiers, parity, envs, rollout, train, step, robustness, sandbox, serve, soak",
-        "benchmarks.cli:main",
+        _bench,
         "bench.py",
         "KIND",
     ),
     "soak": Command(
-        "soak the env and reward servers under load and faults (bench soak)",
-        "benchmarks.soak:main",
-        "soak.py",
+        "soak the env and reward servers under load and faults (bench soak)", _soak, "soak.py"
     ),
     "build-embedded": Command(
         "rebuild (or --check) the embedded default model from its recipe",
-        "trainers.embedded.cli:main",
+        _build_embedded,
         "build_embedded.py",
     ),
     "train-verifier": Command(
         "train a learned verifier; compare it with the rule verifier",
-        "trainers.verifier.cli:main",
+        _train_verifier,
         "train_verifier.py",
     ),
     "fuzz": Command(
         "fuzz every env and verifier with adversarial text (needs mathteams[fuzz])",
-        "envs.testing.fuzz_cli:main",
+        _fuzz,
         "fuzz.py",
     ),
     "play": Command(
-        "play one episode with scripted agents, no model (base install)",
-        "envs.testing.play:main",
-        "play.py",
+        "play one episode with scripted agents, no model (base install)", _play, "play.py"
     ),
     "probe": Command(
         "how well a model's critic checks; where its numbers go wrong",
         choices={
             "critic": Command(
                 "how well a model's reach critic checks, per level",
-                "trainers.embedded.probe_critic:main",
+                _probe_critic,
                 "probe_critic.py",
             ),
             "embedded": Command(
                 "where the embedded solver, critic and refiner go wrong, per number",
-                "trainers.embedded.probe_embedded:main",
+                _probe_embedded,
                 "probe_embedded.py",
             ),
             "coloring": Command(
                 "how a model's coloring solver and critic play, and whether its lookup is learnt",
-                "trainers.embedded.probe_coloring:main",
+                _probe_coloring,
                 "probe_coloring.py",
             ),
         },
@@ -190,20 +268,18 @@ python scripts/train_<ENV>.py [ALGO] [flags].
 --config FILE.yaml sets fields from a file, and flags override it."""
 
 
-def resolve(target: str) -> Callable[..., Any] | None:
-    """The function a target names (``module:function``, imported now, or a function of this
-    module); None when its module or the function is absent (a module that fails to import for
-    another reason, a missing dependency, raises)."""
-    module_name, sep, name = target.rpartition(":")
-    if not sep:
-        return globals()[name]
+def load(words: Sequence[str], command: Command) -> ModuleType:
+    """The module of the command that `words` name, imported now. Exits with a message when the
+    install lacks it (or a module of the project's packages it imports); a missing third-party
+    dependency raises, for the module says what to install when it imports one lazily."""
+    assert command.module is not None, words
     try:
-        module = importlib.import_module(module_name)
+        return command.module()
     except ModuleNotFoundError as err:
-        if err.name == module_name or module_name.startswith(f"{err.name}."):
-            return None
-        raise
-    return getattr(module, name, None)
+        if (err.name or "").split(".")[0] not in PACKAGES:
+            raise
+        where = " ".join([PROG, *words])
+        raise SystemExit(f"{where}: {err.name} is missing from this install") from err
 
 
 @contextmanager
@@ -220,7 +296,9 @@ def program_name(words: Sequence[str]) -> Iterator[None]:
 
 
 def train(argv: list[str]) -> Any:
-    """``mathteams train ENV [ALGO] [flags]``: `TRAIN` with ENV's env id."""
+    """``mathteams train ENV [ALGO] [flags]``: ``train_command(env_id, argv)`` of
+    `trainers.run.cli` with ENV's env id, which runs an env's training with its run defaults
+    (`envs.EnvSpec.run_task`, `run_options`), as scripts/train_<ENV>.py does."""
     if not argv:
         raise UsageError(f"{train_help()}\n\n{PROG} train: ENV is required")
     if argv[0] in ("-h", "--help"):
@@ -236,22 +314,11 @@ def train(argv: list[str]) -> Any:
                 f"{PROG} train: unknown env {env!r}; ENV is one of {', '.join(TRAIN_ENVS)} or a "
                 f"registered env id ({', '.join(envs.list_envs())})"
             )
-    command = resolve(TRAIN)
-    if command is None:
-        raise SystemExit(f"{PROG} train: {TRAIN} is missing from this install")
+    module = load(["train"], COMMANDS["train"])
     # argparse names a program by sys.argv[0]'s basename: a built-in env by its short name
     short = {env_id: name for name, env_id in TRAIN_ENVS.items()}.get(env_id, env)
     with program_name(["train", short]):
-        return command(env_id, rest)
-
-
-def evaluate(argv: list[str]) -> Any:
-    """``mathteams evaluate [flags]``: `EVALUATE`."""
-    command = resolve(EVALUATE)
-    if command is None:
-        raise SystemExit(f"{PROG} evaluate: {EVALUATE} is missing from this install")
-    with program_name(["evaluate"]):
-        return command(argv)
+        return module.train_command(env_id, rest)
 
 
 def unknown(word: str, choices: Sequence[str], where: str) -> UsageError:
@@ -265,7 +332,7 @@ def unknown(word: str, choices: Sequence[str], where: str) -> UsageError:
 
 
 def dispatch(argv: list[str]) -> Any:
-    """Run the command `argv` names; what its function returns."""
+    """Run the command `argv` names; what its ``main`` returns."""
     if not argv:
         raise UsageError(f"{help_text()}\n\n{PROG}: a command is required")
     if argv[0] in ("-h", "--help"):
@@ -293,13 +360,11 @@ def dispatch(argv: list[str]) -> Any:
         if rest[0] not in command.choices:
             raise unknown(rest[0], list(command.choices), f"{PROG} {name}")
         command, words, rest = command.choices[rest[0]], [name, rest[0]], rest[1:]
-    function = resolve(command.target)
-    if function is None:
-        raise SystemExit(f"{' '.join([PROG, *words])}: {command.target} is missing")
-    if ":" not in command.target:  # train, evaluate: they name the program themselves
-        return function(rest)
+    if command.run is not None:  # train: it names the program itself
+        return command.run(rest)
+    module = load(words, command)
     with program_name(words):
-        return function(rest)
+        return module.main(rest)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
