@@ -10,7 +10,7 @@ import pytest
 
 from envs.tasks.problems import ProblemSet
 from trainers.run.args import EnvArguments, EvalArguments, Job
-from trainers.run.problem_args import FIELDS, add_problem_flags, problem_arguments
+from trainers.run.problem_args import FIELDS, add_problem_flags, problem_arguments, problem_set_of
 
 
 def test_the_group_takes_type_and_help_from_the_set_and_names_a_wrong_field():
@@ -55,8 +55,7 @@ def test_mathteams_evaluate_adds_the_group_with_its_own_flags():
 
     parser = make_parser("math/reflection-v0")
     args = parser.parse_args(["--task", "reach", "--difficulty", "2", "--num_problems", "7"])
-    values = {flag: getattr(args, flag) for flag in args.problem_group.PROBLEM_FLAGS.values()}
-    chosen = ProblemSet(**args.problem_group(**values).problem_values())
+    chosen = problem_set_of(args.problem_group, args)
     assert chosen == ProblemSet("reach", levels=(2,), count=7, offset=0)
     with pytest.raises(SystemExit):
         parser.parse_args(["--task", "no_such_task"])  # the registered tasks are its choices

@@ -54,7 +54,7 @@ from trainers.evaluation.splits import as_levels
 from trainers.run.args import comma_items
 from trainers.run.cli import defer_task_defaults, run_task
 from trainers.run.options import add_group, option_kwargs
-from trainers.run.problem_args import add_problem_flags, problem_arguments
+from trainers.run.problem_args import add_problem_flags, problem_arguments, problem_set_of
 from trainers.run.protocol import describe, read_protocol
 
 
@@ -335,10 +335,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if args.plot is not None and (args.no_compare or args.env_id == "math/solve-v0"):
         parser.error("--plot draws the team against the model alone: drop --no_compare")
     role_models = dict(r.split("=", 1) for r in items)
-    values = {flag: getattr(args, flag) for flag in args.problem_group.PROBLEM_FLAGS.values()}
     config = EvalConfig(
         env_id=args.env_id,
-        problems=ProblemSet(**args.problem_group(**values).problem_values()),
+        problems=problem_set_of(args.problem_group, args),
         model=args.model_name_or_path,
         role_models=role_models,
         role_adapters_dir=args.role_adapters_dir,

@@ -14,7 +14,8 @@ checks come from `ProblemSet`. It is used three times, with the flags users type
 
 A group is a dataclass, for `transformers.HfArgumentParser` (and so TRL's `TrlParser`), or added
 to an `argparse.ArgumentParser` (`add_problem_flags`). Its ``problem_values()`` gives the parsed
-values by `ProblemSet` field, so a caller builds the set with ``ProblemSet(**values)``.
+values by `ProblemSet` field, so a caller builds the set with ``ProblemSet(**values)``;
+`problem_set_of` builds it from an `argparse.Namespace` too.
 """
 
 from __future__ import annotations
@@ -86,6 +87,14 @@ def problem_arguments(
 def _problem_values(self: Any) -> dict[str, Any]:
     """The parsed values by `ProblemSet` field (``{"levels": [2, 3], "count": 200, ...}``)."""
     return {key: getattr(self, flag) for key, flag in type(self).PROBLEM_FLAGS.items()}
+
+
+def problem_set_of(group_cls: type, parsed: Any) -> ProblemSet:
+    """The `ProblemSet` a parsed group names: `parsed` is an instance of `group_cls` (a
+    `problem_arguments` class) or an `argparse.Namespace` holding its flags."""
+    return ProblemSet(
+        **{key: getattr(parsed, flag) for key, flag in group_cls.PROBLEM_FLAGS.items()}
+    )
 
 
 def add_problem_flags(
