@@ -50,14 +50,19 @@ import torch
 from transformers import Cache
 
 from agents.base import Generation, StepwisePolicy
-from agents.decoding import eval_mode, left_pad, length_chunks, sampling_processors
+from agents.decoding import (
+    SHARED_PREFIX_MIN,
+    eval_mode,
+    left_pad,
+    length_chunks,
+    sampling_processors,
+    shared_prefixes,
+)
 from agents.fused_decode import fused_decoder
 from agents.hf import is_peft_model
 from agents.kv_cache import BufferLayer, RowCache, supports_model
 
 __all__ = ["SHARED_PREFIX_MIN", "ContinuousBatcher", "supports_model"]
-
-SHARED_PREFIX_MIN = 16  # leading prompt tokens rows must share to have their prefix run once
 
 
 @dataclass
@@ -233,7 +238,7 @@ class ContinuousBatcher:
             count = min(count, self.max_rows - len(self.rows))
         new = [self.waiting.popleft() for _ in range(count)]
         self.waited = 0
-        groups = self._shared_prefixes(new)
+        groups = shared_prefixes([r.prompt_ids for r in new], [r.adapter_name for r in new])
         prefixes, group_of = [0] * len(new), [-1] * len(new)
         for g, (members, shared) in enumerate(groups):
             for i in members:
@@ -291,37 +296,12 @@ class ContinuousBatcher:
         self._count_prefill(suffix_mask)
         return out.logits[:, -1, :], mask
 
-    def _shared_prefixes(self, rows: Sequence[_Row]) -> list[tuple[list[int], int]]:
-        """Groups of admitted rows that share a prompt prefix, as (row indices, prefix length):
-        same adapter, the same first `SHARED_PREFIX_MIN` tokens (the rows of one role share its
-        instructions), two rows or more; the prefix is their longest common one, leaving each
-        row at least one token to prefill."""
-        size = SHARED_PREFIX_MIN
-        candidates: dict[tuple[Any, ...], list[int]] = {}
-        for i, row in enumerate(rows):
-            if len(row.prompt_ids) > size:
-                candidates.setdefault((row.adapter_name, *row.prompt_ids[:size]), []).append(i)
-        groups = []
-        for members in candidates.values():
-            if len(members) < 2:
-                continue
-            prompts = [rows[i].prompt_ids for i in members]
-            shared = min(len(p) - 1 for p in prompts)
-            first = prompts[0]
-            for other in prompts[1:]:
-                k = size
-                while k < shared and other[k] == first[k]:
-                    k += 1
-                shared = k
-            groups.append((members, shared))
-        return groups
-
     def _prefill_prefixes(
         self, rows: Sequence[_Row], groups: list[tuple[list[int], int]]
     ) -> tuple[list[BufferLayer], torch.Tensor] | None:
-        """Runs each group's shared prefix (`_shared_prefixes`) once, left-padded to the widest:
-        returns the layers holding their states (one row per group) and their attention mask,
-        or ``None`` without groups."""
+        """Runs each group's shared prefix (`agents.decoding.shared_prefixes`) once, left-padded
+        to the widest: returns the layers holding their states (one row per group) and their
+        attention mask, or ``None`` without groups."""
         if not groups:
             return None
         firsts = [rows[members[0]] for members, _ in groups]

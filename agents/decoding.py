@@ -7,7 +7,7 @@ output back into exact per-row token lists.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Hashable, Iterator, Sequence
 from typing import Any
 
 import torch
@@ -31,6 +31,9 @@ forward call, with its fixed cost)."""
 
 CHUNK_ROWS_MAX = 256
 """The most rows `length_chunks` puts in one chunk."""
+
+SHARED_PREFIX_MIN = 16
+"""Leading tokens rows must share for `shared_prefixes` to run their common prefix once."""
 
 
 class LogprobRecorder(LogitsProcessor):
@@ -161,6 +164,39 @@ def length_chunks(
         chunks.append(order[start[end] : end])
         end = start[end]
     return chunks[::-1]
+
+
+def shared_prefixes(
+    sequences: Sequence[Sequence[int]],
+    keys: Sequence[Hashable] | None = None,
+    min_shared: int = SHARED_PREFIX_MIN,
+) -> list[tuple[list[int], int]]:
+    """Groups of `sequences` whose common prefix is worth running once, as (indices, prefix
+    length): two sequences or more with the same key (`keys`, one per sequence, e.g. the adapter
+    that reads them) and the same first `min_shared` tokens; the prefix is their longest common
+    one, leaving each of them at least one token of its own. Sequences in no group are left out.
+    """
+    if keys is not None and len(keys) != len(sequences):
+        raise ValueError(f"{len(keys)} keys for {len(sequences)} sequences; expected one each")
+    candidates: dict[tuple[Any, ...], list[int]] = {}
+    for i, sequence in enumerate(sequences):
+        if len(sequence) > min_shared:
+            key = None if keys is None else keys[i]
+            candidates.setdefault((key, *sequence[:min_shared]), []).append(i)
+    groups = []
+    for members in candidates.values():
+        if len(members) < 2:
+            continue
+        chosen = [sequences[i] for i in members]
+        shared = min(len(s) - 1 for s in chosen)
+        first = chosen[0]
+        for other in chosen[1:]:
+            k = min_shared
+            while k < shared and other[k] == first[k]:
+                k += 1
+            shared = k
+        groups.append((members, shared))
+    return groups
 
 
 def eos_token_ids(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> list[int]:

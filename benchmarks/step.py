@@ -5,11 +5,14 @@ optimizer, logging, and what is left.
 
 The job is the training script's own (`trainers.run.cli.make_parser`: its defaults, then any
 flags given after ``--``), built as a run builds it, without the evaluations. Phases are timed
-through public hooks only: the trainer's ``rollout_func``, ``compute_loss``, ``log`` and its
-accelerator's ``backward``, the optimizer's ``step``, the model's forward hooks (a forward in
-the rollout with one new token a row is decode, a wider one prefill; one outside the rollout
-and the loss, without gradients, is the logprob pass) and the env copies' ``step`` (the env and
-its verifier). The first step (warm-up) is left out.
+through hooks on the trainer and the model: the trainer's ``rollout_func``, ``compute_loss`` (the
+loss's forward: log-probabilities and the loss arithmetic), ``_get_per_token_logps_and_entropies``
+outside the loss (the logprob pass, of the old or reference policy), ``log`` and its
+accelerator's ``backward``, the optimizer's ``step``, the model's forward hooks in the rollout (a
+forward with one new token a row is decode, a wider one prefill), the fused decode step's call
+(`agents.fused_decode.FusedDecoder`, decode too: it runs the model's arithmetic without calling
+its forward) and the env copies' ``step`` (the env and its verifier). The first step (warm-up)
+is left out.
 """
 
 from __future__ import annotations
@@ -86,9 +89,21 @@ class Clock:
 
         setattr(owner, attribute, timed)
 
+    def wrapping(self, owner: Any, attribute: str, name: str) -> Callable[[], None]:
+        """`wrap`, returning the undo (for a class attribute, which outlives the run)."""
+        own = owner.__dict__.get(attribute)
+        self.wrap(owner, attribute, name)
+
+        def undo() -> None:
+            if own is None:  # inherited: uncover the base class's again
+                delattr(owner, attribute)
+            else:
+                setattr(owner, attribute, own)
+
+        return undo
+
     def hook_forwards(self, model: Any) -> None:
         """Time the model's forwards, named by where they run (module docstring)."""
-        import torch
 
         began: list[float] = []
 
@@ -101,13 +116,8 @@ class Clock:
             seconds = time.perf_counter() - began.pop()
             ids = kwargs.get("input_ids", args[0] if args else None)
             width = ids.shape[-1] if ids is not None else 0
-            where = self.stack[-1] if self.stack else ""
-            if where == "rollout":
+            if self.stack and self.stack[-1] == "rollout":
                 self.seconds["decode" if width == 1 else "prefill"] += seconds
-            elif where == "loss":
-                self.seconds["loss forward"] += seconds
-            elif not torch.is_grad_enabled():
-                self.seconds["logprob pass"] += seconds
 
         model.register_forward_pre_hook(before, with_kwargs=True)
         model.register_forward_hook(after, with_kwargs=True)
@@ -138,6 +148,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     import torch
     from transformers import TrainerCallback
 
+    from agents.fused_decode import FusedDecoder
+
     if args.threads:
         torch.set_num_threads(args.threads)
     clock = Clock()
@@ -145,10 +157,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         trainer = _trainer(args, out)
         clock.hook_forwards(trainer.model)
         clock.wrap(trainer, "rollout_func", "rollout")
-        clock.wrap(trainer, "compute_loss", "loss")
+        clock.wrap(trainer, "compute_loss", "loss forward")
+        _wrap_logprob_passes(clock, trainer)
         clock.wrap(trainer, "log", "logging")
         clock.wrap(trainer.accelerator, "backward", "backward")
         env_step = _wrap_env_steps(clock, args.env)
+        fused_call = clock.wrapping(FusedDecoder, "__call__", "decode")
         create = trainer.create_optimizer
 
         def create_optimizer(*a: Any, **k: Any) -> Any:
@@ -175,7 +189,21 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             trainer.train()
         finally:
             env_step()
+            fused_call()
     return _report(steps[1:], args)
+
+
+def _wrap_logprob_passes(clock: Clock, trainer: Any) -> None:
+    """Time the trainer's log-probability passes outside the loss as the logprob pass."""
+    original = trainer._get_per_token_logps_and_entropies
+
+    def timed(*args: Any, **kwargs: Any) -> Any:
+        if "loss forward" in clock.stack:
+            return original(*args, **kwargs)
+        with clock.phase("logprob pass"):
+            return original(*args, **kwargs)
+
+    trainer._get_per_token_logps_and_entropies = timed
 
 
 def _wrap_env_steps(clock: Clock, env_id: str) -> Callable[[], None]:
@@ -186,18 +214,7 @@ def _wrap_env_steps(clock: Clock, env_id: str) -> Callable[[], None]:
     made = envs.make(env_id)
     cls = type(made.unwrapped)
     made.close()
-    original = cls.step
-
-    def timed(self: Any, *a: Any, **k: Any) -> Any:
-        with clock.phase("env"):
-            return original(self, *a, **k)
-
-    cls.step = timed
-
-    def undo() -> None:
-        cls.step = original
-
-    return undo
+    return clock.wrapping(cls, "step", "env")
 
 
 def _report(steps: list[dict[str, float]], args: argparse.Namespace) -> dict[str, Any]:

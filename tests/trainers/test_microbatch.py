@@ -135,6 +135,51 @@ def test_grouped_training_gives_the_same_update_on_narrower_micro_batches(tiny_m
     assert moved  # the step did something to compare
 
 
+def test_shared_prefix_passes_give_the_same_update(tiny_model, tmp_path, monkeypatch):
+    """One SGD step with the loss's log-probabilities from shared-prefix passes and from TRL's
+    own (`trainers.algorithms.shared_prefix`); the shared pass did run."""
+    import trainers.algorithms.microbatch as microbatch
+
+    calls = []
+    original = microbatch.shared_prefix_logps
+
+    def counted(*args, **kwargs):
+        calls.append(args[1].shape)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(microbatch, "shared_prefix_logps", counted)
+    deltas = {}
+    for shared in (False, True):
+        trainer = build_grpo_trainer(
+            tiny_model,
+            "math/reflection-v0",
+            {"rounds": 1},
+            grpo_config(
+                tmp_path / str(shared),
+                gradient_accumulation_steps=3,
+                optim="sgd",
+                learning_rate=1.0,
+                max_grad_norm=0.0,
+                gradient_checkpointing=False,
+            ),
+            train_problems=3,
+            num_envs=8,
+            shared_prefix=shared,
+        )
+        assert trainer.shared_prefix is shared
+        trainer.reward_funcs[0] = shaped
+        start = {k: v.detach().clone() for k, v in trainer.model.named_parameters()}
+        trainer.train()
+        deltas[shared] = {k: v.detach() - start[k] for k, v in trainer.model.named_parameters()}
+        assert bool(calls) is shared  # the shared pass ran for every micro-batch, and only then
+    assert len(calls) == 3
+    moved = 0
+    for name, delta in deltas[False].items():
+        torch.testing.assert_close(deltas[True][name], delta, rtol=1e-4, atol=1e-6)
+        moved += bool(delta.abs().max() > 1e-6)
+    assert moved
+
+
 def test_length_chunks_split_only_where_padding_is_worth_a_forward_call():
     # two long rows and two short ones: two chunks, longest first
     assert length_chunks([100, 10, 100, 10], [5, 5, 5, 5]) == [[0, 2], [1, 3]]

@@ -25,6 +25,10 @@ of very different lengths even after regrouping. The log-probabilities are the s
 to float rounding), so the loss and its gradient are too, for any loss type; this holds in every
 configuration, so it is on whenever ``length_grouped`` is asked for (not only when the regrouping
 above is allowed).
+
+With ``shared_prefix`` (on by default on CPU, where it is measured faster) that pass runs each
+prompt prefix the rows share once and scores completion positions only
+(`trainers.algorithms.shared_prefix`): the same log-probabilities and gradient, for fewer tokens.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ import torch
 
 from agents.decoding import length_chunks
 from trainers import compat
+from trainers.algorithms.shared_prefix import eligible, shared_prefix_logps
 from trainers.precision import guard_attention
 
 logger = logging.getLogger(__name__)
@@ -171,11 +176,20 @@ class LengthGroupedMixin:
     """Mixed into a `GRPOTrainer` subclass: length-grouped, trimmed micro-batches (see the module
     docstring). ``length_grouped=False`` keeps TRL's shuffled split."""
 
-    def __init__(self, *args: Any, length_grouped: bool = True, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *args: Any,
+        length_grouped: bool = True,
+        shared_prefix: bool | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(*args, **kwargs)
         compat.check_trainer(self)
         guard_attention(self.args, self.accelerator.device)  # bf16 on CUDA: trainers.precision
         self.chunked_forwards = length_grouped
+        if shared_prefix is None:  # measured faster on CPU; on CUDA not yet measured
+            shared_prefix = self.accelerator.device.type == "cpu"
+        self.shared_prefix = length_grouped and shared_prefix
         self.length_grouped = length_grouped and groupable(self.args, self.num_iterations)
         if length_grouped and not self.length_grouped:
             logger.info(
@@ -213,6 +227,18 @@ class LengthGroupedMixin:
         )
         if not self.chunked_forwards or other_inputs or kwargs.get("compute_aux_loss"):
             return parent(model, input_ids, attention_mask, logits_to_keep, batch_size, **kwargs)
+        if self.shared_prefix and eligible(model) and not self.args.cast_lm_head_to_fp32:
+            with self.accelerator.autocast():
+                logps, entropies = shared_prefix_logps(
+                    model,
+                    input_ids,
+                    attention_mask,
+                    logits_to_keep,
+                    self.temperature,
+                    compute_entropy=bool(kwargs.get("compute_entropy")),
+                    max_rows=batch_size,
+                )
+            return logps, entropies, None
         return chunked_forward(
             lambda *a, **k: parent(model, *a, **k),
             input_ids,
