@@ -8,7 +8,7 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from agents.decoding import shared_prefixes
-from trainers.algorithms.shared_prefix import eligible, prefix_tree, shared_prefix_logps
+from trainers.algorithms.shared_prefix import eligible, shared_prefix_logps
 
 PAD = 0
 TEMPERATURE = 0.7
@@ -77,72 +77,6 @@ def rows(seed=0):
     ]
     completions = [tokens(n) for n in (6, 3, 8, 1, 5, 7)]
     return prompts, completions
-
-
-def tree_rows(seed=2):
-    """Prompts nested as a multi-agent batch nests them: one template for six of them, a problem
-    for three of those, one answer for two of these, another problem for two; a seventh alone."""
-    generator = torch.Generator().manual_seed(seed)
-
-    def tokens(n):
-        return torch.randint(5, 200, (n,), generator=generator).tolist()
-
-    template, problem, answer, other = tokens(20), tokens(25), tokens(30), tokens(20)
-    prompts = [
-        template + problem + answer + tokens(4),
-        template + problem + answer + tokens(2),
-        template + problem + tokens(6),
-        template + other + tokens(3),
-        template + other + tokens(5),
-        template + tokens(8),
-        [201] + tokens(8),
-    ]
-    completions = [tokens(n) for n in (5, 2, 7, 1, 6, 4, 3)]
-    return prompts, completions
-
-
-def test_prompts_become_a_tree_of_shared_runs():
-    prompts, _ = tree_rows()
-    tree = prefix_tree(prompts)
-    runs = [(len(n.tokens), n.start, n.parent) for n in tree.nodes]
-    template = runs.index((20, 0, -1))
-    problem = runs.index((25, 20, template))
-    answer = runs.index((30, 45, problem))
-    other = runs.index((20, 20, template))
-    assert len(runs) == 4 and tree.levels == [[template], sorted([problem, other]), [answer]]
-    parents = [leaf.parent for leaf in tree.leaves]
-    assert parents == [answer, answer, problem, other, other, template, -1]
-    for prompt, leaf in zip(prompts, tree.leaves, strict=True):  # a leaf ends its prompt
-        assert prompt[leaf.start :] == leaf.tokens and leaf.tokens
-    # a run shared by too few tokens' worth is not a node: two prompts sharing 10 tokens
-    assert prefix_tree([[1] * 10 + [2], [1] * 10 + [3]], min_shared=16).nodes == []
-    assert len(prefix_tree([[1] * 20 + [2], [1] * 20 + [3]], min_shared=16).nodes) == 1
-
-
-@pytest.mark.parametrize("max_rows", [None, 3])
-def test_a_deeper_tree_gives_the_same_values_and_gradients(model, max_rows):
-    prompts, completions = tree_rows()
-    ids, mask, keep = batch(prompts, completions, holes=[(2, 4)])
-    weights = torch.linspace(-1.0, 1.0, ids.shape[0])[:, None]
-    results = {}
-    for name, compute in (
-        ("plain", lambda: plain_logps(model, ids, mask, keep, True)),
-        (
-            "tree",
-            lambda: shared_prefix_logps(
-                model, ids, mask, keep, TEMPERATURE, compute_entropy=True, max_rows=max_rows
-            ),
-        ),
-    ):
-        model.zero_grad()
-        logps, entropy = compute()
-        (logps * weights).sum().backward()
-        grads = {n: p.grad.clone() for n, p in model.named_parameters()}
-        results[name] = (logps.detach(), entropy.detach(), grads)
-    torch.testing.assert_close(results["tree"][0], results["plain"][0], atol=1e-4, rtol=1e-4)
-    torch.testing.assert_close(results["tree"][1], results["plain"][1], atol=1e-4, rtol=1e-4)
-    for name, grad in results["plain"][2].items():
-        torch.testing.assert_close(results["tree"][2][name], grad, atol=1e-4, rtol=1e-3, msg=name)
 
 
 def test_rows_sharing_a_prefix_are_grouped_and_the_rest_are_left_alone():
