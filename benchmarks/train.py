@@ -54,6 +54,12 @@ def add_parser(subparsers: Any) -> None:
         help="multi-agent micro-batches as TRL splits them (shuffled, padded to the widest row)",
     )
     parser.add_argument(
+        "--no-shared-prefix",
+        action="store_true",
+        help="multi-agent log-probabilities without running shared prompt prefixes once "
+        "(trainers.algorithms.shared_prefix; on by default on CPU)",
+    )
+    parser.add_argument(
         "--device",
         default="cpu",
         choices=["cpu", "cuda"],
@@ -177,6 +183,7 @@ def _header(setup: _Setup) -> dict[str, Any]:
         "rows_per_step": setup.slots * args.generations * args.problems,
         "max_new_tokens": args.max_new_tokens,
         "length_grouped": not args.no_length_grouping,
+        "shared_prefix": not args.no_shared_prefix and not setup.cuda,
     }
 
 
@@ -208,6 +215,7 @@ def _multi_trainer(setup: _Setup, out: str) -> Any:
         setup.config(out),
         train_problems=setup.problems,
         length_grouped=not setup.args.no_length_grouping,
+        shared_prefix=False if setup.args.no_shared_prefix else None,
     )
 
 
