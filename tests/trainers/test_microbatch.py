@@ -138,7 +138,7 @@ def test_grouped_training_gives_the_same_update_on_narrower_micro_batches(tiny_m
 def test_shared_prefix_passes_give_the_same_update(tiny_model, tmp_path, monkeypatch):
     """One SGD step with the loss's log-probabilities from shared-prefix passes and from TRL's
     own (`trainers.algorithms.shared_prefix`); the shared pass did run."""
-    import trainers.algorithms.microbatch as microbatch
+    from trainers.algorithms import microbatch
 
     calls = []
     original = microbatch.shared_prefix_logps
