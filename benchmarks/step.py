@@ -5,14 +5,14 @@ optimizer, logging, and what is left.
 
 The job is the training script's own (`trainers.run.cli.make_parser`: its defaults, then any
 flags given after ``--``), built as a run builds it, without the evaluations. Phases are timed
-through hooks on the trainer and the model: the trainer's ``rollout_func``, ``compute_loss`` (the
-loss's forward: log-probabilities and the loss arithmetic), ``_get_per_token_logps_and_entropies``
-outside the loss (the logprob pass, of the old or reference policy), ``log`` and its
-accelerator's ``backward``, the optimizer's ``step``, the model's forward hooks in the rollout (a
-forward with one new token a row is decode, a wider one prefill), the fused decode step's call
-(`agents.fused_decode.FusedDecoder`, decode too: it runs the model's arithmetic without calling
-its forward) and the env copies' ``step`` (the env and its verifier). The first step (warm-up)
-is left out.
+through public hooks only: the trainer's ``rollout_func``, ``compute_loss`` (the loss's forward:
+log-probabilities and the loss arithmetic), ``log`` and its accelerator's ``backward``, the
+optimizer's ``step``, the model's forward hooks in the rollout (a forward with one new token a
+row is decode, a wider one prefill), its backbone's forward hooks without gradients outside the
+rollout and the loss (the logprob pass, of the old or reference policy), the fused decode step's
+call (`agents.fused_decode.FusedDecoder`, decode too: it runs the model's arithmetic without
+calling its forward) and the env copies' ``step`` (the env and its verifier). The first step
+(warm-up) is left out.
 """
 
 from __future__ import annotations
@@ -103,24 +103,40 @@ class Clock:
         return undo
 
     def hook_forwards(self, model: Any) -> None:
-        """Time the model's forwards, named by where they run (module docstring)."""
+        """Time the model's forwards in the rollout, and its backbone's forwards without
+        gradients outside the rollout and the loss (the logprob pass: TRL's pass and the
+        shared-prefix one both run the backbone), named as the module docstring says."""
+        import torch
 
-        began: list[float] = []
+        def timed(module: Any, name: Callable[[int], str | None]) -> None:
+            began: list[float] = []
 
-        def before(module: Any, args: Any, kwargs: Any) -> None:
-            cuda_sync()
-            began.append(time.perf_counter())
+            def before(module: Any, args: Any, kwargs: Any) -> None:
+                cuda_sync()
+                began.append(time.perf_counter())
 
-        def after(module: Any, args: Any, kwargs: Any, output: Any) -> None:
-            cuda_sync()
-            seconds = time.perf_counter() - began.pop()
-            ids = kwargs.get("input_ids", args[0] if args else None)
-            width = ids.shape[-1] if ids is not None else 0
+            def after(module: Any, args: Any, kwargs: Any, output: Any) -> None:
+                cuda_sync()
+                seconds = time.perf_counter() - began.pop()
+                ids = kwargs.get("input_ids", args[0] if args else None)
+                phase = name(ids.shape[-1] if ids is not None else 0)
+                if phase is not None:
+                    self.seconds[phase] += seconds
+
+            module.register_forward_pre_hook(before, with_kwargs=True)
+            module.register_forward_hook(after, with_kwargs=True)
+
+        def in_rollout(width: int) -> str | None:
             if self.stack and self.stack[-1] == "rollout":
-                self.seconds["decode" if width == 1 else "prefill"] += seconds
+                return "decode" if width == 1 else "prefill"
+            return None
 
-        model.register_forward_pre_hook(before, with_kwargs=True)
-        model.register_forward_hook(after, with_kwargs=True)
+        def logprob_pass(width: int) -> str | None:
+            outside = not {"rollout", "loss forward"} & set(self.stack)
+            return "logprob pass" if outside and not torch.is_grad_enabled() else None
+
+        timed(model, in_rollout)
+        timed(getattr(model, "base_model", model), logprob_pass)
 
 
 def _trainer(args: argparse.Namespace, out: str) -> Any:
@@ -158,7 +174,6 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         clock.hook_forwards(trainer.model)
         clock.wrap(trainer, "rollout_func", "rollout")
         clock.wrap(trainer, "compute_loss", "loss forward")
-        _wrap_logprob_passes(clock, trainer)
         clock.wrap(trainer, "log", "logging")
         clock.wrap(trainer.accelerator, "backward", "backward")
         env_step = _wrap_env_steps(clock, args.env)
@@ -191,19 +206,6 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             env_step()
             fused_call()
     return _report(steps[1:], args)
-
-
-def _wrap_logprob_passes(clock: Clock, trainer: Any) -> None:
-    """Time the trainer's log-probability passes outside the loss as the logprob pass."""
-    original = trainer._get_per_token_logps_and_entropies
-
-    def timed(*args: Any, **kwargs: Any) -> Any:
-        if "loss forward" in clock.stack:
-            return original(*args, **kwargs)
-        with clock.phase("logprob pass"):
-            return original(*args, **kwargs)
-
-    trainer._get_per_token_logps_and_entropies = timed
 
 
 def _wrap_env_steps(clock: Clock, env_id: str) -> Callable[[], None]:

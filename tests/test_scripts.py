@@ -416,6 +416,21 @@ def test_bench_step_splits_a_step_of_the_main_job_into_its_phases(run_script, ti
     assert sum(phases.values()) == pytest.approx(figures["seconds_per_step"], rel=0.02)
 
 
+def test_bench_step_times_the_old_policys_logprob_pass(run_script, tiny_model, tmp_path):
+    """With two iterations a generation, the old policy's log-probabilities are a pass of their
+    own (the shared-prefix one on CPU, which runs the backbone, not the model's forward)."""
+    out = tmp_path / "step.json"
+    result = run_script(
+        "bench.py",
+        *("step", "--json", str(out), "--steps", "2", "--"),
+        *("--model_name_or_path", tiny_model, "--train_problems", "16", "--rounds", "1"),
+        *("--max_completion_length", "6", "--num_generations", "2", "--num_iterations", "2"),
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    phases = json.loads(out.read_text())["phases"]
+    assert phases["logprob pass"] > 0 and phases["loss forward"] > 0
+
+
 def test_bench_rollout_alternates_every_loop_and_reports_per_repeat_ratios(
     run_script, tiny_model, tmp_path
 ):
