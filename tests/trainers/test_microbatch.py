@@ -98,41 +98,55 @@ def test_only_configurations_whose_update_cannot_change_are_regrouped(tmp_path):
     )
 
 
+def sgd_step(tiny_model, out, config=None, **trainer_kwargs):
+    """One SGD step (lr 1: the update is minus the gradient) of the reflection trainer built with
+    `trainer_kwargs`; returns the trainer and each parameter's update."""
+    trainer = build_grpo_trainer(
+        tiny_model,
+        "math/reflection-v0",
+        {"rounds": 1},
+        grpo_config(
+            out,
+            gradient_accumulation_steps=3,
+            optim="sgd",
+            learning_rate=1.0,
+            max_grad_norm=0.0,
+            **(config or {}),
+        ),
+        train_problems=3,
+        num_envs=8,
+        **trainer_kwargs,
+    )
+    trainer.reward_funcs[0] = shaped
+    start = {k: v.detach().clone() for k, v in trainer.model.named_parameters()}
+    trainer.train()
+    return trainer, {k: v.detach() - start[k] for k, v in trainer.model.named_parameters()}
+
+
+def assert_same_update(update, expected):
+    """The same update per parameter (up to float rounding), and one that moved something."""
+    moved = 0
+    for name, delta in expected.items():
+        torch.testing.assert_close(update[name], delta, rtol=1e-4, atol=1e-6)
+        moved += bool(delta.abs().max() > 1e-6)
+    assert moved  # the step did something to compare
+
+
 def test_grouped_training_gives_the_same_update_on_narrower_micro_batches(tiny_model, tmp_path):
-    """One SGD step (lr 1: the update is minus the gradient) with and without regrouping."""
+    """One SGD step with and without regrouping."""
     deltas, widths = {}, {}
     for grouped in (False, True):
-        trainer = build_grpo_trainer(
-            tiny_model,
-            "math/reflection-v0",
-            {"rounds": 1},
-            grpo_config(
-                tmp_path / str(grouped),
-                gradient_accumulation_steps=3,
-                optim="sgd",
-                learning_rate=1.0,
-                max_grad_norm=0.0,
-            ),
-            train_problems=3,
-            num_envs=8,
-            length_grouped=grouped,
+        trainer, deltas[grouped] = sgd_step(
+            tiny_model, tmp_path / str(grouped), length_grouped=grouped
         )
         assert trainer.length_grouped is grouped
-        trainer.reward_funcs[0] = shaped
-        start = {k: v.detach().clone() for k, v in trainer.model.named_parameters()}
-        trainer.train()
-        deltas[grouped] = {k: v.detach() - start[k] for k, v in trainer.model.named_parameters()}
         widths[grouped] = [
             b["prompt_ids"].shape[1] + b["completion_ids"].shape[1]
             for b in trainer._buffered_inputs
         ]
     assert sum(widths[True]) < sum(widths[False])
     assert len(set(widths[False])) == 1  # TRL pads the whole generation batch to one width
-    moved = 0
-    for name, delta in deltas[False].items():
-        torch.testing.assert_close(deltas[True][name], delta, rtol=1e-4, atol=1e-6)
-        moved += bool(delta.abs().max() > 1e-6)
-    assert moved  # the step did something to compare
+    assert_same_update(deltas[True], deltas[False])
 
 
 def test_shared_prefix_passes_give_the_same_update(tiny_model, tmp_path, monkeypatch):
@@ -150,34 +164,16 @@ def test_shared_prefix_passes_give_the_same_update(tiny_model, tmp_path, monkeyp
     monkeypatch.setattr(microbatch, "shared_prefix_logps", counted)
     deltas = {}
     for shared in (False, True):
-        trainer = build_grpo_trainer(
+        trainer, deltas[shared] = sgd_step(
             tiny_model,
-            "math/reflection-v0",
-            {"rounds": 1},
-            grpo_config(
-                tmp_path / str(shared),
-                gradient_accumulation_steps=3,
-                optim="sgd",
-                learning_rate=1.0,
-                max_grad_norm=0.0,
-                gradient_checkpointing=False,
-            ),
-            train_problems=3,
-            num_envs=8,
+            tmp_path / str(shared),
+            {"gradient_checkpointing": False},
             shared_prefix=shared,
         )
         assert trainer.shared_prefix is shared
-        trainer.reward_funcs[0] = shaped
-        start = {k: v.detach().clone() for k, v in trainer.model.named_parameters()}
-        trainer.train()
-        deltas[shared] = {k: v.detach() - start[k] for k, v in trainer.model.named_parameters()}
         assert bool(calls) is shared  # the shared pass ran for every micro-batch, and only then
     assert len(calls) == 3
-    moved = 0
-    for name, delta in deltas[False].items():
-        torch.testing.assert_close(deltas[True][name], delta, rtol=1e-4, atol=1e-6)
-        moved += bool(delta.abs().max() > 1e-6)
-    assert moved
+    assert_same_update(deltas[True], deltas[False])
 
 
 def test_length_chunks_split_only_where_padding_is_worth_a_forward_call():
