@@ -15,7 +15,9 @@ column, and a row admitted later is placed so that its prompt ends at that colum
 running row uses any more are dropped from the left, before the buffer would grow. An
 admission's prefill writes its states straight into the buffer, and runs in chunks of rows of
 similar prompt length (`agents.decoding.length_chunks`) when that saves padding; rows that share
-a prompt prefix (a role's instructions) have it run once.
+a prompt prefix (a role's instructions) have it run once, and the states of every prompt run are
+kept for the batcher's life (`agents.prefix_store`): a prompt admitted later runs only past its
+longest prefix already run.
 
 The records are the ones `HFPolicy.generate` makes (`Generation`: prompt and completion token
 ids, one log-probability per token from the raw logits at the policy's temperature, the finish
@@ -61,6 +63,7 @@ from agents.decoding import (
 from agents.fused_decode import fused_decoder
 from agents.hf import is_peft_model
 from agents.kv_cache import BufferLayer, RowCache, supports_model
+from agents.prefix_store import PREFIX_STORE_TOKENS, PrefixStore
 
 __all__ = ["SHARED_PREFIX_MIN", "ContinuousBatcher", "supports_model"]
 
@@ -105,6 +108,11 @@ class ContinuousBatcher:
             Qwen2; no adapters); else, or with False, call the model. `None`: on a CPU, where it
             is measured faster (rollouts 6.3x -> 7.4x naive, ``bench.py rollout``), not yet on
             an accelerator, where it is unmeasured.
+        prefix_budget (`int`, defaults to `PREFIX_STORE_TOKENS`): Prompt tokens whose states
+            the batcher keeps between admissions (`agents.prefix_store.PrefixStore`), so a
+            prompt admitted later runs only past its longest prefix already run (a role's
+            instructions, a problem other rows read); past the budget the store is emptied.
+            0 shares prefixes within an admission only.
 
     Raises:
         ValueError: the policy's model is not one `supports_model` accepts.
@@ -118,6 +126,7 @@ class ContinuousBatcher:
         admit_fraction: float = 0.25,
         admit_wait: int = 4,
         fused: bool | None = None,
+        prefix_budget: int = PREFIX_STORE_TOKENS,
     ) -> None:
         if not supports_model(policy.model):
             raise ValueError(
@@ -153,13 +162,15 @@ class ContinuousBatcher:
         self.stats = dict.fromkeys(
             ("steps", "prefills", "admitted", "row_steps", "generated", "prefill_tokens"), 0
         )
-        self.stats.update(prefill_padded=0, cache_cells=0, cache_used=0)
+        self.stats.update(prefill_padded=0, prefill_reused=0, cache_cells=0, cache_used=0)
+        self.prefixes = PrefixStore(prefix_budget)
 
     def counts(self) -> dict[str, int]:
         """What ran so far: ``steps`` (decode forwards), ``prefills`` (admission forwards),
         ``forwards`` (both), ``admitted`` rows, ``decode_slots`` (a row's seat for one token: each
         decode row and each admitted row's first token), ``generated`` tokens, the prompt tokens
-        and padded prompt cells of the prefills (``prefill_tokens``, ``prefill_padded``), and the
+        and padded prompt cells of the prefills (``prefill_tokens``, ``prefill_padded``), the
+        prompt tokens taken from the prefix store instead (``prefill_reused``), and the
         key/value columns attended over by decode rows, all and in use (``cache_cells``,
         ``cache_used``)."""
         stats = dict(self.stats)
@@ -232,17 +243,18 @@ class ContinuousBatcher:
 
     def _admit(self) -> list[tuple[Hashable, Generation]]:
         """Prefills the waiting rows due (in chunks of similar prompt length), their states
-        written straight into the running cache, and samples their first tokens."""
+        written straight into the running cache, and samples their first tokens. Each row runs
+        past its longest stored prefix (`agents.prefix_store`): prefixes the rows share are run
+        and stored first, and every prompt run is stored for the rows admitted later."""
         count = len(self.waiting)
         if self.max_rows is not None:
             count = min(count, self.max_rows - len(self.rows))
         new = [self.waiting.popleft() for _ in range(count)]
         self.waited = 0
-        groups = shared_prefixes([r.prompt_ids for r in new], [r.adapter_name for r in new])
-        prefixes, group_of = [0] * len(new), [-1] * len(new)
-        for g, (members, shared) in enumerate(groups):
-            for i in members:
-                prefixes[i], group_of[i] = shared, g
+        self.prefixes.fit()
+        self._prefill_shared(new)
+        hits = [self._stored(r.adapter_name, r.prompt_ids, len(r.prompt_ids) - 1) for r in new]
+        prefixes = [n for _, n in hits]
         suffixes = [len(r.prompt_ids) - n for r, n in zip(new, prefixes, strict=True)]
         chunks = length_chunks(suffixes, [0] * len(new))
         plans = [
@@ -250,15 +262,13 @@ class ContinuousBatcher:
             for chunk in chunks
         ]
         end = self.kv.place(len(new), max(past + suffix for _, past, suffix in plans))
-        shared = self._prefill_prefixes(new, groups)
         seat, logits, masks = len(self.rows), [], []
         for chunk, past, suffix in plans:
             rows = [new[i] for i in chunk]
             window = self.kv.windows(slice(seat, seat + len(rows)), end - past - suffix)
-            past_mask = torch.zeros((len(rows), past), dtype=torch.long, device=self.device)
-            if past and shared is not None:
-                self._copy_prefixes(window, past_mask, [group_of[i] for i in chunk], shared)
+            past_mask = self._copy_past(window, past, [hits[i] for i in chunk])
             last, mask = self._prefill(rows, [prefixes[i] for i in chunk], window, past_mask)
+            self._store(rows, window, mask)
             logits.append(last)
             masks.append(mask)
             self.rows += rows
@@ -267,6 +277,37 @@ class ContinuousBatcher:
         self.kv.seat(masks, end)
         return self._sample(torch.cat(logits), start=len(self.rows) - len(new))
 
+    def _stored(
+        self, adapter: str | None, ids: Sequence[int], limit: int
+    ) -> tuple[torch.Tensor, int]:
+        """The store's longest prefix of `ids` (at most `limit` tokens) when it is worth a copy
+        (`SHARED_PREFIX_MIN` tokens or more): its states and length, else ``(empty, 0)``."""
+        states, n = self.prefixes.lookup(adapter, ids, limit)
+        return (states, n) if n >= SHARED_PREFIX_MIN else (states[:0], 0)
+
+    def _prefill_shared(self, new: Sequence[_Row]) -> None:
+        """Runs once, and stores, each prefix that rows of this admission share
+        (`agents.decoding.shared_prefixes`) past what the store holds of it, when that is
+        `SHARED_PREFIX_MIN` tokens or more: one forward for all such prefixes."""
+        groups = shared_prefixes([r.prompt_ids for r in new], [r.adapter_name for r in new])
+        jobs, hits = [], []
+        for members, shared in groups:
+            first = new[members[0]]
+            hit = self._stored(first.adapter_name, first.prompt_ids[:shared], shared)
+            if shared - hit[1] >= SHARED_PREFIX_MIN:
+                jobs.append(_Row(None, first.prompt_ids[:shared], first.adapter_name))
+                hits.append(hit)
+        if not jobs:
+            return
+        past = max(n for _, n in hits)
+        width = past + max(len(job.prompt_ids) - n for job, (_, n) in zip(jobs, hits, strict=True))
+        layers = self.kv.fresh_layers()
+        for layer in layers:
+            layer.reserve(len(jobs), width, self.kv.like)
+        past_mask = self._copy_past(layers, past, hits)
+        _, mask = self._prefill(jobs, [n for _, n in hits], layers, past_mask)
+        self._store(jobs, layers, mask)
+
     def _prefill(
         self,
         rows: Sequence[_Row],
@@ -274,7 +315,7 @@ class ContinuousBatcher:
         window: list[BufferLayer],
         past_mask: torch.Tensor,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Runs the prompts of one chunk of admitted `rows` past their shared prefixes (the
+        """Runs the prompts of one chunk of admitted `rows` past their stored prefixes (the
         first `prefixes` tokens of each, already in `window`, marked by `past_mask`), writing
         their states into `window`; returns their last logits and their attention mask."""
         ids, suffix_mask = left_pad(
@@ -293,67 +334,44 @@ class ContinuousBatcher:
             logits_to_keep=1,
             **self._adapter_kwargs(rows),
         )
-        self._count_prefill(suffix_mask)
+        self.stats["prefills"] += 1
+        self.stats["prefill_tokens"] += int(suffix_mask.sum())
+        self.stats["prefill_padded"] += suffix_mask.numel()
+        self.stats["prefill_reused"] += sum(prefixes)
         return out.logits[:, -1, :], mask
 
-    def _prefill_prefixes(
-        self, rows: Sequence[_Row], groups: list[tuple[list[int], int]]
-    ) -> tuple[list[BufferLayer], torch.Tensor] | None:
-        """Runs each group's shared prefix (`agents.decoding.shared_prefixes`) once, left-padded
-        to the widest: returns the layers holding their states (one row per group) and their
-        attention mask, or ``None`` without groups."""
-        if not groups:
-            return None
-        firsts = [rows[members[0]] for members, _ in groups]
-        ids, mask = left_pad(
-            [row.prompt_ids[:shared] for row, (_, shared) in zip(firsts, groups, strict=True)],
-            self.pad_id,
-            self.device,
-        )
-        layers = self.kv.fresh_layers()
-        self.model(
-            input_ids=ids,
-            attention_mask=mask,
-            position_ids=(mask.cumsum(-1) - 1).clamp(min=0),
-            past_key_values=Cache(layers=list(layers)),
-            use_cache=True,
-            logits_to_keep=1,
-            **self._adapter_kwargs(firsts),
-        )
-        self._count_prefill(mask)
-        return layers, mask
-
-    def _count_prefill(self, mask: torch.Tensor) -> None:
-        """Counts one prefill forward of the prompt tokens `mask` marks (and its padded cells)."""
-        self.stats["prefills"] += 1
-        self.stats["prefill_tokens"] += int(mask.sum())
-        self.stats["prefill_padded"] += mask.numel()
-
-    def _copy_prefixes(
-        self,
-        window: list[BufferLayer],
-        past_mask: torch.Tensor,
-        groups: list[int],
-        shared: tuple[list[BufferLayer], torch.Tensor],
-    ) -> None:
-        """Copies the shared prefix states of a chunk's rows (``groups``: each row's group, -1
-        for none) into the chunk's `window`, right-aligned at its ``past`` columns, and fills
-        their `past_mask`."""
-        layers, mask = shared
-        past = past_mask.shape[1]
-        rows = [i for i, g in enumerate(groups) if g >= 0]
-        if not rows:
-            return
-        index = torch.tensor(rows, device=self.device)
-        source = torch.tensor([groups[i] for i in rows], device=self.device)
-        width = mask.shape[1]
-        past_mask[index] = mask[source, width - past :]
-        for target, fresh in zip(window, layers, strict=True):
-            assert target.key_buffer is not None and target.value_buffer is not None
-            assert fresh.keys is not None and fresh.values is not None
-            target.key_buffer[index, :, :past] = fresh.keys[source, :, width - past :]
-            target.value_buffer[index, :, :past] = fresh.values[source, :, width - past :]
+    def _copy_past(
+        self, window: list[BufferLayer], past: int, hits: Sequence[tuple[torch.Tensor, int]]
+    ) -> torch.Tensor:
+        """Copies each row's stored prefix states (`hits`: states and length, one per row of
+        `window`) into its first `past` columns, right-aligned; returns their attention mask
+        (rows x `past`)."""
+        past_mask = torch.zeros((len(hits), past), dtype=torch.long, device=self.device)
+        for row, (states, n) in enumerate(hits):
+            if not n:
+                continue
+            past_mask[row, past - n :] = 1
+            for target, stored in zip(window, states, strict=True):
+                assert target.key_buffer is not None and target.value_buffer is not None
+                target.key_buffer[row, :, past - n : past] = stored[0, :, :n]
+                target.value_buffer[row, :, past - n : past] = stored[1, :, :n]
+        for target in window:
             target.length = past
+        return past_mask
+
+    def _store(self, rows: Sequence[_Row], window: list[BufferLayer], mask: torch.Tensor) -> None:
+        """Stores the prompt states of `rows` (their columns of `window`, where `mask` is 1)
+        that the store does not hold whole."""
+        for row, (prompt, columns) in enumerate(zip(rows, mask, strict=True)):
+            if self.prefixes.covers(prompt.adapter_name, prompt.prompt_ids):
+                continue
+            used = columns.nonzero()[:, 0]
+            states = []
+            for layer in window:
+                assert layer.key_buffer is not None and layer.value_buffer is not None
+                keys, values = layer.key_buffer[row], layer.value_buffer[row]
+                states.append(torch.stack([keys[:, used], values[:, used]]))
+            self.prefixes.add(prompt.adapter_name, prompt.prompt_ids, torch.stack(states))
 
     def _decode(self) -> list[tuple[Hashable, Generation]]:
         rows = self.rows

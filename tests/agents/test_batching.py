@@ -247,3 +247,50 @@ def test_continuous_batching_runs_any_policy_offering_stepwise_decoding(
     assert {k: g.completion_ids for k, g in got.items()} == {
         k: policy.generate_from_ids([ids])[0].completion_ids for k, ids in rows.items()
     }
+
+
+def test_prompts_admitted_later_run_past_their_stored_prefix(tokenizer) -> None:
+    model = build_tiny_model(tokenizer, arch="qwen2", seed=2)
+    policy = HFPolicy(model, tokenizer, LONG)
+    rows = shared_prompts(policy, 9)
+    reference = {k: policy.generate_from_ids([p])[0] for k, p in rows.items()}
+    counts = {}
+    for budget in (0, 1 << 16):
+        batcher = ContinuousBatcher(policy, admit_wait=1, prefix_budget=budget)
+        out = drain(batcher, rows, every=6, per=1)  # one row an admission
+        for key, ref in reference.items():
+            assert out[key].completion_ids == ref.completion_ids, (budget, key)
+            assert out[key].logprobs == pytest.approx(ref.logprobs, abs=1e-4)
+        counts[budget] = batcher.counts()
+    # one row an admission: nothing to share within one, the store shares across them
+    assert counts[0]["prefill_reused"] == 0
+    assert counts[0]["prefill_tokens"] == sum(len(p) for p in rows.values())
+    assert counts[1 << 16]["prefill_reused"] > 4 * SHARED_PREFIX_MIN
+    assert (
+        counts[1 << 16]["prefill_tokens"] + counts[1 << 16]["prefill_reused"]
+        == counts[0]["prefill_tokens"]
+    )
+
+
+def test_stored_prefixes_are_kept_per_adapter(model, tokenizer, observations) -> None:
+    lora = LoraConfig(
+        r=4,
+        lora_alpha=32,
+        target_modules="all-linear",
+        init_lora_weights=False,
+        task_type="CAUSAL_LM",
+    )
+    roles = build_lora_role_map(model, tokenizer, ["solver", "critic"], lora, LONG)
+    solver, critic = roles["solver"], roles["critic"]
+    prompts = solver.encode(observations)
+    batcher = ContinuousBatcher(solver)
+    for i, ids in enumerate(prompts):  # first the solver's rows, stored under its adapter
+        batcher.submit(("solver", i), ids)
+    out = dict(batcher.step())
+    for i, ids in enumerate(prompts):  # then the same prompts under the critic's
+        batcher.submit(("critic", i), ids, "critic")
+    while batcher.busy:
+        out.update(batcher.step())
+    for name, policy in (("solver", solver), ("critic", critic)):
+        got = [out[(name, i)].completion_ids for i in range(len(prompts))]
+        assert got == [g.completion_ids for g in policy.generate(observations)], name
