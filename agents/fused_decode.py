@@ -30,6 +30,12 @@ __all__ = ["SUPPORTED", "FusedDecoder", "fused_decoder"]
 # rotary position embedding, no q/k norm) -> residual -> RMSNorm -> SwiGLU MLP -> residual.
 SUPPORTED = ("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM")
 
+ELEMENTWISE_MAX = 1 << 22
+"""Attention runs as elementwise products and sums while a layer's keys (rows x heads x columns x
+head dim) are at most this many numbers: for small models, whose decode step is mostly per-call
+overhead, two passes over the keys cost less than batched matrix products of one query a row;
+for larger ones the matrix products, which do not hold the products in memory, win."""
+
 
 def fused_decoder(model: Any) -> FusedDecoder | None:
     """A `FusedDecoder` for `model`, or None when its forward is not one the fused step repeats
@@ -93,39 +99,55 @@ class FusedDecoder:
         layers: Sequence[Any],
     ) -> torch.Tensor:
         inner, rows = self.inner, input_ids.shape[0]
-        hidden = inner.embed_tokens(input_ids)  # rows x 1 x hidden
+        heads, kv_heads, dim = self.heads, self.kv_heads, self.head_dim
+        hidden = functional.embedding(input_ids[:, 0], inner.embed_tokens.weight)  # rows x hidden
         cos, sin = inner.rotary_emb(hidden, positions)
-        cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)  # rows x 1 x 1 x head dim
-        allowed = mask.bool()[:, None, None, :]  # rows x 1 x 1 x columns
+        cos, sin = cos[:, :1], sin[:, :1]  # rows x 1 x head dim: one for every head
+        # the padding mask as an additive bias, in the scores' layout (rows x 1 x 1 x columns)
+        bias = torch.zeros(mask.shape, dtype=torch.float32, device=mask.device)
+        bias = bias.masked_fill_(mask == 0, torch.finfo(torch.float32).min)[:, None, None, :]
+        small = rows * heads * mask.shape[1] * dim <= ELEMENTWISE_MAX
         for layer, cache in zip(inner.layers, layers, strict=True):
             attention = layer.self_attn
-            x = _rms_norm(hidden, layer.input_layernorm)
+            x = self._norm(hidden, layer.input_layernorm)
             q = functional.linear(x, attention.q_proj.weight, attention.q_proj.bias)
             k = functional.linear(x, attention.k_proj.weight, attention.k_proj.bias)
             v = functional.linear(x, attention.v_proj.weight, attention.v_proj.bias)
-            q = q.view(rows, 1, self.heads, self.head_dim).transpose(1, 2)
-            k = k.view(rows, 1, self.kv_heads, self.head_dim).transpose(1, 2)
-            v = v.view(rows, 1, self.kv_heads, self.head_dim).transpose(1, 2)
+            q = q.view(rows, heads, dim)
+            k = k.view(rows, kv_heads, dim)
             q = q * cos + _rotate_half(q) * sin
             k = k * cos + _rotate_half(k) * sin
-            keys, values = cache.update(k, v)
-            if self.groups > 1:  # grouped-query attention: each key/value head serves a group
-                keys = keys.repeat_interleave(self.groups, dim=1)
-                values = values.repeat_interleave(self.groups, dim=1)
-            # One query a row: two batched matrix products beat the fused attention kernel,
-            # whose CPU form is tiled for long queries (transformers' eager attention, the same)
-            scores = torch.matmul(q, keys.transpose(2, 3)) * self.scaling
-            scores = scores.masked_fill(~allowed, torch.finfo(scores.dtype).min)
-            weights = torch.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)
-            out = torch.matmul(weights, values)
-            out = out.transpose(1, 2).reshape(rows, 1, self.heads * self.head_dim)
+            keys, values = cache.update(k[:, :, None], v.view(rows, kv_heads, 1, dim))
+            # rows x key/value heads x group x head dim: a key/value head serves a group of
+            # query heads (grouped-query attention; a group of one otherwise)
+            q = q.view(rows, kv_heads, self.groups, dim)
+            if small:  # one query a row: elementwise products beat batched matrix products
+                scores = (keys[:, :, None] * q[:, :, :, None]).sum(-1)
+            else:
+                scores = torch.matmul(q, keys.transpose(2, 3))
+            scores = scores.float() * self.scaling + bias  # rows x kv heads x group x columns
+            weights = torch.softmax(scores, dim=-1).to(q.dtype)
+            if small:
+                out = (weights[..., None] * values[:, :, None]).sum(-2)
+            else:
+                out = torch.matmul(weights, values)
+            out = out.reshape(rows, heads * dim)
             hidden = hidden + functional.linear(out, attention.o_proj.weight)
-            x = _rms_norm(hidden, layer.post_attention_layernorm)
+            x = self._norm(hidden, layer.post_attention_layernorm)
             mlp = layer.mlp
             gated = functional.silu(functional.linear(x, mlp.gate_proj.weight)) * functional.linear(
                 x, mlp.up_proj.weight
             )
             hidden = hidden + functional.linear(gated, mlp.down_proj.weight)
-        hidden = _rms_norm(hidden, inner.norm)
+        hidden = self._norm(hidden, inner.norm)
         head = self.model.lm_head
-        return functional.linear(hidden[:, -1, :], head.weight, head.bias)
+        return functional.linear(hidden, head.weight, head.bias)
+
+    @staticmethod
+    def _norm(hidden: torch.Tensor, norm: Any) -> torch.Tensor:
+        """transformers' Llama RMSNorm; in float32, torch's fused kernel of the same arithmetic."""
+        if hidden.dtype == torch.float32:
+            return functional.rms_norm(
+                hidden, (hidden.shape[-1],), norm.weight, norm.variance_epsilon
+            )
+        return _rms_norm(hidden, norm)

@@ -10,6 +10,7 @@ import torch
 from peft import LoraConfig, get_peft_model
 from transformers import Cache
 
+from agents import fused_decode
 from agents.base import GenerationArguments
 from agents.batching import ContinuousBatcher
 from agents.fused_decode import fused_decoder
@@ -22,8 +23,13 @@ pytestmark = pytest.mark.filterwarnings("ignore:`is_gradient_checkpointing`:Futu
 SAMPLED = GenerationArguments(max_new_tokens=20, temperature=1.0, do_sample=True, seed=3)
 
 
+@pytest.mark.parametrize("elementwise", [True, False])
 @pytest.mark.parametrize("arch", ["qwen2", "llama", "mistral"])
-def test_a_fused_step_gives_the_models_logits_on_left_padded_rows(tokenizer, arch):
+def test_a_fused_step_gives_the_models_logits_on_left_padded_rows(
+    tokenizer, arch, elementwise, monkeypatch
+):
+    # attention as elementwise products (small batches) or as matrix products (large ones)
+    monkeypatch.setattr(fused_decode, "ELEMENTWISE_MAX", 1 << 30 if elementwise else 0)
     torch.manual_seed(0)
     model = build_tiny_model(tokenizer, arch=arch, seed=1).eval()
     fused = fused_decoder(model)

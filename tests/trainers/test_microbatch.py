@@ -12,6 +12,8 @@ from trainers.algorithms.microbatch import (
     chunked_forward,
     groupable,
     regroup_by_length,
+    silent_rows,
+    skips_silent_rows,
     trim_padding,
 )
 
@@ -60,7 +62,8 @@ def test_regrouping_keeps_every_row_and_cuts_each_micro_batch_to_its_own_rows():
         ([2, 2], [3, 3], 1.0, "short2"),
     ]
     batches = [micro_batch(rows[:2]), micro_batch(rows[2:])]
-    grouped = regroup_by_length(batches)
+    grouped, skipped = regroup_by_length(batches)
+    assert skipped == 0
     assert len(grouped) == 2
     before = sorted(r for b in batches for r in unpadded_rows(b))
     after = sorted(r for b in grouped for r in unpadded_rows(b))
@@ -74,6 +77,34 @@ def test_regrouping_keeps_every_row_and_cuts_each_micro_batch_to_its_own_rows():
     total = batches[0]["num_items_in_batch"]
     assert all(torch.equal(b["num_items_in_batch"], total) for b in grouped)
     assert all(b["ref_per_token_logps"] is None for b in grouped)
+
+
+def test_rows_of_zero_advantage_are_left_out_but_for_the_shortest_that_keep_batches_equal():
+    rows = [
+        ([1, 2, 3, 4, 5, 6], [7, 8, 9, 9, 9], 0.0, "long silent"),
+        ([3], [4], 0.0, "shortest silent"),
+        ([5, 6, 7, 8], [9, 9, 9], 0.25, "mid"),
+        ([2, 2], [3, 3], 0.0, "short silent"),
+        ([2, 2, 2], [3, 3], -1.0, "short"),
+        ([4, 4, 4, 4], [3, 3, 3], 0.0, "mid silent"),
+    ]
+    batches = [micro_batch(rows[:3]), micro_batch(rows[3:])]
+    grouped, skipped = regroup_by_length(batches, skip_silent=True)
+    # two rows carry a signal: kept, in two micro-batches of one row each
+    assert skipped == 4 and [b["tags"] for b in grouped] == [["mid"], ["short"]]
+    total = batches[0]["num_items_in_batch"]  # the loss's normaliser still counts every row
+    assert all(torch.equal(b["num_items_in_batch"], total) for b in grouped)
+    batches = [micro_batch(rows[:2]), micro_batch(rows[3:4] + rows[5:])]
+    grouped, skipped = regroup_by_length(batches, skip_silent=True)
+    assert skipped == 2  # no signal at all: the two shortest rows, one micro-batch each
+    assert sorted(tag for b in grouped for tag in b["tags"]) == ["short silent", "shortest silent"]
+    per_token = micro_batch(rows[:2])  # per-token advantages: silent where every token is 0
+    per_token["advantages"] = torch.zeros(2, 5)
+    per_token["advantages"][0, 4] = 0.5
+    assert silent_rows(per_token).tolist() == [False, True]
+    per_token["advantages"][0, 4] = 0.0
+    per_token["advantages"][1, 3] = 0.5  # past the row's completion: masked, so still silent
+    assert silent_rows(per_token).tolist() == [True, True]
 
 
 def test_trim_padding_leaves_a_full_batch_and_an_empty_one_well_formed():
@@ -98,7 +129,7 @@ def test_only_configurations_whose_update_cannot_change_are_regrouped(tmp_path):
     )
 
 
-def sgd_step(tiny_model, out, config=None, **trainer_kwargs):
+def sgd_step(tiny_model, out, config=None, reward=shaped, **trainer_kwargs):
     """One SGD step (lr 1: the update is minus the gradient) of the reflection trainer built with
     `trainer_kwargs`; returns the trainer and each parameter's update."""
     trainer = build_grpo_trainer(
@@ -117,7 +148,7 @@ def sgd_step(tiny_model, out, config=None, **trainer_kwargs):
         num_envs=8,
         **trainer_kwargs,
     )
-    trainer.reward_funcs[0] = shaped
+    trainer.reward_funcs[0] = reward
     start = {k: v.detach().clone() for k, v in trainer.model.named_parameters()}
     trainer.train()
     return trainer, {k: v.detach() - start[k] for k, v in trainer.model.named_parameters()}
@@ -174,6 +205,31 @@ def test_shared_prefix_passes_give_the_same_update(tiny_model, tmp_path, monkeyp
         assert bool(calls) is shared  # the shared pass ran for every micro-batch, and only then
     assert len(calls) == 3
     assert_same_update(deltas[True], deltas[False])
+
+
+def test_leaving_out_rows_of_zero_advantage_gives_the_same_update(tiny_model, tmp_path):
+    """One SGD step with and without the silent rows: the rows of every other problem get one
+    reward whatever they say, so their advantages are 0."""
+
+    def half_silent(prompts, completion_ids, **kwargs):
+        return [
+            0.0 if len(str(p)) % 2 else len(set(c)) / 10
+            for p, c in zip(prompts, completion_ids, strict=True)
+        ]
+
+    deltas, skipped = {}, {}
+    for skip in (False, True):
+        trainer, deltas[skip] = sgd_step(
+            tiny_model, tmp_path / str(skip), skip_silent_rows=skip, reward=half_silent
+        )
+        assert trainer.skip_silent is skip
+        skipped[skip] = trainer.state.log_history[0].get("silent_rows_skipped")
+    assert skipped[False] is None and skipped[True] > 0
+    assert_same_update(deltas[True], deltas[False])
+    bnpo = grpo_config(tmp_path, loss_type="bnpo")  # a per-micro-batch normaliser: kept
+    assert not skips_silent_rows(bnpo, beta=0.0)
+    assert not skips_silent_rows(grpo_config(tmp_path), beta=0.04)  # a KL term: kept
+    assert skips_silent_rows(grpo_config(tmp_path), beta=0.0)
 
 
 def test_length_chunks_split_only_where_padding_is_worth_a_forward_call():

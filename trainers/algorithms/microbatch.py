@@ -29,6 +29,13 @@ above is allowed).
 With ``shared_prefix`` (on by default on CPU, where it is measured faster) that pass runs each
 prompt prefix the rows share once and scores completion positions only
 (`trainers.algorithms.shared_prefix`): the same log-probabilities and gradient, for fewer tokens.
+
+With ``skip_silent_rows`` (the default), where the regrouping is allowed and rows of zero
+advantage add nothing to the update (`skips_silent_rows`: a ``dapo`` or ``cispo`` loss, whose
+normaliser counts the whole generation batch's tokens, and no KL term or entropy mask), the
+regrouped micro-batches leave those rows out, but for the shortest of them that keep the
+micro-batches equal and none empty. The update is the same; the loss's logged metrics (entropy,
+clip ratios) are over the rows trained, and ``silent_rows_skipped`` logs the share left out.
 """
 
 from __future__ import annotations
@@ -49,6 +56,12 @@ logger = logging.getLogger(__name__)
 GROUPABLE_LOSSES = ("grpo", "dr_grpo", "dapo", "cispo")
 """Loss types whose accumulated gradient does not depend on how rows are split into
 micro-batches (``bnpo`` normalises by each micro-batch's own token count)."""
+
+
+SILENT_LOSSES = ("dapo", "cispo")
+"""Loss types under which a row of zero advantage adds nothing to the loss or its gradient: a
+per-token loss that is a multiple of the advantage, over one normaliser counted on the whole
+generation batch (``num_items_in_batch``, the silent rows' tokens included)."""
 
 
 def groupable(args: Any, num_iterations: int) -> bool:
@@ -116,9 +129,34 @@ def row_aligned(batch: dict[str, Any]) -> bool:
     )
 
 
-def regroup_by_length(batches: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+def silent_rows(batch: dict[str, Any]) -> torch.Tensor:
+    """The rows of `batch` whose advantage is zero at every completion token (one per row, or one
+    per token as the multi-turn trainers give them)."""
+    advantages = batch["advantages"]
+    if advantages.ndim == 1:
+        return advantages == 0
+    return ~((advantages != 0) & batch["completion_mask"].bool()).any(1)
+
+
+def skips_silent_rows(args: Any, beta: float) -> bool:
+    """Whether rows of zero advantage add nothing to the update, so the loss may leave them out
+    (`regroup_by_length`): a loss in `SILENT_LOSSES`, no KL term, no entropy mask (a quantile
+    over the micro-batch), no Liger loss."""
+    return (
+        args.loss_type in SILENT_LOSSES
+        and beta == 0.0
+        and getattr(args, "top_entropy_quantile", 1.0) == 1.0
+        and not getattr(args, "use_liger_kernel", False)
+    )
+
+
+def regroup_by_length(
+    batches: Sequence[dict[str, Any]], skip_silent: bool = False
+) -> tuple[list[dict[str, Any]], int]:
     """The rows of `batches` (TRL's micro-batches of one generation batch, equal widths) re-split
-    into as many micro-batches of as many rows, longest rows first, each trimmed of padding."""
+    into as many micro-batches of equal rows, longest rows first, each trimmed of padding; with
+    `skip_silent`, without the rows of zero advantage (`silent_rows`), but for the shortest of
+    them that keep the micro-batches equal and none empty. Returns them and the rows left out."""
     merged = {key: _concat([batch[key] for batch in batches]) for key in batches[0]}
     if not row_aligned(merged):
         raise ValueError(
@@ -126,9 +164,22 @@ def regroup_by_length(batches: Sequence[dict[str, Any]]) -> list[dict[str, Any]]
             "pass length_grouped=False"
         )
     lengths = merged["prompt_mask"].sum(1) + merged["completion_mask"].sum(1)
+    skipped = 0
+    if skip_silent:
+        silent = silent_rows(merged).cpu()
+        keep = ~silent
+        kept = int(keep.sum())
+        pad = (-kept) % len(batches) if kept else len(batches)
+        shortest = silent.nonzero()[:, 0][torch.argsort(lengths.cpu()[silent], stable=True)]
+        keep[shortest[:pad]] = True
+        index = keep.nonzero()[:, 0]
+        skipped = len(keep) - len(index)
+        merged = {key: _take(value, index) for key, value in merged.items()}
+        lengths = lengths[index.to(lengths.device)]
     order = torch.argsort(lengths.cpu(), descending=True, stable=True)
     merged = {key: _take(value, order) for key, value in merged.items()}
-    return [trim_padding(batch) for batch in compat.split_tensor_dict(merged, len(batches))]
+    split = compat.split_tensor_dict(merged, len(batches))
+    return [trim_padding(batch) for batch in split], skipped
 
 
 def chunked_forward(
@@ -174,13 +225,15 @@ def chunked_forward(
 
 class LengthGroupedMixin:
     """Mixed into a `GRPOTrainer` subclass: length-grouped, trimmed micro-batches (see the module
-    docstring). ``length_grouped=False`` keeps TRL's shuffled split."""
+    docstring). ``length_grouped=False`` keeps TRL's shuffled split; ``skip_silent_rows=False``
+    trains every row."""
 
     def __init__(
         self,
         *args: Any,
         length_grouped: bool = True,
         shared_prefix: bool | None = None,
+        skip_silent_rows: bool = True,
         **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
@@ -191,6 +244,9 @@ class LengthGroupedMixin:
             shared_prefix = self.accelerator.device.type == "cpu"
         self.shared_prefix = length_grouped and shared_prefix
         self.length_grouped = length_grouped and groupable(self.args, self.num_iterations)
+        self.skip_silent = (
+            self.length_grouped and skip_silent_rows and skips_silent_rows(self.args, self.beta)
+        )
         if length_grouped and not self.length_grouped:
             logger.info(
                 "micro-batches keep TRL's shuffled split: regrouping them by length would change "
@@ -210,7 +266,10 @@ class LengthGroupedMixin:
             logger.warning("micro-batches hold values that are not one per row: not regrouped")
             self.length_grouped = False
             return inputs
-        regrouped = regroup_by_length(compat.buffered_inputs(self))
+        regrouped, skipped = regroup_by_length(compat.buffered_inputs(self), self.skip_silent)
+        if self.skip_silent:
+            rows = sum(len(batch["prompt_ids"]) for batch in regrouped) + skipped
+            compat.log_metric(self, "train", "silent_rows_skipped", skipped / rows)
         compat.set_buffered_inputs(self, regrouped)
         return regrouped[compat.micro_step(self) % self.args.steps_per_generation]
 
