@@ -163,7 +163,8 @@ def test_max_rows_bounds_the_batch_and_the_rest_wait(model, tokenizer, observati
     assert [out[k].completion_ids for k in rows] == [g.completion_ids for g in reference]
 
 
-def test_rows_with_different_lora_adapters_share_the_batch(model, tokenizer, observations) -> None:
+def lora_roles(model, tokenizer):
+    """A solver and a critic on LoRA adapters of `model` that give different outputs."""
     lora = LoraConfig(
         r=4,
         lora_alpha=32,
@@ -172,7 +173,11 @@ def test_rows_with_different_lora_adapters_share_the_batch(model, tokenizer, obs
         task_type="CAUSAL_LM",
     )
     roles = build_lora_role_map(model, tokenizer, ["solver", "critic"], lora, LONG)
-    solver, critic = roles["solver"], roles["critic"]
+    return roles["solver"], roles["critic"]
+
+
+def test_rows_with_different_lora_adapters_share_the_batch(model, tokenizer, observations) -> None:
+    solver, critic = lora_roles(model, tokenizer)
     obs = observations + observations
     prompts = solver.encode(obs)
     batcher = ContinuousBatcher(solver)
@@ -273,15 +278,7 @@ def test_prompts_admitted_later_run_past_their_stored_prefix(tokenizer) -> None:
 
 
 def test_stored_prefixes_are_kept_per_adapter(model, tokenizer, observations) -> None:
-    lora = LoraConfig(
-        r=4,
-        lora_alpha=32,
-        target_modules="all-linear",
-        init_lora_weights=False,
-        task_type="CAUSAL_LM",
-    )
-    roles = build_lora_role_map(model, tokenizer, ["solver", "critic"], lora, LONG)
-    solver, critic = roles["solver"], roles["critic"]
+    solver, critic = lora_roles(model, tokenizer)
     prompts = solver.encode(observations)
     batcher = ContinuousBatcher(solver)
     for i, ids in enumerate(prompts):  # first the solver's rows, stored under its adapter
