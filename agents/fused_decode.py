@@ -31,10 +31,10 @@ __all__ = ["SUPPORTED", "FusedDecoder", "fused_decoder"]
 SUPPORTED = ("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM")
 
 ELEMENTWISE_MAX = 1 << 22
-"""Attention runs as elementwise products and sums while a layer's keys (rows x heads x columns x
-head dim) are at most this many numbers: for small models, whose decode step is mostly per-call
-overhead, two passes over the keys cost less than batched matrix products of one query a row;
-for larger ones the matrix products, which do not hold the products in memory, win."""
+"""Attention runs as elementwise products and sums while their products (rows x query heads x
+columns x head dim) are at most this many numbers: for small models, whose decode step is mostly
+per-call overhead, two passes over the keys cost less than batched matrix products of one query
+a row; for larger ones the matrix products, which do not hold the products in memory, win."""
 
 
 def fused_decoder(model: Any) -> FusedDecoder | None:

@@ -208,8 +208,8 @@ def test_shared_prefix_passes_give_the_same_update(tiny_model, tmp_path, monkeyp
 
 
 def test_leaving_out_rows_of_zero_advantage_gives_the_same_update(tiny_model, tmp_path):
-    """One SGD step with and without the silent rows: the rows of every other problem get one
-    reward whatever they say, so their advantages are 0."""
+    """One SGD step with and without the silent rows: the rows of about half the prompts (those
+    of odd length) get one reward whatever they say, so their advantages are 0."""
 
     def half_silent(prompts, completion_ids, **kwargs):
         return [

@@ -163,20 +163,20 @@ def regroup_by_length(
             f"cannot regroup micro-batches whose values are not one per row: {sorted(merged)}; "
             "pass length_grouped=False"
         )
-    lengths = merged["prompt_mask"].sum(1) + merged["completion_mask"].sum(1)
+    lengths = (merged["prompt_mask"].sum(1) + merged["completion_mask"].sum(1)).cpu()
     skipped = 0
     if skip_silent:
         silent = silent_rows(merged).cpu()
         keep = ~silent
         kept = int(keep.sum())
         pad = (-kept) % len(batches) if kept else len(batches)
-        shortest = silent.nonzero()[:, 0][torch.argsort(lengths.cpu()[silent], stable=True)]
+        shortest = silent.nonzero()[:, 0][torch.argsort(lengths[silent], stable=True)]
         keep[shortest[:pad]] = True
         index = keep.nonzero()[:, 0]
         skipped = len(keep) - len(index)
         merged = {key: _take(value, index) for key, value in merged.items()}
-        lengths = lengths[index.to(lengths.device)]
-    order = torch.argsort(lengths.cpu(), descending=True, stable=True)
+        lengths = lengths[index]
+    order = torch.argsort(lengths, descending=True, stable=True)
     merged = {key: _take(value, order) for key, value in merged.items()}
     split = compat.split_tensor_dict(merged, len(batches))
     return [trim_padding(batch) for batch in split], skipped
