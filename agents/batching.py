@@ -102,7 +102,7 @@ class ContinuousBatcher:
             all) when the batch is empty, when they number at least this fraction of the running
             rows, or after `admit_wait` steps; fewer, larger prefills cost less than one per row.
         admit_wait (`int`, defaults to 4): The steps a row waits at most before admission.
-        fused (`bool` or `None`, defaults to `None`): Decode with
+        fused (`bool` or `None`, defaults to `None`): Decode and prefill with
             `agents.fused_decode.FusedDecoder` (the model's arithmetic on its own weights,
             without transformers' per-call overhead) where it serves the model (Llama, Mistral,
             Qwen2; no adapters); else, or with False, call the model. `None`: on a CPU, where it
@@ -325,20 +325,24 @@ class ContinuousBatcher:
         )
         start = torch.tensor(list(prefixes), device=self.device)[:, None]
         mask = torch.cat([past_mask, suffix_mask], dim=1)
-        out = self.model(
-            input_ids=ids,
-            attention_mask=mask,
-            position_ids=(start + suffix_mask.cumsum(-1) - 1).clamp(min=0),
-            past_key_values=Cache(layers=list(window)),
-            use_cache=True,
-            logits_to_keep=1,
-            **self._adapter_kwargs(rows),
-        )
+        positions = (start + suffix_mask.cumsum(-1) - 1).clamp(min=0)
+        if self.fused is not None:
+            logits = self.fused(ids, positions, mask, window)
+        else:
+            logits = self.model(
+                input_ids=ids,
+                attention_mask=mask,
+                position_ids=positions,
+                past_key_values=Cache(layers=list(window)),
+                use_cache=True,
+                logits_to_keep=1,
+                **self._adapter_kwargs(rows),
+            ).logits[:, -1, :]
         self.stats["prefills"] += 1
         self.stats["prefill_tokens"] += int(suffix_mask.sum())
         self.stats["prefill_padded"] += suffix_mask.numel()
         self.stats["prefill_reused"] += sum(prefixes)
-        return out.logits[:, -1, :], mask
+        return logits, mask
 
     def _copy_past(
         self, window: list[BufferLayer], past: int, hits: Sequence[tuple[torch.Tensor, int]]

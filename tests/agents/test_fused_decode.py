@@ -23,17 +23,19 @@ pytestmark = pytest.mark.filterwarnings("ignore:`is_gradient_checkpointing`:Futu
 SAMPLED = GenerationArguments(max_new_tokens=20, temperature=1.0, do_sample=True, seed=3)
 
 
-@pytest.mark.parametrize("elementwise", [True, False])
+@pytest.mark.parametrize("packed", [True, False])
+@pytest.mark.parametrize("kv_heads", [2, 4])
 @pytest.mark.parametrize("arch", ["qwen2", "llama", "mistral"])
-def test_a_fused_step_gives_the_models_logits_on_left_padded_rows(
-    tokenizer, arch, elementwise, monkeypatch
+def test_fused_prefill_and_steps_give_the_models_logits_on_left_padded_rows(
+    tokenizer, arch, kv_heads, packed, monkeypatch
 ):
-    # attention as elementwise products (small batches) or as matrix products (large ones)
-    monkeypatch.setattr(fused_decode, "ELEMENTWISE_MAX", 1 << 30 if elementwise else 0)
+    # 2 key/value heads for 4 query heads: grouped-query attention; 4: one each. Packed
+    # weights (small models) or the model's parameters read at every step (large ones).
+    monkeypatch.setattr(fused_decode, "PACK_MAX", 1 << 30 if packed else 0)
     torch.manual_seed(0)
-    model = build_tiny_model(tokenizer, arch=arch, seed=1).eval()
+    model = build_tiny_model(tokenizer, arch=arch, num_kv_heads=kv_heads, seed=1).eval()
     fused = fused_decoder(model)
-    assert fused is not None
+    assert fused is not None and (fused.packed is not None) == packed
     rows, width = 3, 9
     ids = torch.randint(5, 60, (rows, width))
     mask = torch.ones((rows, width), dtype=torch.long)
@@ -41,17 +43,31 @@ def test_a_fused_step_gives_the_models_logits_on_left_padded_rows(
     positions = (mask.cumsum(-1) - 1).clamp(min=0)
     caches = [RowCache(model.config, model.dtype, model.device, 8) for _ in range(2)]
     with torch.no_grad():
-        for kv in caches:  # the prompt, as the batcher prefills it: into the cache's window
+        # the prompt, as the batcher prefills it: into the cache's window, after a stored
+        # prefix of 4 tokens (its states already in the window's first columns)
+        prefix, windows = 4, []
+        for kv in caches:
             end = kv.place(rows, width)
             kv.seat([mask], end)
-            window = Cache(layers=kv.windows(slice(0, rows), end - width))
-            model(
-                input_ids=ids,
-                attention_mask=mask,
-                position_ids=positions,
-                past_key_values=window,
-                use_cache=True,
-            )
+            windows.append(kv.windows(slice(0, rows), end - width))
+        for model_call, window in zip((True, False), windows, strict=True):
+            for part in (slice(0, prefix), slice(prefix, width)):
+                if model_call or part.start == 0:  # the prefix: the model's states, both
+                    logits = model(
+                        input_ids=ids[:, part],
+                        attention_mask=mask[:, : part.stop],
+                        position_ids=positions[:, part],
+                        past_key_values=Cache(layers=list(window)),
+                        use_cache=True,
+                    ).logits[:, -1, :]
+                else:
+                    logits = fused(ids[:, part], positions[:, part], mask, window)
+            if model_call:
+                want = logits
+        torch.testing.assert_close(logits, want, rtol=1e-4, atol=1e-5)
+        for a, b in zip(caches[0].layers, caches[1].layers, strict=True):
+            torch.testing.assert_close(a.key_buffer, b.key_buffer, rtol=1e-4, atol=1e-5)
+            torch.testing.assert_close(a.value_buffer, b.value_buffer, rtol=1e-4, atol=1e-5)
         for step in range(3):
             last = torch.randint(5, 60, (rows, 1))
             where = positions[:, -1:] + 1 + step
