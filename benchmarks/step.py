@@ -10,7 +10,7 @@ log-probabilities and the loss arithmetic), ``log`` and its accelerator's ``back
 optimizer's ``step``, the model's forward hooks in the rollout (a forward with one new token a
 row is decode, a wider one prefill), its backbone's forward hooks without gradients outside the
 rollout and the loss (the logprob pass, of the old or reference policy), the fused decode step's
-call (`agents.fused_decode.FusedDecoder`, decode too: it runs the model's arithmetic without
+call (`agents.fused_decode.FusedDecoder`, decode or prefill by the same width: it runs the model's arithmetic without
 calling its forward) and the env copies' ``step`` (the env and its verifier). The first step
 (warm-up) is left out.
 """
@@ -79,17 +79,20 @@ class Clock:
             self.seconds[name] += time.perf_counter() - began
             self.stack.pop()
 
-    def wrap(self, owner: Any, attribute: str, name: str) -> None:
-        """Time every call of ``owner.attribute`` as phase `name`."""
+    def wrap(self, owner: Any, attribute: str, name: str | Callable[..., str]) -> None:
+        """Time every call of ``owner.attribute`` as phase `name` (or the phase `name` gives
+        for the call's arguments)."""
         original: Callable[..., Any] = getattr(owner, attribute)
 
         def timed(*args: Any, **kwargs: Any) -> Any:
-            with self.phase(name):
+            with self.phase(name(*args, **kwargs) if callable(name) else name):
                 return original(*args, **kwargs)
 
         setattr(owner, attribute, timed)
 
-    def wrapping(self, owner: Any, attribute: str, name: str) -> Callable[[], None]:
+    def wrapping(
+        self, owner: Any, attribute: str, name: str | Callable[..., str]
+    ) -> Callable[[], None]:
         """`wrap`, returning the undo (for a class attribute, which outlives the run)."""
         own = owner.__dict__.get(attribute)
         self.wrap(owner, attribute, name)
@@ -177,7 +180,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         clock.wrap(trainer, "log", "logging")
         clock.wrap(trainer.accelerator, "backward", "backward")
         env_step = _wrap_env_steps(clock, args.env)
-        fused_call = clock.wrapping(FusedDecoder, "__call__", "decode")
+        fused_call = clock.wrapping(FusedDecoder, "__call__", _fused_phase)
         create = trainer.create_optimizer
 
         def create_optimizer(*a: Any, **k: Any) -> Any:
@@ -206,6 +209,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             env_step()
             fused_call()
     return _report(steps[1:], args)
+
+
+def _fused_phase(decoder: Any, input_ids: Any, *args: Any, **kwargs: Any) -> str:
+    """A fused call's phase: decode for one new token a row, prefill for a prompt's."""
+    return "decode" if input_ids.shape[-1] == 1 else "prefill"
 
 
 def _wrap_env_steps(clock: Clock, env_id: str) -> Callable[[], None]:
