@@ -107,7 +107,7 @@ class FusedDecoder:
 
     def _pack(self) -> list[tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]]:
         """Per layer: [q; k; v; rotate_half(q); rotate_half(k)] as one weight (and bias), and
-        [gate; up] as another."""
+        [gate; up] as another (new tensors: `torch.cat` copies)."""
         packed = []
         for layer in self.inner.layers:
             attention, mlp = layer.self_attn, layer.mlp
@@ -118,9 +118,9 @@ class FusedDecoder:
             if attention.q_proj.bias is not None:
                 biases = [p.bias for p in projections]
                 biases += [self._rotated(p.bias) for p in projections[:2]]
-                bias = torch.cat(biases).detach().clone()
-            qkv = torch.cat(weights).detach().clone()
-            gate_up = torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight]).detach().clone()
+                bias = torch.cat(biases).detach()
+            qkv = torch.cat(weights).detach()
+            gate_up = torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight]).detach()
             packed.append((qkv, bias, gate_up))
         return packed
 

@@ -9,10 +9,10 @@ through public hooks only: the trainer's ``rollout_func``, ``compute_loss`` (the
 log-probabilities and the loss arithmetic), ``log`` and its accelerator's ``backward``, the
 optimizer's ``step``, the model's forward hooks in the rollout (a forward with one new token a
 row is decode, a wider one prefill), its backbone's forward hooks without gradients outside the
-rollout and the loss (the logprob pass, of the old or reference policy), the fused decode step's
-call (`agents.fused_decode.FusedDecoder`, decode or prefill by the same width: it runs the model's arithmetic without
-calling its forward) and the env copies' ``step`` (the env and its verifier). The first step
-(warm-up) is left out.
+rollout and the loss (the logprob pass, of the old or reference policy), the fused step's call
+(`agents.fused_decode.FusedDecoder`, decode or prefill by the same width: it runs the model's
+arithmetic without calling its forward) and the env copies' ``step`` (the env and its
+verifier). The first step (warm-up) is left out.
 """
 
 from __future__ import annotations
@@ -131,7 +131,7 @@ class Clock:
 
         def in_rollout(width: int) -> str | None:
             if self.stack and self.stack[-1] == "rollout":
-                return "decode" if width == 1 else "prefill"
+                return _generation_phase(width)
             return None
 
         def logprob_pass(width: int) -> str | None:
@@ -211,9 +211,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return _report(steps[1:], args)
 
 
+def _generation_phase(width: int) -> str:
+    """A generation forward's phase by its new tokens a row: decode for one, prefill for more."""
+    return "decode" if width == 1 else "prefill"
+
+
 def _fused_phase(decoder: Any, input_ids: Any, *args: Any, **kwargs: Any) -> str:
-    """A fused call's phase: decode for one new token a row, prefill for a prompt's."""
-    return "decode" if input_ids.shape[-1] == 1 else "prefill"
+    """A fused call's phase (`_generation_phase` of its width)."""
+    return _generation_phase(input_ids.shape[-1])
 
 
 def _wrap_env_steps(clock: Clock, env_id: str) -> Callable[[], None]:
