@@ -9,9 +9,11 @@ markers).
 
 math-verify's own timeouts are whole seconds of ``signal.alarm``, so they are switched off and
 the budget is kept here, by an interval timer (``setitimer``) that raises math-verify's
-``TimeoutException`` when the budget runs out, and again every `_REFIRE_S` after that (a first
-one raised inside a garbage-collector callback is swallowed). Signals work only in the main
-thread of the main interpreter, so `symbolic_equal`:
+``TimeoutException`` when the budget runs out, and again every `_REFIRE_S` after that: one that
+lands in a finalizer (a ``__del__``, a garbage-collector callback) cannot stop the work, and
+Python would report it as an "exception ignored"; while the timer runs those are dropped (the
+next one stops the work), and every other one goes on to ``sys.unraisablehook``. Signals work
+only in the main thread of the main interpreter, so `symbolic_equal`:
 
 - by default (and always off the main thread), sends the pair to a helper process that runs the
   same code in *its* main thread, with the timer at `_HELPER_SHARE` of the budget, and waits for
@@ -127,26 +129,42 @@ class _Timer:
         self.active = False
 
 
+@functools.cache
+def _budget_out() -> type[Exception]:
+    """The timer's exception: math-verify's ``TimeoutException`` (what its callers catch), of a
+    class of its own so that a finalizer's copy is known for the budget's."""
+    from math_verify.errors import TimeoutException
+
+    return type("BudgetOut", (TimeoutException,), {"__module__": __name__})
+
+
 def _within(seconds: float, work: Callable[[], _T]) -> _T:
     """``work()``, interrupted by math-verify's ``TimeoutException`` once `seconds` of wall time
     have passed and every `_REFIRE_S` after, until it ends; main thread only (``SIGALRM``).
 
-    The handler in place before is put back. ``timer.active = False`` is the first statement of
-    the ``finally`` (no signal is handled before it), and a late signal only disarms the timer,
-    so no timeout escapes the call.
+    The handler in place before is put back, and so is ``sys.unraisablehook``: meanwhile, a
+    timeout raised inside a finalizer (which cannot stop the work: the next one does) is dropped
+    instead of reported. ``timer.active = False`` is the first statement of the ``finally`` (no
+    signal is handled before it), and a late signal only disarms the timer, so no timeout escapes
+    the call.
     """
     import signal
 
-    from math_verify.errors import TimeoutException
-
+    budget_out = _budget_out()
     timer = _Timer()
+    reported = sys.unraisablehook
 
     def expire(signum: int, frame: object) -> None:
         if timer.active:
-            raise TimeoutException("the symbolic budget ran out")
+            raise budget_out("the symbolic budget ran out")
         signal.setitimer(signal.ITIMER_REAL, 0)
 
+    def unraisable(args: sys.UnraisableHookArgs) -> None:
+        if not isinstance(args.exc_value, budget_out):
+            reported(args)
+
     previous = signal.signal(signal.SIGALRM, expire)
+    sys.unraisablehook = unraisable
     try:
         timer.active = True
         signal.setitimer(signal.ITIMER_REAL, max(seconds, 1e-3), _REFIRE_S)  # 0 would disarm
@@ -155,6 +173,7 @@ def _within(seconds: float, work: Callable[[], _T]) -> _T:
         timer.active = False
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, signal.SIG_DFL if previous is None else previous)
+        sys.unraisablehook = reported
 
 
 def _quiet_math_verify() -> None:

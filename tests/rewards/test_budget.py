@@ -10,6 +10,7 @@ by the budgets the verifier hands to `symbolic_equal` (with a fake clock). The t
 from __future__ import annotations
 
 import math
+import sys
 import threading
 
 import pytest
@@ -244,6 +245,45 @@ def test_compare_in_process_stops_at_its_budget() -> None:
     assert reason.startswith("timeout: math-verify ran past the symbolic budget (0.2 s)")
     # the timer is off again and the previous handler back: the next check is unaffected
     assert symbolic_module.compare_in_process("1+x", "x+1", budget_s=30)[0] is True
+
+
+class _SpinsInItsFinalizer:
+    def __del__(self) -> None:
+        while True:  # until the budget's signal lands here, where it cannot stop the work
+            pass
+
+
+def test_a_timeout_inside_a_finalizer_is_not_reported_and_the_next_one_stops_the_work(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A signal that lands in a ``__del__`` is an "exception ignored" (it once failed CI through
+    pytest's unraisable-exception hook); the refired one stops the work, and nothing is
+    reported. Another finalizer's exception still reaches the hook."""
+    from math_verify.errors import TimeoutException
+
+    reported: list[BaseException | None] = []
+
+    def hook(args: sys.UnraisableHookArgs) -> None:
+        reported.append(args.exc_value)
+
+    monkeypatch.setattr(sys, "unraisablehook", hook)
+
+    def work() -> None:
+        _SpinsInItsFinalizer()  # dropped at once: its finalizer runs here
+        while True:
+            pass
+
+    with pytest.raises(TimeoutException):
+        symbolic_module._within(0.05, work)
+    assert reported == []
+
+    class _Fails:
+        def __del__(self) -> None:
+            raise ValueError("a finalizer's own error")
+
+    assert symbolic_module._within(5.0, lambda: _Fails() and None) is None
+    assert [type(exc) for exc in reported] == [ValueError]
+    assert sys.unraisablehook is hook  # put back
 
 
 class _Clock:
