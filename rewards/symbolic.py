@@ -294,7 +294,8 @@ def _compare(gold: list, pred: list, float_rounding: int) -> tuple[bool, str]:
 
 def _warm_up() -> None:
     """Pay math-verify's lazy first-use costs (its grammar, sympy's sets, matrices and
-    intervals) before a helper says it is ready, so that no answer's budget pays them."""
+    intervals) before a helper says it is ready, and before the first check run in this process
+    (`_warmed_up`), so that no answer's budget pays them."""
     for reference, answer in (
         ("x^2+2x+1", "(x+1)^2"),
         ("\\frac{1}{2}", "0.5"),
@@ -307,6 +308,12 @@ def _warm_up() -> None:
         with contextlib.suppress(Exception):
             compare_in_process(reference, answer, 30.0, FLOAT_ROUNDING, 30.0)
     _parse_reference.cache_clear()
+
+
+@functools.cache
+def _warmed_up() -> None:
+    """`_warm_up`, once in this process (for checks run in it, ``isolate=False``)."""
+    _warm_up()
 
 
 def _serve() -> None:
@@ -587,5 +594,6 @@ def symbolic_equal(
     if reference_s is not None:
         reference_s = check_budget(reference_s, "reference_s")
     if not isolate and _can_use_signals():
+        _warmed_up()  # once per process, outside every budget, as a helper does before it starts
         return compare_in_process(reference, answer, budget_s, float_rounding, reference_s)
     return _POOL.compare(reference, answer, budget_s, reference_s, float_rounding)

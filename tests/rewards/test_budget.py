@@ -247,6 +247,29 @@ def test_compare_in_process_stops_at_its_budget() -> None:
     assert symbolic_module.compare_in_process("1+x", "x+1", budget_s=30)[0] is True
 
 
+def test_a_check_in_this_process_warms_math_verify_up_once_outside_its_budgets(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The first check run here (``isolate=False``) would pay math-verify's first-use costs from
+    its budgets (seconds on a loaded machine); it warms up first, once, as a helper does."""
+    calls: list[str] = []
+    compare = symbolic_module.compare_in_process
+
+    def recording(*args: object, **kwargs: object) -> tuple[bool | None, str]:
+        calls.append("compare")
+        return compare(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(symbolic_module, "_warm_up", lambda: calls.append("warm up"))
+    monkeypatch.setattr(symbolic_module, "compare_in_process", recording)
+    symbolic_module._warmed_up.cache_clear()
+    try:
+        for _ in range(2):
+            assert symbolic_module.symbolic_equal("x+1", "1+x", isolate=False)[0] is True
+    finally:
+        symbolic_module._warmed_up.cache_clear()  # the next check warms up for real
+    assert calls == ["warm up", "compare", "compare"]
+
+
 class _SpinsInItsFinalizer:
     def __del__(self) -> None:
         while True:  # until the budget's signal lands here, where it cannot stop the work
