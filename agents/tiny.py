@@ -46,6 +46,9 @@ PRETOKENIZE_REGEX = (
 # The same with runs of up to three digits kept together (`build_tokenizer(whole_numbers=True)`).
 WHOLE_NUMBERS = 200  # and numbers below this are single tokens
 WHOLE_NUMBERS_REGEX = PRETOKENIZE_REGEX.replace(r"|\p{N}|", r"|\p{N}{1,3}|")
+# The same with a number's leading space kept on it (`build_tokenizer(spaced_numbers=True)`): ` 7`
+# is one token, as ` A` is, where the pattern above makes the space a token of its own.
+SPACED_NUMBERS_REGEX = PRETOKENIZE_REGEX.replace(r"|\p{N}|", r"| ?\p{N}{1,3}|")
 
 # ChatML-like. The assistant content and its closing IM_END sit inside {% generation %} markers so
 # `apply_chat_template(..., return_assistant_tokens_mask=True)` (TRL's assistant-only loss) works.
@@ -111,6 +114,8 @@ def build_tokenizer(
     vocab_size: int = 1024,
     model_max_length: int = 4096,
     whole_numbers: bool = False,
+    spaced_numbers: bool = False,
+    single_tokens: tuple[str, ...] = (),
 ) -> PreTrainedTokenizerFast:
     """Trains a byte-level BPE tokenizer and wraps it for transformers.
 
@@ -132,18 +137,32 @@ def build_tokenizer(
             transformers 5 rebuilds the pipeline of a folder whose model_type is "qwen2" or
             "llama" with digits split; pair it with `build_tiny_model(arch="mistral")`, whose
             folders load the saved pipeline as is.
+        spaced_numbers (`bool`, defaults to `False`): With `whole_numbers`, a number keeps the
+            space before it (` 17` is one token, and so is `17`), as a word does: a list of
+            vertex numbers reads one token per number, not two.
+        single_tokens (`tuple[str, ...]`, defaults to `()`): Strings that must each be one token
+            (` A`, ` B`, ` C`: every colour alike); the training text gets each often enough.
 
     Returns:
         A `PreTrainedTokenizerFast` with pad (`<|pad|>`), bos (`<|endoftext|>`), eos (`<|im_end|>`),
         a ChatML-like chat template with `{% generation %}` markers, and left padding.
 
     Raises:
-        ValueError: If `vocab_size` cannot hold the 256 byte symbols and the special tokens.
+        ValueError: If `vocab_size` cannot hold the 256 byte symbols and the special tokens (and
+            the numbers and `single_tokens` asked for), or `spaced_numbers` comes without
+            `whole_numbers`.
     """
+    if spaced_numbers and not whole_numbers:
+        raise ValueError("spaced_numbers=True needs whole_numbers=True (it spaces whole numbers)")
     _check_vocab_size(vocab_size, whole_numbers)
-    tokenizer = _train_bpe(_training_lines(corpus, whole_numbers), vocab_size, whole_numbers)
+    lines = _training_lines(corpus, whole_numbers, spaced_numbers, single_tokens)
+    tokenizer = _train_bpe(lines, vocab_size, whole_numbers, spaced_numbers)
     if whole_numbers:
-        _check_whole_numbers(tokenizer, vocab_size)
+        spellings = ("{}", " {}") if spaced_numbers else ("{}",)
+        wanted = [form.format(n) for n in range(WHOLE_NUMBERS) for form in spellings]
+        _check_single_tokens(tokenizer, vocab_size, wanted, f"numbers below {WHOLE_NUMBERS}")
+    if single_tokens:
+        _check_single_tokens(tokenizer, vocab_size, list(single_tokens), "single_tokens")
     wrapped = PreTrainedTokenizerFast(
         tokenizer_object=tokenizer,
         pad_token=PAD_TOKEN,
@@ -171,22 +190,39 @@ def _check_vocab_size(vocab_size: int, whole_numbers: bool) -> None:
         )
 
 
-def _training_lines(corpus: Iterable[str] | None, whole_numbers: bool) -> list[str]:
+def _training_lines(
+    corpus: Iterable[str] | None,
+    whole_numbers: bool,
+    spaced_numbers: bool = False,
+    single_tokens: tuple[str, ...] = (),
+) -> list[str]:
     """The BPE's training text: the built-in corpus, `corpus`, and with `whole_numbers` a line
-    of every number below `WHOLE_NUMBERS`, repeated often enough for BPE to merge each."""
+    of every number below `WHOLE_NUMBERS` (with `spaced_numbers` also one of them unspaced: a
+    number a line), and a line of the `single_tokens`, repeated often enough for BPE to merge
+    each."""
     lines = list(builtin_corpus())
     if corpus is not None:
         lines.extend(corpus)
+    repeats = max(1000, len(lines))
     if whole_numbers:
-        lines.extend([" ".join(map(str, range(WHOLE_NUMBERS)))] * max(1000, len(lines)))
+        numbers = " ".join(map(str, range(WHOLE_NUMBERS)))
+        lines.extend([f" {numbers}" if spaced_numbers else numbers] * repeats)
+    if spaced_numbers:
+        lines.extend([str(n) for n in range(WHOLE_NUMBERS)] * (repeats // 10))
+    if single_tokens:
+        lines.extend(["".join(single_tokens)] * repeats)
     return lines
 
 
-def _train_bpe(lines: list[str], vocab_size: int, whole_numbers: bool) -> Tokenizer:
+def _train_bpe(
+    lines: list[str], vocab_size: int, whole_numbers: bool, spaced_numbers: bool = False
+) -> Tokenizer:
     """A byte-level BPE with Qwen2's pipeline (NFC, the pre-tokenizing regex, a regex-free
-    ByteLevel; runs of up to three digits kept together with `whole_numbers`) trained on
-    `lines`."""
+    ByteLevel; runs of up to three digits kept together with `whole_numbers`, with their
+    leading space with `spaced_numbers`) trained on `lines`."""
     pattern = WHOLE_NUMBERS_REGEX if whole_numbers else PRETOKENIZE_REGEX
+    if spaced_numbers:
+        pattern = SPACED_NUMBERS_REGEX
     tokenizer = Tokenizer(models.BPE())
     tokenizer.normalizer = normalizers.NFC()
     tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
@@ -206,13 +242,15 @@ def _train_bpe(lines: list[str], vocab_size: int, whole_numbers: bool) -> Tokeni
     return tokenizer
 
 
-def _check_whole_numbers(tokenizer: Tokenizer, vocab_size: int) -> None:
-    """Raises when a number below `WHOLE_NUMBERS` is not a single token of `tokenizer`."""
-    split = [n for n in range(WHOLE_NUMBERS) if len(tokenizer.encode(str(n)).ids) != 1]
+def _check_single_tokens(
+    tokenizer: Tokenizer, vocab_size: int, wanted: list[str], what: str
+) -> None:
+    """Raises when a string of `wanted` is not a single token of `tokenizer`."""
+    split = [text for text in wanted if len(tokenizer.encode(text).ids) != 1]
     if split:
         raise ValueError(
-            f"vocab_size={vocab_size} leaves {len(split)} numbers below {WHOLE_NUMBERS} "
-            f"split (e.g. {split[0]}); pass a larger vocab_size."
+            f"vocab_size={vocab_size} leaves {len(split)} of the {what} split (e.g. "
+            f"{split[0]!r}); pass a larger vocab_size."
         )
 
 

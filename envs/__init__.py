@@ -65,10 +65,16 @@ register("math/solve-v0", "envs.solve:env", options=SolveOptions)
 # the trained critic's checks broke 60% of right answers (team final answer 0.18), one solving
 # afresh 7% (0.86; docs/results.md, "Credit and protocol options, chosen on validation").
 # A colouring's faults are named: the refiner patches the clashing edge the critic names
-# (`envs.tasks.faults`); nothing states an equation, so nothing is audited; its critic scans the
-# edges, one mark each (up to 27 at level 4): 160 tokens a turn.
+# (`envs.tasks.faults`) and is shown that edge and the verdict alone (``feedback="fault"``: the
+# critic's scan is for the critic); nothing states an equation, so nothing is audited; its
+# critic scans the edges, one mark each (up to 27 at level 4): 160 tokens a turn.
 REFLECTION_RUNS = {
-    "coloring": {"audit": "", "refiner_mode": "patch", "max_completion_length": 160},
+    "coloring": {
+        "audit": "",
+        "refiner_mode": "patch",
+        "feedback": "fault",
+        "max_completion_length": 160,
+    },
     "*": {"audit": "solver,critic,refiner", "refiner_mode": "resolve"},
 }
 register(

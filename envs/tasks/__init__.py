@@ -358,8 +358,8 @@ COLORING_INSTRUCTIONS = {
         "Check the colouring edge by edge: look up both ends' colours. End with 'OK. Verdict: "
         "correct', or name a clashing edge: 'BAD u v. Verdict: incorrect'."
     ),
-    "refiner": "Keep an accepted colouring; on a rejection recolour one end of the named edge; "
-    "{answer_format}",
+    "refiner": "Keep an accepted colouring; on a rejection recolour one end of the named edge, "
+    "not a given vertex, to the colour the fewest of its neighbours have; {answer_format}",
 }
 
 

@@ -41,6 +41,7 @@ which the verifier reads the graph.
 from __future__ import annotations
 
 import random
+from collections.abc import Collection, Mapping, Sequence
 
 from envs.tasks.sources import Problem
 from rewards.coloring import Instance, reference_text
@@ -59,6 +60,33 @@ def adjacency(n: int, edges: list[tuple[int, int]]) -> list[list[int]]:
         neighbours[u].append(v)
         neighbours[v].append(u)
     return neighbours
+
+
+def min_conflicts(
+    edges: Sequence[Sequence[int]],
+    given: Collection[int],
+    colours: Mapping[int, str],
+    clash: tuple[int, int],
+    palette: Sequence[str] = PALETTE,
+) -> tuple[int, str] | None:
+    """The scripted patch of a named clash: of its two ends (never a `given` vertex) and the
+    other colours each could take, the vertex and colour that the fewest of that vertex's
+    neighbours hold (ties: the end named first, then palette order); None when both ends are
+    given. It reads only the graph, the colouring and the named edge, never the solution: a
+    local repair (min-conflicts). Either end recoloured removes the named clash; others may
+    remain, or arise, for a later round."""
+    best: tuple[int, int, str] | None = None
+    for vertex in clash:
+        if vertex in given or vertex not in colours:
+            continue
+        near = [b if a == vertex else a for a, b in edges if vertex in (a, b)]
+        for colour in palette:
+            if colour == colours[vertex]:
+                continue
+            cost = sum(colours.get(u) == colour for u in near)
+            if best is None or cost < best[0]:
+                best = (cost, vertex, colour)
+    return None if best is None else (best[1], best[2])
 
 
 def count_colorings(n: int, edges: list[tuple[int, int]], stop: int = 2) -> int:

@@ -23,6 +23,7 @@ import re
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
+from envs.tasks.coloring import min_conflicts
 from rewards.coloring import (
     MAX_COLORING_CHARS,
     clashes,
@@ -102,6 +103,22 @@ class ColoringFaults:
 
     def spell(self, faults: Sequence[str]) -> str:
         return ", ".join(f"BAD {fault}" for fault in faults)
+
+    def repair(self, answer: str, fault: str, reference: str) -> str:
+        """The scripted refiner's reply to `fault` (``u v``) named in `answer`: the min-conflicts
+        patch (`envs.tasks.coloring.min_conflicts`, ``\\boxed{2 C}``), or ``Keep.`` when there
+        is nothing to patch (no colouring, an edge that is no clash, both ends given)."""
+        instance = read_reference(reference)
+        coloring = _boxed_coloring(answer, instance.n) if isinstance(answer, str) else None
+        words = fault.split() if isinstance(fault, str) else []
+        if coloring is None or len(words) != 2 or not all(w.isdigit() for w in words):
+            return "Keep."
+        u, v = int(words[0]), int(words[1])
+        if (min(u, v), max(u, v)) not in instance.edges or coloring.get(u) != coloring.get(v):
+            return "Keep."
+        given = {vertex for vertex, _ in instance.fixed}
+        patch = min_conflicts(instance.edges, given, coloring, (u, v), instance.palette)
+        return "Keep." if patch is None else f"\\boxed{{{patch[0]} {patch[1]}}}"
 
 
 def feedback_text(

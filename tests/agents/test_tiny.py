@@ -221,3 +221,29 @@ def test_trl_assistant_only_loss_uses_generation_markers(tokenizer, tmp_path: Pa
     labels, ids = batch["labels"][0], batch["input_ids"][0]
     assert tokenizer.decode(ids[labels != -100]).endswith("}" + IM_END)
     assert "user" not in tokenizer.decode(ids[labels != -100])
+
+
+def test_spaced_numbers_keep_their_space_and_colours_are_one_token_each(tmp_path: Path) -> None:
+    edges = "Colour vertices 0-9 with A B C. 0 is A and 1 is B. Edges: 0 1, 0 12, 3 9."
+    tokenizer = build_tokenizer(
+        [edges], vocab_size=1024, whole_numbers=True, spaced_numbers=True,
+        single_tokens=(" A", " B", " C"),
+    )  # fmt: skip
+    for n in range(WHOLE_NUMBERS):
+        assert len(tokenizer.tokenize(f" {n}")) == 1 and len(tokenizer.tokenize(str(n))) == 1
+    assert [len(tokenizer.tokenize(c)) for c in (" A", " B", " C")] == [1, 1, 1]
+    assert tokenizer.tokenize(" 0 12,") == ["Ġ0", "Ġ12", ","]  # an edge: three tokens
+    plain = build_tokenizer([edges], vocab_size=1024, whole_numbers=True)
+    assert len(tokenizer(edges)["input_ids"]) < len(plain(edges)["input_ids"])
+    build_tiny_model(tokenizer, arch="mistral").save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    loaded = AutoTokenizer.from_pretrained(tmp_path)
+    assert loaded(edges)["input_ids"] == tokenizer(edges)["input_ids"]
+    assert loaded.decode(loaded(edges)["input_ids"]) == edges
+
+
+def test_spaced_numbers_need_whole_numbers_and_single_tokens_need_room() -> None:
+    with pytest.raises(ValueError, match=r"spaced_numbers=True needs whole_numbers=True"):
+        build_tokenizer(vocab_size=512, spaced_numbers=True)
+    with pytest.raises(ValueError, match=r"leaves \d+ of the single_tokens split"):
+        build_tokenizer(vocab_size=300, single_tokens=(" Alpha Beta Gamma Delta",))

@@ -214,3 +214,36 @@ def test_options_refuse_unknown_forms() -> None:
         envs.make("math/reflection-v0", fault_bonus="big")
     with pytest.raises(TypeError, match="oracle_critic must be a bool"):
         envs.make("math/reflection-v0", oracle_critic="yes")
+
+
+def test_min_conflicts_recolours_the_cheaper_end_never_a_given_one() -> None:
+    from envs.tasks.coloring import min_conflicts
+
+    # a path 0-1-2 plus 1-3: 1 and 2 clash (both B); 2's neighbours hold B only, 1's hold A, B, C
+    edges = [(0, 1), (1, 2), (1, 3)]
+    colours = {0: "A", 1: "B", 2: "B", 3: "C"}
+    assert min_conflicts(edges, set(), colours, (1, 2)) == (2, "A")  # 1 to A or C clashes once
+    assert min_conflicts(edges, {2}, colours, (1, 2)) == (1, "A")  # 2 is given: 1 moves
+    assert min_conflicts(edges, {1, 2}, colours, (1, 2)) is None  # both given: no patch
+
+
+def test_the_scripted_repair_patches_a_named_clash_and_keeps_otherwise() -> None:
+    from envs.tasks.coloring import min_conflicts
+
+    faults = ColoringFaults()
+    for level in (1, 2, 3, 4):
+        problem = _problem(level)
+        colours, _, _ = _slip(problem)
+        answer, reference = _spell(colours), problem["answer"]
+        first = faults.faults(answer, reference)[0]
+        reply = faults.repair(answer, first, reference)
+        instance = read_reference(reference)
+        given = {v for v, _ in instance.fixed}
+        clash = tuple(int(w) for w in first.split())
+        vertex, colour = min_conflicts(instance.edges, given, dict(enumerate(colours)), clash)
+        assert reply == f"\\boxed{{{vertex} {colour}}}" and vertex not in given
+        assert first not in faults.faults(faults.patch(answer, reply, reference), reference)
+        right = _spell(_colours(problem))
+        edge = " ".join(map(str, instance.edges[0]))
+        for bad_answer, fault in ((right, edge), (answer, "0 99"), ("no box", first), (answer, "")):
+            assert faults.repair(bad_answer, fault, reference) == "Keep."

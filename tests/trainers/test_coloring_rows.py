@@ -22,7 +22,14 @@ from trainers.embedded import (
     model_for,
     recipe_transcripts,
 )
-from trainers.embedded.coloring_rows import check_reply, repair_reply, slip, solution, solve_reply
+from trainers.embedded.coloring_rows import (
+    check_reply,
+    min_conflicts,
+    repair_reply,
+    slip,
+    solution,
+    solve_reply,
+)
 
 VERIFIER = envs.make_task("coloring").verifier
 FAULTS = ColoringFaults()
@@ -95,21 +102,18 @@ def test_every_target_reply_is_right(problems, rows) -> None:
             assert prompt.index("\\boxed") < prompt.index("Edges:")  # colouring first
         elif role == "refiner":
             latest = re.search(r"Latest solution:\n(\\boxed\{[^}]*\})", prompt).group(1)
-            patching = prompt.endswith("Write the patch: only what changes.")
-            after = FAULTS.patch(latest, reply, problem["answer"]) if patching else reply
-            after = latest if after is None else after
+            assert prompt.endswith("Write the patch: only what changes.")  # the run's protocol
+            after = FAULTS.patch(latest, reply, problem["answer"]) or latest
             faults = FAULTS.faults(latest, problem["answer"])
-            right = solution(problem)
-
-            def misses(text: str, right: list[str] = right) -> int:
-                colours = re.findall(r"\d+ ([ABC])", text)
-                return sum(c != r for c, r in zip(colours, right, strict=True))
-
-            if faults:  # one vertex of the first clash moves to its right colour
-                assert misses(after) == misses(latest) - 1
+            colours = re.findall(r"\d+ ([ABC])", latest)
+            if faults:  # shown the first clash alone; one end moves by the min-conflicts rule
+                assert f"Reviewer feedback:\nBAD {faults[0]}. Verdict: incorrect" in prompt
+                vertex, colour = min_conflicts(problem, colours)
+                assert reply == f"\\boxed{{{vertex} {colour}}}"
+                assert vertex not in {v for v, _ in problem["metadata"]["fixed"]}
                 assert faults[0] not in FAULTS.faults(after, problem["answer"])
             else:  # an accepted colouring is kept
-                assert after == latest
+                assert reply == "Keep." and after == latest
     assert roles == {"solver", "critic", "refiner", "variant", "debater"}
     solver = [r["messages"][-1]["content"] for r in rows if r["role"] == "solver"]
     assert 0 < sum(" by " in reply for reply in solver) < len(solver)  # worked and at a glance

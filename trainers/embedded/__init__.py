@@ -59,7 +59,7 @@ RECIPE_VERSION = 13  # bump whenever the transcripts or the training change
 REACH_VERSION = 1
 # bump whenever ``coloring``'s transcripts change (`coloring_rows`); keyed only into recipes
 # with coloring rows.
-COLORING_VERSION = 3
+COLORING_VERSION = 4
 SHIPPED = Path(__file__).resolve().parent / "model"
 # The ``coloring`` family's own model (one per family, chosen by task: `model_for`); not shipped
 # yet: no build has learnt its critic's lookup (docs/results.md, "The family `coloring`").
@@ -98,6 +98,10 @@ class EmbeddedRecipe:
             transformers loads its folders with the saved tokenizer pipeline as is.
         whole_numbers (`bool`, True): numbers are single tokens (`build_tokenizer`), so copying
             and comparing a number is one attention lookup, not a digit-by-digit one.
+        spaced_numbers (`bool`, False): a number keeps the space before it (`build_tokenizer`):
+            ` 7` is one token, not two, so an edge list ``0 1, 0 2`` reads three tokens an edge.
+        single_tokens (`tuple[str, ...]`, ()): strings the tokenizer keeps whole (the colours
+            `` A``, `` B``, `` C``: each one token, alike).
         number_features (`int`, 32): the first ``2 * number_features`` embedding dims of each
             number token start as cos/sin of the number at that many periods (2 to 400), so
             adding k is a rotation the model need not discover (`number_embeddings`); 0: random.
@@ -124,6 +128,9 @@ class EmbeddedRecipe:
         coloring_scan_rows (`int`, 0): scan drills on the transcripts' own train graphs, as
             long as a critic's scan (`coloring_rows.scan_drill_rows` with problems).
         max_steps, batch_size, learning_rate: SFT.
+        group_by_length (`bool`, False): the SFT's batches hold rows of about one length
+            (transformers' ``train_sampling_strategy="group_by_length"``), so a batch of
+            solver rows is not padded to a critic row's length.
         calibration_problems (`int`, 300): ``unknown`` train problems the SFT never saw whose
             transcripts fit the model's logit scale after SFT (`calibrate`); 0: no calibration.
         sharpen (`float`, 1.5): a further factor on the fitted logit scale, folded in with
@@ -149,6 +156,8 @@ class EmbeddedRecipe:
     coloring_difficulty: tuple[int, ...] = field(default_factory=lambda: _task_default("coloring"))
     arch: str = "mistral"
     whole_numbers: bool = True
+    spaced_numbers: bool = False
+    single_tokens: tuple[str, ...] = ()
     number_features: int = 32
     vocab_size: int = 768
     hidden_size: int = 128
@@ -169,6 +178,7 @@ class EmbeddedRecipe:
     max_steps: int = 3500
     batch_size: int = 16
     learning_rate: float = 2e-3
+    group_by_length: bool = False
     calibration_problems: int = 300
     sharpen: float = 1.5
     threads: int = 1
@@ -194,8 +204,11 @@ class EmbeddedRecipe:
                 fields.pop(name)
         if not self.coloring_scan_rows:  # the key before real-length scan drills
             fields.pop("coloring_scan_rows")
-        else:
+        if self.coloring_scan_rows or self.coloring_problems:
             fields["coloring_version"] = COLORING_VERSION
+        for name in ("spaced_numbers", "single_tokens", "group_by_length"):
+            if not fields[name]:  # the key before these fields
+                fields.pop(name)
         if self.reach_problems or self.drill_reach_share:
             fields["reach_version"] = REACH_VERSION
         blob = json.dumps({"version": RECIPE_VERSION, **fields}, sort_keys=True)
@@ -219,22 +232,29 @@ REACH_VARIANT = {
 }
 
 
-# `SHIPPED_COLORING`'s recipe, not shipped yet: ``coloring`` transcripts, short scan drills and
-# scan drills on the transcripts' own graphs (its checks are lookups, not facts). The best build
-# measured (docs/results.md, "The family `coloring`"): its critic's balanced accuracy on scripted
-# answers is 0.67-0.68 at levels 1-3, short of the 0.85 that would make it worth shipping.
-# ``python scripts/build_embedded.py --variant coloring --out DIR`` (45 min on one thread beside
-# other jobs).
+# `SHIPPED_COLORING`'s recipe: ``coloring`` transcripts at volume (every train problem a solver
+# row; a share with critic and refiner rows), read through a tokenizer that makes each vertex
+# number and each colour one token (`spaced_numbers`, `single_tokens`), batches grouped by
+# length. Its checks are lookups, not facts, so no drills and no number features.
+# ``python scripts/build_embedded.py --variant coloring`` (2 threads).
 COLORING_VARIANT = {
     "num_problems": 0,
-    "coloring_problems": 1500,
-    "coloring_drill_rows": 8000,
-    "coloring_scan_rows": 14000,
-    "work_fraction": 0.5,
-    "review_fraction": 1.0,
-    "team_fraction": 0.1,
+    "coloring_problems": 36000,
+    "coloring_difficulty": (2, 3, 4),
+    "work_fraction": 0.0,
+    "review_fraction": 0.25,
+    "second_round": 0.5,
+    "team_fraction": 0.03,
     "drill_rows": 0,
-    "max_steps": 1700,
+    "spaced_numbers": True,
+    "single_tokens": (" A", " B", " C"),
+    "number_features": 0,
+    "vocab_size": 1024,  # room for every number below 200 spaced and unspaced
+    "batch_size": 64,
+    "learning_rate": 1e-3,
+    "group_by_length": True,
+    "max_steps": 1400,
+    "threads": 2,
 }
 VARIANTS = {"reach": REACH_VARIANT, "coloring": COLORING_VARIANT}
 VARIANT_OUT = {"coloring": SHIPPED_COLORING}
@@ -550,7 +570,11 @@ def _recipe_model(recipe: EmbeddedRecipe, corpus: list[str]) -> tuple[Any, Any]:
     from agents.tiny import build_tiny_model, build_tokenizer, number_embeddings
 
     tokenizer = build_tokenizer(
-        corpus, vocab_size=recipe.vocab_size, whole_numbers=recipe.whole_numbers
+        corpus,
+        vocab_size=recipe.vocab_size,
+        whole_numbers=recipe.whole_numbers,
+        spaced_numbers=recipe.spaced_numbers,
+        single_tokens=tuple(recipe.single_tokens),
     )
     model = build_tiny_model(
         tokenizer,
@@ -579,6 +603,7 @@ def _sft_config(recipe: EmbeddedRecipe, workdir: Path, progress: bool, device: s
         per_device_train_batch_size=recipe.batch_size,
         learning_rate=recipe.learning_rate,
         lr_scheduler_type="cosine",
+        train_sampling_strategy="group_by_length" if recipe.group_by_length else "random",
         warmup_steps=max(1, recipe.max_steps // 20),
         weight_decay=0.0,
         assistant_only_loss=True,

@@ -30,6 +30,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from envs.tasks.coloring import min_conflicts as patch_rule
 from trainers.embedded.chat import chat_row
 
 PALETTE = ("A", "B", "C")
@@ -125,23 +126,23 @@ def work_reply(problem: dict[str, Any]) -> str:
     return f"{'. '.join(steps)}. {solve_reply(problem)}"
 
 
-def repair(problem: dict[str, Any], colours: list[str]) -> tuple[int, str] | None:
-    """The patch of a rejected colouring: an end of its first clash whose colour is wrong, with
-    its right colour (None when nothing clashes)."""
+def min_conflicts(problem: dict[str, Any], colours: list[str]) -> tuple[int, str] | None:
+    """The scripted patch of a rejected colouring's first clash (`envs.tasks.coloring.
+    min_conflicts`: an end, never a given vertex, to the colour fewest of its neighbours hold),
+    or None when nothing clashes."""
     found = clashes(problem, colours)
     if not found:
         return None
-    right = solution(problem)
-    u, v = found[0]
-    vertex = v if colours[v] != right[v] else u
-    return vertex, right[vertex]
+    meta = problem["metadata"]
+    given = {v for v, _ in meta["fixed"]}
+    return patch_rule(meta["edges"], given, dict(enumerate(colours)), found[0])
 
 
 def repair_reply(problem: dict[str, Any], colours: list[str], patch: bool) -> tuple[str, list[str]]:
     """The refiner's reply on a reviewed colouring and the colouring it leaves: keep an
     accepted one (``Keep.`` as a patch, the whole colouring as a rewrite), recolour one end of
-    the named clash in a rejected one."""
-    fix = repair(problem, colours)
+    the named clash in a rejected one (`min_conflicts`)."""
+    fix = min_conflicts(problem, colours)
     if fix is None:
         return ("Keep." if patch else solve_reply(problem, colours)), colours
     vertex, colour = fix
@@ -153,7 +154,7 @@ def repair_reply(problem: dict[str, Any], colours: list[str], patch: bool) -> tu
 def coloring_rows(
     problem: dict[str, Any],
     rng: random.Random,
-    reflections: tuple[Any, Any],
+    reflection: Any,
     ensemble: Any,
     debate: Any,
     review_fraction: float,
@@ -162,14 +163,12 @@ def coloring_rows(
     work_fraction: float = 0.0,
 ) -> list[dict[str, Any]]:
     """The rows of one ``coloring`` problem: a solver row; with chance `review_fraction` a
-    critic and refiner row on a colouring right or slipped (the refiner's form, patch or
-    rewrite, drawn per problem from `reflections`, a patch-mode and a revise-mode env), and
-    with `second_round` a second pair on what the first repair left; with
-    `team_fraction` an ensemble variant's or debater's row. A share `work_fraction` of the solver
-    rows work the colouring out (`work_reply`)."""
+    critic and refiner row on a colouring right or slipped, played through `reflection` (the
+    run's protocol: the refiner patches and is shown the first named clash), and with
+    `second_round` a second pair on what the first patch left; with `team_fraction` an
+    ensemble variant's or debater's row. A share `work_fraction` of the solver rows work the
+    colouring out (`work_reply`)."""
     rows: list[dict[str, Any]] = []
-    patch = rng.random() < 0.5
-    reflection = reflections[0 if patch else 1]
     reflection.reset(options={"problem": problem})
     worked = rng.random() < work_fraction
     solved = work_reply(problem) if worked else solve_reply(problem)
@@ -181,7 +180,7 @@ def coloring_rows(
             check = check_reply(problem, colours)
             rows.append(chat_row(reflection.observe("critic_0"), check, "critic"))
             reflection.step(check)
-            reply, colours = repair_reply(problem, colours, patch)
+            reply, colours = repair_reply(problem, colours, patch=True)
             rows.append(chat_row(reflection.observe("refiner_0"), reply, "refiner"))
             if round_ == 1 or rng.random() >= second_round:
                 break

@@ -1,21 +1,26 @@
-"""How a model plays ``coloring``, per level: its solver, its critic and the lookup under both.
+"""How a model plays ``coloring``, per level: its solver, its critic and its refiner, each on
+the solver's own answers, beside the scripted check and patch.
 
     python scripts/probe_coloring.py --model DIR          # a build: build_embedded.py --variant coloring
-    python scripts/probe_coloring.py --model DIR --problems 400 --split test
+    python scripts/probe_coloring.py --model DIR --problems 400 --split test --sample
 
-Plays held-out ``coloring`` problems (validation by default) through `math/reflection-v0` and
-prints, per level:
+Plays held-out ``coloring`` problems (validation by default) through `math/reflection-v0` as a
+run on ``coloring`` plays it (the refiner patches and is shown the first named clash), greedy
+(``--sample``: at T=1, as the team plays), and prints, per level:
 
-- **solver**: the share of its one-shot colourings that are right, and the share of vertices it
-  colours right (chance on a free vertex: 1/3);
+- **solver**: the share of its one-shot colourings that are right; of its misses, how many
+  are within 2 vertices of right (the material a check and a patch can repair), and the share
+  of vertices coloured right (chance on a free vertex: 1/3);
 - **critic on its own answers** and **on scripted ones** (the right colouring or a slip of
   `trainers.embedded.coloring_rows.slip`, half each): true-positive and true-negative rates,
-  balanced accuracy, and among its rejections of wrong answers the share whose named edge
-  (``BAD u v``) is a real clash.
+  balanced accuracy, and the share of its rejections whose named edge (``BAD u v``) is a real
+  clash;
+- **refiner on the solver's wrong answers**, shown the first clash as a sound critic names it:
+  how often its patch is the scripted min-conflicts patch (`coloring_rows.min_conflicts`), and
+  for it and for the scripted patch the share that leave fewer clashes, and that are right.
 
-Then the lookup alone, on scan drills the build never saw (`coloring_rows.scan_drill_rows`
-with another seed): the share of marks (an edge and its two ends' colours) written right, and
-of verdicts. A critic whose marks are at chance has not learnt the lookup its check is made of.
+``--drills N`` adds the lookup alone, on scan drills no build saw (`coloring_rows.scan_drill_rows`
+with another seed): the share of marks (an edge and its two ends' colours) written right.
 """
 
 from __future__ import annotations
@@ -29,61 +34,147 @@ MARK = re.compile(r"(\d+) (\d+) ([ABC]) ([ABC])")
 
 
 def _rates(rows: list[tuple[bool, bool, bool | None]]) -> str:
-    """TPR, TNR, balanced accuracy and named-real rate of (truth, accepted, named real) rows."""
+    """TPR, TNR, balanced accuracy and named-real rate (the share of rejections whose named edge
+    is a real clash) of (truth, accepted, named real) rows."""
     right = [r for r in rows if r[0]]
     wrong = [r for r in rows if not r[0]]
     tpr = sum(r[1] for r in right) / len(right) if right else float("nan")
     tnr = sum(not r[1] for r in wrong) / len(wrong) if wrong else float("nan")
-    named = [r[2] for r in wrong if not r[1] and r[2] is not None]
+    named = [r[2] for r in rows if not r[1] and r[2] is not None]
     balanced = (tpr + tnr) / 2 if right and wrong else (tpr if right else tnr)
     real = sum(named) / len(named) if named else float("nan")
     return f"TPR {tpr:.2f} TNR {tnr:.2f} balanced {balanced:.2f} named real {real:.2f}"
 
 
+def _colours(answer: str, n: int) -> list[str] | None:
+    """The colouring a solver's answer states, vertex by vertex, or None when it states none
+    whole (`rewards.coloring.parse_coloring` on its last box)."""
+    from rewards.coloring import parse_coloring, read_boxes
+
+    boxes = read_boxes(answer)
+    coloring = parse_coloring(boxes[-1], n)[0] if boxes else None
+    if coloring is None or sorted(coloring) != list(range(n)):
+        return None
+    return [coloring[v] for v in range(n)]
+
+
+def solver_line(problems: list[Any], answers: list[str]) -> str:
+    """The solver's share right, its misses within 2 vertices, and its vertices right."""
+    from trainers.embedded.coloring_rows import solution
+
+    right = near = unread = 0
+    vertices = []
+    for problem, answer in zip(problems, answers, strict=True):
+        truth = solution(problem)
+        stated = _colours(answer, len(truth))
+        if stated is None:
+            unread += 1
+            vertices.append(0.0)
+            continue
+        off = sum(a != b for a, b in zip(stated, truth, strict=True))
+        right += off == 0
+        near += 0 < off <= 2
+        vertices.append(1 - off / len(truth))
+    misses = len(problems) - right
+    return (
+        f"solver right {right / len(problems):.3f}, misses within 2 vertices {near} of "
+        f"{misses} (unread {unread}), vertices right {sum(vertices) / len(vertices):.3f}"
+    )
+
+
+def refiner_line(env: Any, policy: Any, problems: list[Any], answers: list[str]) -> str:
+    """The refiner on the wrong answers among `answers`, shown their first clash as a sound
+    critic names it, against the scripted min-conflicts patch of the same clash."""
+    from envs.tasks.faults import ColoringFaults
+    from trainers.embedded.coloring_rows import clashes, min_conflicts, solution
+
+    faults = ColoringFaults()
+    cases, observations = [], []
+    for problem, answer in zip(problems, answers, strict=True):
+        stated = _colours(answer, problem["metadata"]["n"])
+        if stated is None or not clashes(problem, stated):
+            continue
+        u, v = clashes(problem, stated)[0]
+        env.reset(options={"problem": problem})
+        env.step(answer)
+        env.step(f"BAD {u} {v}. Verdict: incorrect")
+        observations.append(env.observe("refiner_0"))
+        cases.append((problem, answer, stated))
+    if not cases:
+        return "refiner: no wrong answer to patch"
+    replies = policy.act(observations)
+    fixed = [0, 0]
+    fewer = [0, 0]
+    same = 0
+    for (problem, answer, stated), reply in zip(cases, replies, strict=True):
+        vertex, colour = min_conflicts(problem, stated)
+        scripted = list(stated)
+        scripted[vertex] = colour
+        patched = faults.patch(answer, reply, problem["answer"]) or answer
+        learnt = _colours(patched, len(stated)) or stated
+        same += learnt == scripted
+        before = len(clashes(problem, stated))
+        for i, after in enumerate((learnt, scripted)):
+            fewer[i] += len(clashes(problem, after)) < before
+            fixed[i] += after == solution(problem)
+    count = len(cases)
+    return (
+        f"refiner on {count} named clashes: the scripted patch {same / count:.2f}, fewer clashes "
+        f"{fewer[0] / count:.2f} (scripted {fewer[1] / count:.2f}), right after it "
+        f"{fixed[0] / count:.2f} (scripted {fixed[1] / count:.2f})"
+    )
+
+
+def critic_line(env: Any, policy: Any, problems: list[Any], answers: list[str], name: str) -> str:
+    """The critic's rates (`_rates`) on `answers`."""
+    from envs.tasks.faults import ColoringFaults
+
+    faults = ColoringFaults()
+    observations = []
+    for problem, answer in zip(problems, answers, strict=True):
+        env.reset(options={"problem": problem})
+        env.step(answer)
+        observations.append(env.observe("critic_0"))
+    reviews = policy.act(observations)
+    rows = []
+    for answer, review, problem in zip(answers, reviews, problems, strict=True):
+        truth = env.verifier.verify(answer, problem["answer"]).correct
+        accepted = "verdict: correct" in review.lower()
+        named = faults.named(review)
+        real = bool(named) and named[0] in faults.faults(answer, problem["answer"])
+        rows.append((truth, accepted, None if accepted else real))
+    return f"critic on {name} answers: {_rates(rows)}"
+
+
 def probe_level(policy: Any, level: int, args: argparse.Namespace, rng: random.Random) -> str:
     import envs
-    from envs.tasks.faults import ColoringFaults
-    from trainers.embedded.coloring_rows import slip, solution, solve_reply
+    from trainers.embedded.coloring_rows import slip, solve_reply
+    from trainers.embedded.transcripts import COLORING_PROTOCOL
 
     problems = list(
         envs.make_task("coloring", split=args.split, size=args.problems, difficulty=level).source
     )
-    env = envs.make("math/reflection-v0", task="coloring", refiner_mode="patch").unwrapped
-    faults = ColoringFaults()
+    env = envs.make("math/reflection-v0", task="coloring", **COLORING_PROTOCOL).unwrapped
 
-    def observe(agent: str, answers: list[str] | None = None) -> list[Any]:
+    def observe(agent: str) -> list[Any]:
         out = []
-        for i, problem in enumerate(problems):
+        for problem in problems:
             env.reset(options={"problem": problem})
-            if answers is not None:
-                env.step(answers[i])
             out.append(env.observe(agent))
         return out
 
     own = policy.act(observe("solver_0"))
-    verdicts = [env.verifier.verify(a, p["answer"]) for a, p in zip(own, problems, strict=True)]
-    per_vertex = []
-    for answer, problem in zip(own, problems, strict=True):
-        stated = dict(re.findall(r"(\d+) ([ABC])", answer))
-        right = solution(problem)
-        per_vertex.append(sum(stated.get(str(v)) == c for v, c in enumerate(right)) / len(right))
     scripted = [
         solve_reply(p) if rng.random() < 0.5 else solve_reply(p, slip(p, rng)) for p in problems
     ]
-    solved = sum(v.correct for v in verdicts) / len(problems)
-    vertices = sum(per_vertex) / len(per_vertex)
-    parts = [f"level {level}: solver right {solved:.3f}, vertices right {vertices:.3f}"]
-    for name, answers in (("own", own), ("scripted", scripted)):
-        reviews = policy.act(observe("critic_0", answers))
-        rows = []
-        for answer, review, problem in zip(answers, reviews, problems, strict=True):
-            truth = env.verifier.verify(answer, problem["answer"]).correct
-            accepted = "verdict: correct" in review.lower()
-            named = faults.named(review)
-            real = bool(named) and named[0] in faults.faults(answer, problem["answer"])
-            rows.append((truth, accepted, None if truth or accepted else real))
-        parts.append(f"critic on {name} answers: {_rates(rows)}")
-    return " | ".join(parts)
+    return " | ".join(
+        [
+            f"level {level}: {solver_line(problems, own)}",
+            critic_line(env, policy, problems, own, "own"),
+            critic_line(env, policy, problems, scripted, "scripted"),
+            refiner_line(env, policy, problems, own),
+        ]
+    )
 
 
 def probe_drills(policy: Any, count: int) -> str:
@@ -116,7 +207,8 @@ def make_parser() -> argparse.ArgumentParser:
     parser.add_argument("--problems", type=int, default=100, help="problems per level")
     parser.add_argument("--difficulty", type=int, nargs="+", default=[1, 2, 3, 4])
     parser.add_argument("--split", default="validation", choices=["validation", "test"])
-    parser.add_argument("--drills", type=int, default=300, help="scan drills (0: none)")
+    parser.add_argument("--drills", type=int, default=0, help="scan drills (0: none)")
+    parser.add_argument("--sample", action="store_true", help="sample at T=1 (default: greedy)")
     parser.add_argument("--max_new_tokens", type=int, default=160)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
@@ -133,7 +225,9 @@ def main(argv: list[str] | None = None) -> int:
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
-    generation = GenerationArguments(max_new_tokens=args.max_new_tokens, temperature=1.0)
+    generation = GenerationArguments(
+        max_new_tokens=args.max_new_tokens, temperature=1.0, do_sample=args.sample
+    )
     policy = HFPolicy.from_pretrained(resolve_model(args.model, "coloring"), generation)
     rng = random.Random(args.seed)
     for level in args.difficulty:

@@ -428,17 +428,20 @@ def sft_rows(
     return rows
 
 
+# The protocol a run on ``coloring`` plays (`envs.REFLECTION_RUNS`): the refiner patches and is
+# shown the first named clash. `coloring_rows` plays its transcripts through it.
+COLORING_PROTOCOL = {"refiner_mode": "patch", "feedback": "fault"}
+
+
 def _coloring_envs(problems: list[dict[str, Any]]) -> tuple[Any, ...]:
-    """The envs `coloring_rows` plays through (a patch-mode and a revise-mode reflection, an
-    ensemble, a debate), made only when `problems` hold a ``coloring`` one."""
+    """The envs `coloring_rows` plays through (reflection as a run on ``coloring`` plays it,
+    `COLORING_PROTOCOL`; an ensemble, a debate), made only when `problems` hold a ``coloring``
+    one."""
     if not any(p["metadata"].get("source") == "coloring" for p in problems):
         return ()
     return (
-        tuple(
-            envs.make(
-                "math/reflection-v0", rounds=2, task="coloring", refiner_mode=mode, wrapped=False
-            )
-            for mode in ("patch", "revise")
+        envs.make(
+            "math/reflection-v0", rounds=2, task="coloring", wrapped=False, **COLORING_PROTOCOL
         ),
         envs.make("math/ensemble-v0", num_agents=4, task="coloring"),
         envs.make("math/debate-v0", num_agents=2, rounds=2, task="coloring"),

@@ -13,6 +13,7 @@ from trainers.evaluation.alone import alone_side, alone_tool_side, tool_baseline
 from trainers.evaluation.compare import TEAM_FIGURES, team_problem_scores
 from trainers.evaluation.config import ALONE_ENV, EvalConfig
 from trainers.evaluation.metrics import level_of
+from trainers.evaluation.oracle import oracle_side, scripted_repair
 from trainers.evaluation.play import run_env
 from trainers.evaluation.splits import level_split_sizes
 from trainers.rollout.records import save_episodes
@@ -76,6 +77,10 @@ def evaluate(config: EvalConfig, policies: RoleMap | None = None) -> dict[str, A
             results["single_agent_tool"], results["compare_tool"] = alone_tool_side(
                 config, policies, episodes, metrics, team, per_problem, baseline
             )
+    if config.compare and scripted_repair(config) is not None:
+        results["oracle"], oracle = oracle_side(config, policies, team)
+        for pid, row in oracle.items():
+            per_problem.setdefault(pid, {}).update(row)
     for pid, row in per_problem.items():
         level = level_of(pid)
         if level is not None:

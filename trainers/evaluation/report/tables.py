@@ -172,6 +172,28 @@ def split_size_report(sizes: dict[str, Any]) -> list[str]:
     return ["Distinct problems per split (a problem's split is a hash of its text):", "", *lines]
 
 
+def oracle_report(results: dict[str, Any]) -> list[str]:
+    """The oracle row (`trainers.evaluation.oracle`: the same solver, a sound critic, the
+    scripted patch) beside the learned team, paired by problem; nothing without one."""
+    oracle = results.get("oracle")
+    if not oracle:
+        return []
+    m, o = results["metrics"], oracle["metrics"]
+    lines = [
+        "| same first answers | final answer | vote |",
+        "|---|---|---|",
+        f"| learned critic and refiner | {m['accuracy']:.3f} | {m['maj1@turnK']:.3f} |",
+        f"| oracle: sound critic, scripted patch | {o['accuracy']:.3f} | {o['maj1@turnK']:.3f} |",
+    ]
+    for figure, name in (("team/final", "final answer"), ("team/vote", "vote")):
+        diff = oracle["team_minus_oracle"][figure]
+        low, high = diff["ci95"]
+        lines.append(
+            f"| learned {name} - oracle final | {diff['diff']:+.3f} [{low:+.3f}, {high:+.3f}] | |"
+        )
+    return [*lines, ""]
+
+
 def markdown_report(results: dict[str, Any]) -> str:
     """The team against the same model alone (compute-matched, paired) first, then the
     verification gap per level (`trainers.evaluation.report.verification.verification_report`), then the
@@ -180,6 +202,7 @@ def markdown_report(results: dict[str, Any]) -> str:
     lines = [f"## {results['env']}: {m['problems']} problems, {m['episodes']} episodes", ""]
     lines += comparison_report(results)
     lines += comparison_report(results, "compare_tool")
+    lines += oracle_report(results)
     lines += verification_report(results)
     sizes = split_size_report(results.get("split_sizes", {}))
     lines += sizes + ([""] if sizes else [])
