@@ -265,6 +265,7 @@ def build_tiny_model(
     max_position_embeddings: int = 4096,
     initializer_range: float = 0.2,
     seed: int = 0,
+    tie_embeddings: bool = True,
 ) -> PreTrainedModel:
     """Builds a small causal LM with random weights from a config (no download).
 
@@ -282,9 +283,12 @@ def build_tiny_model(
             model's 0.02 so the untrained model's next-token distribution is peaked and varied
             rather than near uniform, which makes greedy-decoding tests meaningful.
         seed (`int`, defaults to `0`): The weights depend only on the seed and the arguments.
+        tie_embeddings (`bool`, defaults to `True`): The output layer shares the input
+            embeddings' weights; `False` gives it its own.
 
     Returns:
-        The model in eval mode, float32, with tied input/output embeddings.
+        The model in eval mode, float32, with tied input/output embeddings unless
+        `tie_embeddings` is False.
 
     Raises:
         ValueError: On an unknown `arch` or inconsistent head counts.
@@ -306,7 +310,7 @@ def build_tiny_model(
         num_key_value_heads=num_kv_heads,
         max_position_embeddings=max_position_embeddings,
         initializer_range=initializer_range,
-        tie_word_embeddings=True,
+        tie_word_embeddings=tie_embeddings,
         pad_token_id=tokenizer.pad_token_id,
         bos_token_id=tokenizer.bos_token_id,
         eos_token_id=tokenizer.eos_token_id,

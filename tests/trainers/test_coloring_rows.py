@@ -43,14 +43,18 @@ def problems() -> list[dict]:
 
 @pytest.fixture(scope="module")
 def rows(problems) -> list[dict]:
-    recipe = dataclasses.replace(EmbeddedRecipe(), **{**COLORING_VARIANT, "work_fraction": 0.5})
+    recipe = dataclasses.replace(
+        EmbeddedRecipe(), **{**COLORING_VARIANT, "work_fraction": 0.5, "team_fraction": 0.5}
+    )
     return recipe_transcripts(recipe, problems, 0, 1.0)
 
 
 def test_the_build_reads_coloring_train_problems_only(problems) -> None:
     assert {p["metadata"]["source"] for p in problems} == {"coloring"}
     assert all(p["id"].startswith("coloring/train/") for p in problems)
-    assert {p["metadata"]["difficulty"] for p in problems} == {1, 2, 3, 4}
+    assert {p["metadata"]["difficulty"] for p in problems} == set(
+        COLORING_VARIANT["coloring_difficulty"]
+    )
 
 
 def test_slips_are_wrong_and_keep_the_fixed_colours(problems) -> None:
@@ -205,3 +209,70 @@ def test_the_coloring_probe_scores_marks_and_verdicts() -> None:
     assert "marks right 0.000" in probe_coloring.probe_drills(Blank(), 20)
     rates = probe_coloring._rates([(True, True, None), (False, False, True), (False, True, None)])
     assert rates == "TPR 1.00 TNR 0.50 balanced 0.75 named real 1.00"
+
+
+def test_the_probe_counts_near_misses_and_sets_the_refiner_against_the_scripted_patch(problems):
+    from trainers.embedded import probe_coloring
+
+    sample = [p for p in problems if p["metadata"]["difficulty"] == 3][:6]
+    rng = random.Random(2)
+    wrong = [slip(p, rng) for p in sample[:4]]
+    answers = [solve_reply(p, w) for p, w in zip(sample, wrong, strict=False)]
+    answers += [solve_reply(sample[4]), "no colouring"]
+    line = probe_coloring.solver_line(sample, answers)
+    near = sum(
+        0 < sum(a != b for a, b in zip(w, solution(p), strict=True)) <= 2
+        for p, w in zip(sample, wrong, strict=False)
+    )
+    assert line.startswith(f"solver right {1 / 6:.3f}, misses within 2 vertices {near} of 5")
+    assert "(unread 1)" in line
+
+    env = envs.make("math/reflection-v0", task="coloring", refiner_mode="patch", feedback="fault")
+
+    class Scripted:  # the scripted patch itself: agrees with it every time
+        def act(self, observations):
+            replies = []
+            for obs in observations:
+                i = next(i for i, p in enumerate(sample) if p["question"] == obs["question"])
+                vertex, colour = min_conflicts(sample[i], wrong[i])
+                replies.append(f"\\boxed{{{vertex} {colour}}}")
+            return replies
+
+    class Idle:
+        def act(self, observations):
+            return ["Keep."] * len(observations)
+
+    same = probe_coloring.refiner_line(env.unwrapped, Scripted(), sample, answers)
+    assert same.startswith("refiner on 4 named clashes: the scripted patch 1.00")
+    idle = probe_coloring.refiner_line(env.unwrapped, Idle(), sample, answers)
+    assert "the scripted patch 0.00, fewer clashes 0.00" in idle
+
+
+def test_the_transcripts_play_the_protocol_a_coloring_run_plays():
+    from trainers.embedded.transcripts import COLORING_PROTOCOL
+
+    run = envs.spec("math/reflection-v0").run_defaults("coloring")
+    assert {k: run[k] for k in COLORING_PROTOCOL} == COLORING_PROTOCOL
+
+
+def test_length_batched_batches_hold_one_length_in_a_shuffled_order(problems):
+    from trainers.embedded import length_batched
+
+    recipe = dataclasses.replace(EmbeddedRecipe(), **COLORING_VARIANT)
+    rows = recipe_transcripts(recipe, problems, 0, 0.5)
+    steps, size = 2 * len(rows) // 8 + 3, 8  # a little over two passes
+
+    def length(row: dict) -> int:
+        return sum(len(m["content"]) for m in row["messages"])
+
+    ordered = length_batched(rows, size, steps, seed=0)
+    assert len(ordered) == steps * size
+    assert ordered == length_batched(rows, size, steps, seed=0)  # seeded
+    whole = len(rows) // size * size
+    assert len({id(r) for r in ordered[:whole]}) == whole  # a pass holds a row at most once
+    batches = [ordered[i : i + size] for i in range(0, len(ordered), size)]
+    spreads = [max(map(length, b)) - min(map(length, b)) for b in batches[:-1]]
+    lengths = sorted(map(length, rows))
+    assert max(spreads) < (lengths[-1] - lengths[0]) / 4  # each batch: about one length
+    firsts = [length(b[0]) for b in batches]
+    assert firsts != sorted(firsts) and firsts != sorted(firsts, reverse=True)  # no drift

@@ -106,6 +106,10 @@ class EmbeddedRecipe:
             number token start as cos/sin of the number at that many periods (2 to 400), so
             adding k is a rotation the model need not discover (`number_embeddings`); 0: random.
         vocab_size, hidden_size, num_layers, num_heads, intermediate_size: the model.
+        initializer_range (`float`, 0.02), tie_embeddings (`bool`, True): the random weights'
+            std and whether the output layer shares the input embeddings. On ``coloring``'s
+            solver (level 2, 400 steps of 64, the probe's compact text) 0.02 and tied reached
+            0.14 exact, 0.1 and tied 0.47, 0.1 and untied 0.59 (issue notes).
         review_fraction, second_round, team_fraction: transcript mix (`transcripts.sft_rows`).
         work_fraction (`float`, 0.35): share of solver-like replies worked step by step
             (`transcripts.work_reply`) rather than given at a glance: the careful behaviour the
@@ -128,9 +132,11 @@ class EmbeddedRecipe:
         coloring_scan_rows (`int`, 0): scan drills on the transcripts' own train graphs, as
             long as a critic's scan (`coloring_rows.scan_drill_rows` with problems).
         max_steps, batch_size, learning_rate: SFT.
-        group_by_length (`bool`, False): the SFT's batches hold rows of about one length
-            (transformers' ``train_sampling_strategy="group_by_length"``), so a batch of
-            solver rows is not padded to a critic row's length.
+        group_by_length (`bool`, False): the SFT's batches hold rows of about one length, so a
+            batch of solver rows is not padded to a critic row's length, and come in a shuffled
+            order (`length_batched`), so consecutive steps do not drift through the lengths
+            (transformers' ``group_by_length`` sorts runs of 50 batches by length: a build on it
+            learnt none of its roles, issue notes).
         calibration_problems (`int`, 300): ``unknown`` train problems the SFT never saw whose
             transcripts fit the model's logit scale after SFT (`calibrate`); 0: no calibration.
         sharpen (`float`, 1.5): a further factor on the fitted logit scale, folded in with
@@ -164,6 +170,8 @@ class EmbeddedRecipe:
     num_layers: int = 4
     num_heads: int = 4
     intermediate_size: int = 384
+    initializer_range: float = 0.02
+    tie_embeddings: bool = True
     review_fraction: float = 0.7
     second_round: float = 0.5
     team_fraction: float = 0.15
@@ -209,6 +217,9 @@ class EmbeddedRecipe:
         for name in ("spaced_numbers", "single_tokens", "group_by_length"):
             if not fields[name]:  # the key before these fields
                 fields.pop(name)
+        for name, before in (("initializer_range", 0.02), ("tie_embeddings", True)):
+            if fields[name] == before:  # the key before these fields
+                fields.pop(name)
         if self.reach_problems or self.drill_reach_share:
             fields["reach_version"] = REACH_VERSION
         blob = json.dumps({"version": RECIPE_VERSION, **fields}, sort_keys=True)
@@ -250,10 +261,12 @@ COLORING_VARIANT = {
     "single_tokens": (" A", " B", " C"),
     "number_features": 0,
     "vocab_size": 1024,  # room for every number below 200 spaced and unspaced
+    "initializer_range": 0.1,
+    "tie_embeddings": False,
     "batch_size": 64,
     "learning_rate": 1e-3,
     "group_by_length": True,
-    "max_steps": 1400,
+    "max_steps": 1300,
     "threads": 2,
 }
 VARIANTS = {"reach": REACH_VARIANT, "coloring": COLORING_VARIANT}
@@ -528,8 +541,11 @@ def _train(
     torch.set_num_threads(recipe.threads)
     rows, corpus = _recipe_rows(recipe)
     tokenizer, model = _recipe_model(recipe, corpus)
+    ordered = rows  # the SFT reads `length_batched`'s order through a sequential sampler
+    if recipe.group_by_length:
+        ordered = length_batched(rows, recipe.batch_size, recipe.max_steps, recipe.seed)
     config = _sft_config(recipe, workdir, progress, device)
-    dataset = datasets.Dataset.from_list([{"messages": r["messages"]} for r in rows])
+    dataset = datasets.Dataset.from_list([{"messages": r["messages"]} for r in ordered])
     trainer = trl.SFTTrainer(
         model=model, args=config, processing_class=tokenizer, train_dataset=dataset
     )
@@ -546,6 +562,34 @@ def _train(
         "train_loss": result.training_loss,
         "loss_curve": losses,
     }
+
+
+def length_batched(
+    rows: list[dict[str, Any]], batch_size: int, steps: int, seed: int
+) -> list[dict[str, Any]]:
+    """`rows` laid out for `steps` batches of `batch_size` read in order: each pass over the rows
+    (an epoch, in its own seeded shuffle, less the few rows past its last whole batch) is sorted
+    by length (the characters of its messages) and cut into batches, and the batches are
+    shuffled; as many passes as the steps need. A
+    batch then holds rows of about one length (little padding) and the steps' order is random."""
+    import random
+
+    def length(row: dict[str, Any]) -> int:
+        return sum(len(m["content"]) for m in row["messages"])
+
+    rng = random.Random(f"length-batched-{seed}")
+    out: list[dict[str, Any]] = []
+    if len(rows) < batch_size:
+        raise ValueError(f"{len(rows)} rows cannot fill a batch of {batch_size}")
+    while len(out) < steps * batch_size:
+        epoch = list(rows)
+        rng.shuffle(epoch)
+        epoch = epoch[: len(epoch) // batch_size * batch_size]  # whole batches: a random few out
+        epoch.sort(key=length)
+        batches = [epoch[i : i + batch_size] for i in range(0, len(epoch), batch_size)]
+        rng.shuffle(batches)
+        out += [row for batch in batches for row in batch]
+    return out[: steps * batch_size]
 
 
 def _recipe_rows(recipe: EmbeddedRecipe) -> tuple[list[dict[str, Any]], list[str]]:
@@ -586,7 +630,8 @@ def _recipe_model(recipe: EmbeddedRecipe, corpus: list[str]) -> tuple[Any, Any]:
         intermediate_size=recipe.intermediate_size,
         max_position_embeddings=512,
         seed=recipe.seed,
-        initializer_range=0.02,
+        initializer_range=recipe.initializer_range,
+        tie_embeddings=recipe.tie_embeddings,
     )
     if recipe.number_features:
         number_embeddings(model, tokenizer, recipe.number_features)
@@ -603,7 +648,7 @@ def _sft_config(recipe: EmbeddedRecipe, workdir: Path, progress: bool, device: s
         per_device_train_batch_size=recipe.batch_size,
         learning_rate=recipe.learning_rate,
         lr_scheduler_type="cosine",
-        train_sampling_strategy="group_by_length" if recipe.group_by_length else "random",
+        train_sampling_strategy="sequential" if recipe.group_by_length else "random",
         warmup_steps=max(1, recipe.max_steps // 20),
         weight_decay=0.0,
         assistant_only_loss=True,

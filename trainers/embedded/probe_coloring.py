@@ -92,8 +92,8 @@ def refiner_line(env: Any, policy: Any, problems: list[Any], answers: list[str])
     cases, observations = [], []
     for problem, answer in zip(problems, answers, strict=True):
         stated = _colours(answer, problem["metadata"]["n"])
-        if stated is None or not clashes(problem, stated):
-            continue
+        if stated is None or min_conflicts(problem, stated) is None:
+            continue  # nothing clashes, or both ends of the first clash are given
         u, v = clashes(problem, stated)[0]
         env.reset(options={"problem": problem})
         env.step(answer)
