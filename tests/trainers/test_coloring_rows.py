@@ -256,7 +256,7 @@ def test_the_transcripts_play_the_protocol_a_coloring_run_plays():
 
 
 def test_length_batched_batches_hold_one_length_in_a_shuffled_order(problems):
-    from trainers.embedded import length_batched
+    from trainers.embedded.sft import length_batched
 
     recipe = dataclasses.replace(EmbeddedRecipe(), **COLORING_VARIANT)
     rows = recipe_transcripts(recipe, problems, 0, 0.5)
