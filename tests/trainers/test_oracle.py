@@ -1,5 +1,5 @@
 """The oracle row of a ``coloring`` evaluation (`trainers.evaluation.oracle`): the learned
-solver's own first answers, the verifier as critic, the scripted min-conflicts patch as refiner,
+solver's own first answers (sampled afresh), the verifier as critic, the scripted min-conflicts patch as refiner,
 set against the learned team problem by problem."""
 
 from __future__ import annotations

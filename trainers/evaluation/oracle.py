@@ -1,5 +1,6 @@
 """The oracle row of a reflection team on a task whose faults are named and patched by a script
-(``coloring``): the learned solver's own first answers, then a sound critic (the verifier, naming
+(``coloring``): the learned solver's own first answers (sampled afresh, on the same problems),
+then a sound critic (the verifier, naming
 every fault: the env's ``oracle_critic``) and the scripted patch of the fault it names first
 (`envs.tasks.faults.ColoringFaults.repair`, min-conflicts). It is what a check and a local
 repair add to the same first answers: the ceiling a learned critic and refiner are set against,

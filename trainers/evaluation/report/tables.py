@@ -173,14 +173,15 @@ def split_size_report(sizes: dict[str, Any]) -> list[str]:
 
 
 def oracle_report(results: dict[str, Any]) -> list[str]:
-    """The oracle row (`trainers.evaluation.oracle`: the same solver, a sound critic, the
-    scripted patch) beside the learned team, paired by problem; nothing without one."""
+    """The oracle row (`trainers.evaluation.oracle`: the same solver sampled afresh, a sound
+    critic, the scripted patch) beside the learned team, paired by problem; nothing without
+    one."""
     oracle = results.get("oracle")
     if not oracle:
         return []
     m, o = results["metrics"], oracle["metrics"]
     lines = [
-        "| same first answers | final answer | vote |",
+        "| the same solver, then | final answer | vote |",
         "|---|---|---|",
         f"| learned critic and refiner | {m['accuracy']:.3f} | {m['maj1@turnK']:.3f} |",
         f"| oracle: sound critic, scripted patch | {o['accuracy']:.3f} | {o['maj1@turnK']:.3f} |",
