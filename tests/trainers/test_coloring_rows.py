@@ -248,11 +248,16 @@ def test_the_probe_counts_near_misses_and_sets_the_refiner_against_the_scripted_
     assert "the scripted patch 0.00, fewer clashes 0.00" in idle
 
 
-def test_the_transcripts_play_the_protocol_a_coloring_run_plays():
-    from trainers.embedded.transcripts import COLORING_PROTOCOL
+def test_the_transcripts_play_the_protocol_a_coloring_run_plays(problems):
+    from trainers.embedded.transcripts import _coloring_envs, coloring_protocol
 
     run = envs.spec("math/reflection-v0").run_defaults("coloring")
-    assert {k: run[k] for k in COLORING_PROTOCOL} == COLORING_PROTOCOL
+    protocol = coloring_protocol()
+    assert (
+        {k: run[k] for k in protocol} == protocol == {"refiner_mode": "patch", "feedback": "fault"}
+    )
+    reflection = _coloring_envs(problems)[0]  # the env the transcripts are played through
+    assert {k: getattr(reflection.options, k) for k in protocol} == protocol
 
 
 def test_length_batched_batches_hold_one_length_in_a_shuffled_order(problems):

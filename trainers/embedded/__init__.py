@@ -75,6 +75,17 @@ MODEL_FILES = (  # at least these; recipe.json lists every file with its sha256
 )
 
 
+# Recipe fields added after the shipped build, keyed only when they differ from these values, so
+# the shipped key stays as it was.
+KEYED_WHEN_SET = {
+    "spaced_numbers": False,
+    "single_tokens": (),
+    "group_by_length": False,
+    "initializer_range": 0.02,
+    "tie_embeddings": True,
+}
+
+
 class EmbeddedModelError(RuntimeError):
     """The shipped embedded model is missing, damaged or stale; the message says how to fix it."""
 
@@ -214,10 +225,7 @@ class EmbeddedRecipe:
             fields.pop("coloring_scan_rows")
         if self.coloring_scan_rows or self.coloring_problems:
             fields["coloring_version"] = COLORING_VERSION
-        for name in ("spaced_numbers", "single_tokens", "group_by_length"):
-            if not fields[name]:  # the key before these fields
-                fields.pop(name)
-        for name, before in (("initializer_range", 0.02), ("tie_embeddings", True)):
+        for name, before in KEYED_WHEN_SET.items():
             if fields[name] == before:  # the key before these fields
                 fields.pop(name)
         if self.reach_problems or self.drill_reach_share:

@@ -92,22 +92,22 @@ def refiner_line(env: Any, policy: Any, problems: list[Any], answers: list[str])
     cases, observations = [], []
     for problem, answer in zip(problems, answers, strict=True):
         stated = _colours(answer, problem["metadata"]["n"])
-        if stated is None or min_conflicts(problem, stated) is None:
+        patch = None if stated is None else min_conflicts(problem, stated)
+        if patch is None:
             continue  # nothing clashes, or both ends of the first clash are given
         u, v = clashes(problem, stated)[0]
         env.reset(options={"problem": problem})
         env.step(answer)
         env.step(f"BAD {u} {v}. Verdict: incorrect")
         observations.append(env.observe("refiner_0"))
-        cases.append((problem, answer, stated))
+        cases.append((problem, answer, stated, patch))
     if not cases:
         return "refiner: no wrong answer to patch"
     replies = policy.act(observations)
     fixed = [0, 0]
     fewer = [0, 0]
     same = 0
-    for (problem, answer, stated), reply in zip(cases, replies, strict=True):
-        vertex, colour = min_conflicts(problem, stated)
+    for (problem, answer, stated, (vertex, colour)), reply in zip(cases, replies, strict=True):
         scripted = list(stated)
         scripted[vertex] = colour
         patched = faults.patch(answer, reply, problem["answer"]) or answer
@@ -149,12 +149,12 @@ def critic_line(env: Any, policy: Any, problems: list[Any], answers: list[str], 
 def probe_level(policy: Any, level: int, args: argparse.Namespace, rng: random.Random) -> str:
     import envs
     from trainers.embedded.coloring_rows import slip, solve_reply
-    from trainers.embedded.transcripts import COLORING_PROTOCOL
+    from trainers.embedded.transcripts import coloring_protocol
 
     problems = list(
         envs.make_task("coloring", split=args.split, size=args.problems, difficulty=level).source
     )
-    env = envs.make("math/reflection-v0", task="coloring", **COLORING_PROTOCOL).unwrapped
+    env = envs.make("math/reflection-v0", task="coloring", **coloring_protocol()).unwrapped
 
     def observe(agent: str) -> list[Any]:
         out = []

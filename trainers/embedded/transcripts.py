@@ -428,20 +428,22 @@ def sft_rows(
     return rows
 
 
-# The protocol a run on ``coloring`` plays (`envs.REFLECTION_RUNS`): the refiner patches and is
-# shown the first named clash. `coloring_rows` plays its transcripts through it.
-COLORING_PROTOCOL = {"refiner_mode": "patch", "feedback": "fault"}
+def coloring_protocol() -> dict[str, Any]:
+    """How a run on ``coloring`` has its refiner play (`envs.REFLECTION_RUNS`: it patches and is
+    shown the first named clash); `coloring_rows` plays its transcripts through it."""
+    run = envs.spec("math/reflection-v0").run_defaults("coloring")
+    return {name: run[name] for name in ("refiner_mode", "feedback")}
 
 
 def _coloring_envs(problems: list[dict[str, Any]]) -> tuple[Any, ...]:
     """The envs `coloring_rows` plays through (reflection as a run on ``coloring`` plays it,
-    `COLORING_PROTOCOL`; an ensemble, a debate), made only when `problems` hold a ``coloring``
+    `coloring_protocol`; an ensemble, a debate), made only when `problems` hold a ``coloring``
     one."""
     if not any(p["metadata"].get("source") == "coloring" for p in problems):
         return ()
     return (
         envs.make(
-            "math/reflection-v0", rounds=2, task="coloring", wrapped=False, **COLORING_PROTOCOL
+            "math/reflection-v0", rounds=2, task="coloring", wrapped=False, **coloring_protocol()
         ),
         envs.make("math/ensemble-v0", num_agents=4, task="coloring"),
         envs.make("math/debate-v0", num_agents=2, rounds=2, task="coloring"),

@@ -77,8 +77,9 @@ def evaluate(config: EvalConfig, policies: RoleMap | None = None) -> dict[str, A
             results["single_agent_tool"], results["compare_tool"] = alone_tool_side(
                 config, policies, episodes, metrics, team, per_problem, baseline
             )
-    if config.compare and scripted_repair(config) is not None:
-        results["oracle"], oracle = oracle_side(config, policies, team)
+    faults = scripted_repair(config) if config.compare else None
+    if faults is not None:
+        results["oracle"], oracle = oracle_side(config, policies, team, faults)
         for pid, row in oracle.items():
             per_problem.setdefault(pid, {}).update(row)
     for pid, row in per_problem.items():

@@ -60,16 +60,16 @@ def scripted_repair(config: EvalConfig) -> Any | None:
 
 
 def oracle_side(
-    config: EvalConfig, policies: RoleMap, team: Mapping[str, Mapping[str, float]]
+    config: EvalConfig,
+    policies: RoleMap,
+    team: Mapping[str, Mapping[str, float]],
+    faults: Any,
 ) -> tuple[dict[str, Any], dict[str, dict[str, float]]]:
     """Play the oracle row on the config's problems (the learned solver from `policies`, the
-    verifier as critic, the scripted patch as refiner) and set the learned team's per-problem
+    verifier as critic, the scripted patch of `faults`, `scripted_repair`'s, as refiner) and set the learned team's per-problem
     figures (`team`) against it, paired by problem. Returns its summary (``metrics``, and
     ``team_minus_oracle``: the learned team's final answer and vote minus the oracle's final
     answer, each `paired_interval`'s ``{"diff", "ci95", "problems"}``) and per problem ``oracle/final``, ``oracle/vote``."""
-    faults = scripted_repair(config)
-    if faults is None:
-        raise ValueError(f"{config.env_id} on {config.task!r} has no scripted repair")
     references = {p["question"]: p["answer"] for p in config.problems.problems()}
     oracle_config = replace(config, env_options={**config.env_options, "oracle_critic": True})
     roles = RoleMap(

@@ -188,9 +188,8 @@ def oracle_report(results: dict[str, Any]) -> list[str]:
     ]
     for figure, name in (("team/final", "final answer"), ("team/vote", "vote")):
         diff = oracle["team_minus_oracle"][figure]
-        low, high = diff["ci95"]
         lines.append(
-            f"| learned {name} - oracle final | {diff['diff']:+.3f} [{low:+.3f}, {high:+.3f}] | |"
+            f"| learned {name} - oracle final | {_ci(diff['diff'], diff['ci95'], True)} | |"
         )
     return [*lines, ""]
 
