@@ -42,6 +42,7 @@ from agents.decoding import (
     seeded,
     truncate_at_stop,
 )
+from agents.models import resolve_model_name
 from agents.prompts import build_messages
 
 logger = logging.getLogger(__name__)
@@ -123,7 +124,8 @@ class HFPolicy:
         """Loads a model and its tokenizer from the hub or a local folder.
 
         Args:
-            name_or_path (`str`): Hub id or local folder (from `save_pretrained`).
+            name_or_path (`str`): Hub id, local folder (from `save_pretrained`), or the name of a
+                fetched catalog model (`agents.models`, ``mathteams models get NAME``).
             generation_args (`GenerationArguments` or `None`, defaults to `None`): Decoding settings.
             adapter_path (`str` or `None`, defaults to `None`): A saved peft adapter to load on top;
                 it is named `policy_kwargs["adapter_name"]` or `"default"`.
@@ -136,6 +138,7 @@ class HFPolicy:
         Returns:
             The policy.
         """
+        name_or_path = resolve_model_name(name_or_path)
         tokenizer = AutoTokenizer.from_pretrained(name_or_path, **dict(tokenizer_kwargs or {}))
         tokenizer.padding_side = "left"
         model = AutoModelForCausalLM.from_pretrained(

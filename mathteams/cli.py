@@ -102,6 +102,12 @@ def _play() -> ModuleType:
     return module
 
 
+def _models() -> ModuleType:
+    import agents.models as module
+
+    return module
+
+
 def _probe_critic() -> ModuleType:
     import trainers.embedded.probe_critic as module
 
@@ -169,6 +175,12 @@ COMMANDS: dict[str, Command] = {
         "rebuild (or --check) the embedded default model from its recipe",
         _build_embedded,
         "build_embedded.py",
+    ),
+    "models": Command(
+        "fetch a pretrained model by name (models get smollm2-135m-instruct), or list them",
+        _models,
+        "models.py",
+        "get|list",
     ),
     "train-verifier": Command(
         "train a learned verifier; compare it with the rule verifier",

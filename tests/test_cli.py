@@ -114,6 +114,7 @@ REACHED = {
     "trainers.embedded.probe_critic",
     "trainers.embedded.probe_embedded",
     "trainers.embedded.probe_coloring",
+    "agents.models",
 }
 
 

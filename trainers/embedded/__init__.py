@@ -45,6 +45,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agents.models import resolve_model_name
+
 logger = logging.getLogger(__name__)
 
 # The scripts' default task, the one the shipped build is trained on. ``reach`` (the family with a
@@ -330,10 +332,11 @@ def model_for(task: Any = None) -> Path:
 
 
 def resolve_model(name_or_path: str | None, task: Any = None) -> str:
-    """`name_or_path` as given, or the shipped embedded model's folder for `task` (checked)
-    when None (`model_for`)."""
+    """`name_or_path` as given (a fetched catalog model's name, `agents.models`, as its cache
+    folder), or the shipped embedded model's folder for `task` (checked) when None
+    (`model_for`)."""
     if name_or_path:
-        return name_or_path
+        return resolve_model_name(name_or_path)
     return str(check_model_dir(model_for(task)))
 
 
