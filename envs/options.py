@@ -37,6 +37,7 @@ REVISION_REWARDS = ("score", "improvement")
 CRITIC_REWARDS = ("verdict", "balanced", "outcome", "counterfactual")  # envs.reflection
 REFINER_MODES = ("revise", "resolve", "patch")  # envs.reflection
 FEEDBACK_FORMS = ("full", "verdict", "fault", "faults")  # envs.reflection, envs.tasks.faults
+PROMPT_STYLES = ("default", "instruct")  # envs.tasks.prompts.ASKS
 FAULT_RULES = ("any", "first")  # envs.reflection
 VERIFIER_REWARDS = ("verdict", "counterfactual")  # envs.tool
 
@@ -312,6 +313,10 @@ class ReflectionOptions(ScheduledOptions):
         fault_rule (`str`, "any"): which named fault earns `fault_bonus`.
         oracle_critic (`bool`, False): the verifier plays the critic (its verdict and every
             fault), whatever the critic agent writes: the ceiling of a review, for evaluation.
+        prompt_style (`str`, "default"): how each user message ends (`envs.tasks.prompts.ASKS`):
+            "default" (the texts the embedded model learnt) or "instruct" (each role's answer
+            form asked at the end of its message, which a small pretrained instruct model
+            follows: a brief solution ending in the task's answer format; a one-word verdict).
     """
 
     ROLES: ClassVar[tuple[str, ...]] = ("solver", "critic", "refiner")
@@ -356,6 +361,11 @@ class ReflectionOptions(ScheduledOptions):
     oracle_critic: bool = _option(
         False, "the verifier plays the critic (verdict and every fault): a ceiling, for evaluation"
     )
+    prompt_style: str = _option(
+        "default",
+        "how each user message ends: default (the embedded model's texts) or instruct (each "
+        "role's answer form asked last, for pretrained instruct models)",
+    )
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -367,6 +377,7 @@ class ReflectionOptions(ScheduledOptions):
         check_choice("refiner_mode", self.refiner_mode, REFINER_MODES)
         check_choice("feedback", self.feedback, FEEDBACK_FORMS)
         check_choice("fault_rule", self.fault_rule, FAULT_RULES)
+        check_choice("prompt_style", self.prompt_style, PROMPT_STYLES)
         _normalise(self, "fault_bonus", check_weight("fault_bonus", self.fault_bonus))
         if not isinstance(self.oracle_critic, bool):
             raise TypeError(f"oracle_critic must be a bool, got {self.oracle_critic!r}")

@@ -193,18 +193,24 @@ class ReflectionEnv(ScheduledTeamEnv):
     def observe(self, agent: str) -> dict[str, str]:
         question = self.problem["question"]
         fresh = self.refiner_mode == "resolve" and self.verdict is False
+        asks = prompts.ASKS[self.options.prompt_style]
+        answer_format = self.played.answer_format
+        solve = asks.solve.replace("{answer_format}", answer_format)
         if agent == SOLVER or self.answer is None:
-            prompt = prompts.solve_prompt(question)
+            prompt = prompts.solve_prompt(question, solve)
         elif agent == REFINER and fresh:  # solve afresh, as the solver does
             instruction = self._instructions[SOLVER]
-            prompt = prompts.solve_prompt(question)
+            prompt = prompts.solve_prompt(question, solve)
             return self._obs("refiner", instruction, prompt, render_transcript(self.turns))
         elif agent == CRITIC:
-            prompt = prompts.critic_prompt(question, self.answer, self.played.review_first)
+            prompt = prompts.critic_prompt(
+                question, self.answer, self.played.review_first, asks.review
+            )
         else:
             patching = self.refiner_mode == "patch" and self.played.faults is not None
-            ask = {"ask": prompts.PATCH_ASK} if patching else {}
-            prompt = prompts.refiner_prompt(question, self.answer, self.feedback or "(none)", **ask)
+            ask = prompts.PATCH_ASK if patching else asks.revise
+            ask = ask.replace("{answer_format}", answer_format)
+            prompt = prompts.refiner_prompt(question, self.answer, self.feedback or "(none)", ask)
         return self._obs(
             role_of(agent), self._instructions[agent], prompt, render_transcript(self.turns)
         )

@@ -38,13 +38,33 @@ VERDICT_RE = re.compile(
 )
 
 
+# A verdict said in words, read only when no ``Verdict:`` line is given: a one-word reply
+# ("Correct."), or "the (proposed) solution/answer is (not) correct" (how a small pretrained
+# instruct model answers "Is the proposed solution correct?"; envs.tasks.prompts.ASKS).
+WORD_VERDICT_RE = re.compile(
+    r"\A[\s*_`\"']*(correct|incorrect|right|wrong)[*_`\"']*\s*(?:[.!,:;\n]|\Z)", re.IGNORECASE
+)
+STATED_VERDICT_RE = re.compile(
+    r"\b(?:solution|answer)\s+is\s+(not\s+)?(correct|incorrect|right|wrong)\b", re.IGNORECASE
+)
+
+
 def parse_verdict(text: str) -> bool | None:
-    """A review's last stated verdict: True (correct), False (incorrect) or None (none given)."""
+    """A review's last stated verdict: True (correct), False (incorrect) or None (none given).
+    A ``Verdict: ...`` line (or ``\\boxed{correct}``) decides; without one, a reply that is
+    the word itself, else the first "the solution is (not) correct" sentence."""
     matches = VERDICT_RE.findall(text[-4000:])
-    if not matches:
-        return None
-    word = next(w for w in matches[-1] if w).lower()
-    return word in ("correct", "right")
+    if matches:
+        word = next(w for w in matches[-1] if w).lower()
+        return word in ("correct", "right")
+    head = text[:2000]
+    first = WORD_VERDICT_RE.match(head)
+    if first:
+        return first.group(1).lower() in ("correct", "right")
+    stated = STATED_VERDICT_RE.search(head)
+    if stated:
+        return (stated.group(2).lower() in ("correct", "right")) != bool(stated.group(1))
+    return None
 
 
 class ScheduledTeamEnv(TaskEnvMixin, AECEnv):

@@ -7,6 +7,7 @@ as \\boxed{...}"). Tasks may override any role's instruction.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 SOLVER = "You are a careful problem solver. Reason step by step, then {answer_format}"
 CRITIC = (
@@ -67,28 +68,54 @@ DEFAULT_INSTRUCTIONS: Mapping[str, str] = {
 }
 
 
+@dataclass(frozen=True)
+class Asks:
+    """The line that ends each role's user message, in one prompt style (`ASKS`).
+    ``{answer_format}`` is filled from the task."""
+
+    solve: str
+    review: str
+    revise: str
+
+
+ASKS: Mapping[str, Asks] = {
+    # The texts the embedded model was trained on; the format is asked in the system message.
+    "default": Asks("Solve the problem.", "Review the solution.", "Write the corrected solution."),
+    # A small pretrained instruct model (SmolLM2-135M-Instruct) follows the user message's last
+    # line, not the system message: asked there, its answers end in the format and its reviews
+    # state a verdict (docs/real-model.md has the measurements that chose these).
+    "instruct": Asks(
+        "Solve the problem in a few short steps, then {answer_format}",
+        "Is the proposed solution correct? Reply with one word: correct or incorrect.",
+        "Write the corrected solution in a few short steps, then {answer_format}",
+    ),
+}
+
+
 def problem_block(question: str) -> str:
     return f"Problem:\n{question}"
 
 
-def solve_prompt(question: str) -> str:
-    return f"{problem_block(question)}\n\nSolve the problem."
+def solve_prompt(question: str, ask: str = ASKS["default"].solve) -> str:
+    return f"{problem_block(question)}\n\n{ask}"
 
 
-def critic_prompt(question: str, answer: str, answer_first: bool = False) -> str:
+def critic_prompt(
+    question: str, answer: str, answer_first: bool = False, ask: str = ASKS["default"].review
+) -> str:
     """A reviewer's prompt: the problem, then the answer (`answer_first`: the answer first, so
     each piece of the problem is checked against it where it stands; `envs.tasks.Task`'s
-    ``review_first``)."""
+    ``review_first``), then `ask`."""
     if answer_first:
-        return f"Proposed solution:\n{answer}\n\n{problem_block(question)}\n\nReview the solution."
-    return f"{problem_block(question)}\n\nProposed solution:\n{answer}\n\nReview the solution."
+        return f"Proposed solution:\n{answer}\n\n{problem_block(question)}\n\n{ask}"
+    return f"{problem_block(question)}\n\nProposed solution:\n{answer}\n\n{ask}"
 
 
 PATCH_ASK = "Write the patch: only what changes."
 
 
 def refiner_prompt(
-    question: str, answer: str, feedback: str, ask: str = "Write the corrected solution."
+    question: str, answer: str, feedback: str, ask: str = ASKS["default"].revise
 ) -> str:
     """A refiner's prompt; `ask` ends it (`PATCH_ASK` for a refiner that patches)."""
     return (

@@ -204,7 +204,16 @@ def test_critic_without_verdict_gets_zero_and_parse_error():
         ("**Verdict:** incorrect", False),  # markdown bold around the label
         ("Verdict: correct ... on second thought Verdict: incorrect", False),  # last one counts
         ("\\boxed{correct}", True),
-        ("The answer is correct", None),  # no verdict line
+        # Without a verdict line, a verdict said in words (a pretrained instruct model's reply to
+        # the "instruct" prompts' one-word question): the reply is the word, or it says it.
+        ("Correct.", True),
+        ("**Incorrect**\nThe sum is 7.", False),
+        ("The proposed solution is incorrect.", False),
+        ("The answer is not correct: 3 + 4 is 7.", False),
+        ("The answer is correct", True),
+        ("The final answer is correct. Verdict: incorrect", False),  # the verdict line decides
+        ("Correct the second step: 3 + 4 is 7.", None),  # a verb, not a verdict
+        ("the answer is 7", None),
         ("", None),
     ],
 )
