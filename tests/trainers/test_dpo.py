@@ -179,6 +179,34 @@ def test_sft_masks_the_prompt_and_a_step_changes_the_weights(tiny_model, tmp_pat
     assert any(not torch.equal(before[k], v) for k, v in trainer.model.named_parameters())
 
 
+def test_sft_without_generation_markers_trains_the_replies_as_completions(tiny_model, tmp_path):
+    """A chat template that marks no reply, of no model TRL knows (most instruct models' own:
+    SmolLM2's, `tests/real_model`): SFT goes prompt-completion instead of failing, the caller's
+    config untouched, and its loss covers the reply and its end of turn only."""
+    import shutil
+
+    from transformers import AutoTokenizer
+
+    from trainers.algorithms.sft import marks_replies
+
+    folder = tmp_path / "unmarked"
+    shutil.copytree(tiny_model, folder)
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    for marker in ("{% generation %}", "{% endgeneration %}"):
+        tokenizer.chat_template = tokenizer.chat_template.replace(marker, "")
+    tokenizer.save_pretrained(folder)
+    assert marks_replies(tiny_model) and not marks_replies(str(folder))
+    rows = sft_rows([episode("p", 0, solver_ok=True, verdict=True, refiner_ok=True)])
+    args = CPUSFTConfig(output_dir=str(tmp_path / "out"), max_steps=1, learning_rate=1e-2)
+    trainer = build_sft_trainer(str(folder), rows, args)
+    assert args.assistant_only_loss and not trainer.args.assistant_only_loss
+    example = trainer.train_dataset[0]
+    trained = [t for t in example["labels"] if t != -100]
+    assert example["input_ids"][-len(trained) :] == trained  # the reply ends the row
+    assert tokenizer.decode(trained).strip() == "p solver right 0<|im_end|>"
+    assert torch.isfinite(torch.tensor(trainer.train().training_loss))
+
+
 def test_a_dpo_step_changes_the_weights_with_a_finite_loss(tiny_model, tmp_path):
     episodes = [
         episode("p", 0, solver_ok=False, verdict=False, refiner_ok=True),

@@ -26,18 +26,22 @@ shared model on all of them (the default).
 
 **Loss on the trained role only.** TRL's `SFTTrainer` with ``assistant_only_loss=True``: the chat
 template's ``{% generation %}`` markers make the loss cover the assistant reply and nothing of
-the system prompt, the problem or the other agents' text quoted in the prompt.
+the system prompt, the problem or the other agents' text quoted in the prompt. A template without
+the markers that TRL cannot patch (most instruct models' own: SmolLM2's) trains the same way on
+prompt-completion rows instead (the reply as the completion of the messages before it,
+`marks_replies`).
 """
 
 from __future__ import annotations
 
+import copy
 import random
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from datasets import Dataset
-from trl import SFTConfig, SFTTrainer
+from trl import SFTConfig, SFTTrainer, get_training_chat_template
 
 from agents.base import GenerationArguments
 from agents.hf import HFPolicy
@@ -299,8 +303,31 @@ def build_sft_trainer(
     regex) only the parameters whose names match it train."""
     if not rows:
         raise ValueError("no SFT rows: nothing to train on")
-    dataset = Dataset.from_list([{"messages": r["messages"]} for r in rows])
+    if args.assistant_only_loss and not marks_replies(model_path):
+        # The same loss without the markers: the reply as the completion of the messages before
+        # it, so the loss covers the reply (and its end-of-turn text) and nothing of the prompt.
+        dataset = Dataset.from_list(
+            [{"prompt": r["messages"][:-1], "completion": r["messages"][-1:]} for r in rows]
+        )
+        args = copy.copy(args)  # the caller's config is left as it was
+        args.assistant_only_loss, args.completion_only_loss = False, True
+    else:
+        dataset = Dataset.from_list([{"messages": r["messages"]} for r in rows])
     return offline_trainer(SFTTrainer, model_path, args, dataset, trainable, **kwargs)
+
+
+def marks_replies(model_path: str) -> bool:
+    """Whether `SFTTrainer` can confine an ``assistant_only_loss`` to the replies with the chat
+    template of `model_path`'s tokenizer: the template has ``{% generation %}`` markers, or TRL
+    ships a marked copy of it (`trl.get_training_chat_template`). Most instruct models' own
+    templates have none (SmolLM2's ChatML template, for one), and TRL refuses those."""
+    from transformers import AutoTokenizer
+
+    try:
+        get_training_chat_template(AutoTokenizer.from_pretrained(model_path))
+    except ValueError:
+        return False
+    return True
 
 
 def offline_trainer(
