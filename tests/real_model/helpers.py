@@ -19,14 +19,19 @@ FETCH = f"mathteams models get {NAME}"
 def solve_observations(count: int, env_id: str = "math/solve-v0") -> list[dict[str, str]]:
     """The first turn's observations of the env's first `count` problems (distinct questions
     of its default task), exactly as the env hands them to its agent."""
+    return [observation for observation, _ in solve_problems(count, env_id)]
+
+
+def solve_problems(count: int, env_id: str = "math/solve-v0") -> list[tuple[dict[str, str], str]]:
+    """`solve_observations` with each problem's reference answer."""
     env = envs.make(env_id)
     source = env.unwrapped.task.source
-    observations = []
+    problems = []
     for index in range(count):
         env.reset(options={"problem_id": source[index]["id"]})
-        observations.append(dict(env.observe(env.agent_selection)))
+        problems.append((dict(env.observe(env.agent_selection)), str(source[index]["answer"])))
     env.close()
-    return observations
+    return problems
 
 
 @torch.no_grad()

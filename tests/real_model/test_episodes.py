@@ -20,8 +20,6 @@ from envs.roles import answer_roles, role_of
 from tests.real_model.helpers import forward_logits
 from trainers.rollout.engine import RolloutEngine
 
-pytestmark = pytest.mark.filterwarnings("ignore:`is_gradient_checkpointing`:FutureWarning")
-
 MAX_NEW = 28
 PROBLEMS = 2
 # small budgets: one round, two agents where the env takes a count
@@ -31,7 +29,9 @@ ENV_KWARGS = {
     "math/ensemble-v0": {"num_agents": 2},
     "math/tool-v0": {"rounds": 1},
 }
-LOGIT_TOL = 1e-3  # a greedy token may differ from the forward's argmax only at such a tie (0 measured)
+LOGIT_TOL = (
+    1e-3  # a greedy token may differ from the forward's argmax only at such a tie (0 measured)
+)
 LOGPROB_TOL = 1e-3  # cached batched decoding against one uncached forward (2.1e-5 measured)
 
 

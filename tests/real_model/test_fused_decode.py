@@ -8,7 +8,8 @@ greedily in lockstep, one with the fused step and one calling the model's own fo
 same tokens they admit, prefill, decode and release alike, so every call's logits can be
 compared row for row. Their difference is float rounding only (other kernels, the same
 arithmetic): the largest measured here was 5.7e-5 over 17 calls (the shared prefix's prefill,
-the prompts' prefill, 15 decode steps; logits of magnitude ~30), and `LOGIT_TOL` allows 17x that. The test records the figure it measured (``max_logit_diff``)."""
+the prompts' prefill, 15 decode steps; logits of magnitude ~30), and `LOGIT_TOL` allows 17x
+that. The test records the figure it measured (``max_logit_diff``)."""
 
 from __future__ import annotations
 
@@ -21,8 +22,6 @@ from agents import fused_decode
 from agents.batching import ContinuousBatcher
 from agents.fused_decode import fused_decoder
 from tests.real_model.helpers import forward_logits, solve_observations
-
-pytestmark = pytest.mark.filterwarnings("ignore:`is_gradient_checkpointing`:FutureWarning")
 
 PROMPTS = 100
 NEW_TOKENS = 16
