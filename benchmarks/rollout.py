@@ -127,7 +127,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "env": args.env,
         "problems": args.problems,
         "device": args.device,
-        "model": "qwen2.5-0.5b-config (random)" if args.qwen else "embedded",
+        "model": "qwen2.5-0.5b-config (random)" if args.qwen else (args.model or "embedded"),
         "params": sum(p.numel() for p in policy.model.parameters()),
     }
     naive = not args.no_naive and not args.slow_step_s

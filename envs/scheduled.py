@@ -45,7 +45,7 @@ WORD_VERDICT_RE = re.compile(
     r"\A[\s*_`\"']*(correct|incorrect|right|wrong)[*_`\"']*\s*(?:[.!,:;\n]|\Z)", re.IGNORECASE
 )
 STATED_VERDICT_RE = re.compile(
-    r"\b(?:solution|answer)\s+is\s+(not\s+)?(correct|incorrect|right|wrong)\b", re.IGNORECASE
+    r"\b(?:solution|answer)\s+is\s*:?\s*(not\s+)?(correct|incorrect|right|wrong)\b", re.IGNORECASE
 )
 
 

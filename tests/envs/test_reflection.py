@@ -209,6 +209,7 @@ def test_critic_without_verdict_gets_zero_and_parse_error():
         ("Correct.", True),
         ("**Incorrect**\nThe sum is 7.", False),
         ("The proposed solution is incorrect.", False),
+        ("The proposed solution is: incorrect.", False),
         ("The answer is not correct: 3 + 4 is 7.", False),
         ("The answer is correct", True),
         ("The final answer is correct. Verdict: incorrect", False),  # the verdict line decides
