@@ -12,16 +12,24 @@ of an episode that runs to its end.
 
 This module imports no env module, no PettingZoo and no Gymnasium: a registry or a command line
 reads it without building an env. `envs.core` re-exports `TaskOptions` and the ``check_*``
-helpers, their old home.
+helpers, their old home; the value checks live in `envs.option_checks`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from envs.option_checks import (
+    _normalise,
+    _one_each,
+    _option,
+    check_choice,
+    check_count,
+    check_weight,
+)
 from envs.sandbox.config import SandboxConfig
 
 if TYPE_CHECKING:
@@ -42,48 +50,10 @@ FAULT_RULES = ("any", "first")  # envs.reflection
 VERIFIER_REWARDS = ("verdict", "counterfactual")  # envs.tool
 
 
-def check_choice(name: str, value: Any, choices: Sequence[str]) -> str:
-    """`value` if it is one of `choices`, else an error naming `name` and the choices."""
-    if value not in choices:
-        raise ValueError(f"{name} must be one of {tuple(choices)}, got {value!r}")
-    return value
-
-
-def check_count(name: str, value: Any, low: int) -> int:
-    """`value` if it is an int >= `low` (not a bool), else an error naming `name`: the one check
-    of every count an env takes (``rounds``, ``num_agents``, ``max_action_chars``, ...)."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
-    return value
-
-
-def check_weight(name: str, value: float) -> float:
-    """A reward weight: a finite number >= 0, as a float, or an error naming `name`."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{name} must be a number >= 0, got {value!r}")
-    if not 0.0 <= value < float("inf"):
-        raise ValueError(f"{name} must be a finite number >= 0, got {value}")
-    return float(value)
-
-
 def check_revision_reward(revision_reward: str, improvement_bonus: float) -> float:
     """Validate a revising role's reward settings; returns the bonus as a float."""
     check_choice("revision_reward", revision_reward, REVISION_REWARDS)
     return check_weight("improvement_bonus", improvement_bonus)
-
-
-def _option(default: Any, text: str) -> Any:
-    """A field with its default and its one-line help, ``metadata["help"]``."""
-    return field(default=default, metadata={"help": text})
-
-
-def _normalise(options: Any, name: str, value: Any) -> None:
-    """Store a checked field's normal form (a float, a tuple) on a frozen dataclass."""
-    object.__setattr__(options, name, value)
-
-
-def _one_each(roles: Sequence[str]) -> tuple[str, ...]:
-    return tuple(dict.fromkeys(roles))
 
 
 @dataclass(frozen=True)
