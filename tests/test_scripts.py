@@ -27,6 +27,7 @@ SMOKE = {
         "pass1@turnK",
     ),
     "fuzz.py": (["--examples", "1", "--only", "^extract$", "--json", "{tmp}/f.json"], "0 failures"),
+    "models.py": (["list"], "smollm2-135m-instruct"),  # a fetch: tests/agents/test_models.py
     "play.py": (["--seed", "2"], "return per agent:"),
     "probe_critic.py": (
         ["--problems", "8", "--show", "1"],
