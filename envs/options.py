@@ -171,7 +171,9 @@ class TaskOptions:
         overrides = problem_kwargs(overrides)
         for name in overrides:
             if name not in cls.names():
-                raise TypeError(f"{owner}() got an unexpected keyword argument {name!r}")
+                raise TypeError(
+                    f"{owner}() got an unexpected keyword argument {name!r}{_hint(name)}"
+                )
         if isinstance(base, cls):
             return dataclasses.replace(base, **overrides)
         kept = {} if base is None else {n: getattr(base, n) for n in TaskOptions.names()}
@@ -180,6 +182,20 @@ class TaskOptions:
     def facts(self) -> EnvFacts:
         """The static facts of the env these options make (`EnvFacts`)."""
         raise NotImplementedError(f"{type(self).__name__} are no env's options")
+
+
+# A generated task's own keywords (`envs.tasks`' factories), often passed to an env by mistake.
+TASK_KEYWORDS = ("difficulty", "size", "seed", "repeat", "levels")
+
+
+def _hint(name: str) -> str:
+    """What to do instead when `name` is a task's keyword, not an env's."""
+    if name not in TASK_KEYWORDS:
+        return ""
+    return (
+        f"; {name!r} is the task's, not the env's: pass task_kwargs={{{name!r}: ...}} or "
+        "problems=envs.tasks.problems.ProblemSet(...)"
+    )
 
 
 def problem_kwargs(kwargs: Mapping[str, Any]) -> dict[str, Any]:

@@ -36,6 +36,7 @@ def test_every_env_that_takes_num_agents_refuses_a_bad_one_alike(env_id, num_age
         ({"render_mode": "human"}, ValueError, "render_mode must be None or 'ansi'"),
         ({"per_step_rewards": 1}, TypeError, "per_step_rewards must be a bool, got 1"),
         ({"bogus": 1}, TypeError, "got an unexpected keyword argument 'bogus'"),
+        ({"difficulty": 3}, TypeError, r"'difficulty' is the task's.*task_kwargs=\{'difficulty'"),
     ],
 )
 def test_every_env_checks_its_task_arguments_alike(env_id, kwargs, error, message):
