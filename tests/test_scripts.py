@@ -219,9 +219,8 @@ def test_evaluate_speaks_the_training_scripts_vocabulary(monkeypatch):
         "refiner_mode", "audit", "critic_reward",  # the env's options group, in both
     }  # fmt: skip
     assert "role_adapters" not in flags(evaluate.make_parser().format_help())
-    debate = flags(evaluate.make_parser("math/debate-v0").format_help())
-    assert {"num_agents", "rounds", "influence_discount"} <= debate and "audit" not in debate
-    assert evaluate.chosen_env(["--k", "1", "--env_id", "math/debate-v0"]) == "math/debate-v0"
+    every = flags(evaluate.make_parser().format_help())  # every env's options, once each
+    assert {"num_agents", "rounds", "influence_discount", "audit", "max_output_chars"} <= every
 
 
 def flags(help_text: str) -> set[str]:
@@ -294,6 +293,15 @@ def test_train_script_end_to_end(run_script, tiny_model, tmp_path, script, extra
         for key in ("env_id", "task", "difficulty", "env_options", "max_completion_length"):
             assert json.loads(json.dumps(played[key])) == after[key], key
         assert played["env_options"]["rounds"] == 1
+        # From Python, the folder alone: the run's own after-training evaluation, replayed.
+        from trainers.evaluation.evaluate import evaluate
+
+        assert evaluate(model=str(out / "final"))["config"] == after
+        card = (out / "final" / "README.md").read_text()
+        assert "None" not in card and "math/reflection-v0" in card and "unknown" in card
+        saved = json.loads((out / "final" / "mathteams.json").read_text())
+        assert saved["protocol"]["base_model"] == tiny_model
+        assert not list(out.glob("checkpoint-*"))  # one step: final/ only, no duplicate
 
 
 def test_role_adapters_are_refused_by_algorithms_that_train_the_whole_model():
@@ -528,7 +536,7 @@ def test_shipped_grpo_configs_parse(path):
     parser, _ = make_parser("grpo", env_id)  # with the env's run defaults (EnvSpec.run_task)
     job, config = parser.parse_args_and_config(["--config", str(path)])
     assert config.output_dir.startswith("outputs/")
-    envs.make(env_id, **job.env_kwargs())  # the script's defaults and the config agree
+    envs.make(env_id, **job.protocol().env_kwargs())  # the script's defaults and the config agree
     if path.stem == "reflection_grpo_norm":
         assert job.model.trainable_params == r"^model\.norm\." and config.learning_rate == 0.3
 

@@ -151,6 +151,19 @@ class ProblemSet:
         """The texts this set shares with `other` (`envs.overlap`: whitespace and case ignored)."""
         return overlap(self.problems(), other.problems())
 
+    def evaluated(self, inherited: LevelsArg = None) -> ProblemSet:
+        """This set as an evaluation plays it, the one home of that rule: a generated task's
+        split is "test" unless given (held out by construction, `envs.tasks.splits`); its levels
+        are its own where given (as chosen), else `inherited` (a training run's) or the task's
+        declared defaults, of which only those that hold their share of the set as distinct
+        texts of the split are kept (`held`). A file task's set is returned as it is."""
+        if not self.generated:
+            return self
+        problems = self if self.split else dataclasses.replace(self, split="test")
+        if not problems.levels:
+            problems = dataclasses.replace(problems, levels=inherited or None).held()
+        return dataclasses.replace(problems, levels=problems.level_list())
+
     def held(self, split: str = "test") -> ProblemSet:
         """This set with only the levels of a generated task that hold their share of its
         problems as distinct texts of its split (default `split`; a mixed task's members

@@ -24,7 +24,7 @@ TOKENS = 24
 def evaluated(real_model, tmp_path_factory):
     """The evaluation's results and its saved episodes (the session's model, by its policy)."""
     episodes = tmp_path_factory.mktemp("evaluation") / "episodes.jsonl"
-    config = EvalConfig(
+    config = EvalConfig.of(
         env_id="math/reflection-v0",
         problems=ProblemSet("arithmetic", count=2),
         model=NAME,

@@ -239,7 +239,7 @@ def scripted_rollouts(job, model_path, config, seed=None, offset=0):
     episodes played by scripted roles (the start model's own play is seldom right at this
     size, so a round would have nothing to train on): a wrong first answer that the critic
     rejects and the refiner fixes, and a right one that the critic accepts."""
-    engine = RolloutEngine(job.env_id, ScriptedPolicy(["x"]), job.env_kwargs(split="train"))
+    engine = RolloutEngine(job.env_id, ScriptedPolicy(["x"]), job.protocol("train").env_kwargs())
     source = engine.task.source
     count = config.rollout_problems
     answers = {source[i]["question"]: source[i]["answer"] for i in range(offset, offset + count)}

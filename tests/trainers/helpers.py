@@ -160,9 +160,8 @@ def oracle_solver_team(config):
     (the same as the model alone's solve-v0), a critic that accepts, a refiner that answers -1."""
     import envs
     from agents import OraclePolicy, RoleMap, ScriptedPolicy
-    from trainers.evaluation.config import env_kwargs_for
 
-    env = envs.make("math/solve-v0", **env_kwargs_for(config, "math/solve-v0"))
+    env = envs.make("math/solve-v0", **config.protocol.env_kwargs("math/solve-v0"))
     answers = {p["question"]: p["answer"] for p in env.unwrapped.task.source}
     return RoleMap(
         {

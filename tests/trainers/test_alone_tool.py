@@ -10,7 +10,7 @@ from agents import RoleMap, ScriptedPolicy
 from envs.tasks.problems import ProblemSet
 from tests.trainers.helpers import Counted
 from trainers.evaluation.alone import tool_baseline
-from trainers.evaluation.config import EvalConfig, env_kwargs_for
+from trainers.evaluation.config import EvalConfig
 
 
 class PlannedProgrammer:
@@ -40,14 +40,14 @@ def _config(**kwargs):
         "intervals": False,
         "num_envs": 8,
     }
-    return EvalConfig(**{**settings, **kwargs})
+    return EvalConfig.of(**{**settings, **kwargs})
 
 
 def _evaluate(config):
     from trainers.evaluation.evaluate import evaluate
 
     source = envs.make(
-        "math/code-v0", **env_kwargs_for(config, "math/code-v0")
+        "math/code-v0", **config.protocol.env_kwargs("math/code-v0")
     ).unwrapped.task.source
     answers = {p["question"]: p["answer"] for p in source}
     easy = {p["question"] for p in source if "/d1/" in p["id"]}
@@ -71,10 +71,10 @@ def test_only_a_team_that_names_a_tool_baseline_gets_one():
 
 def test_the_baseline_keeps_the_tools_options_and_drops_the_teams_own():
     config = _config()
-    kwargs = env_kwargs_for(config, "math/code-v0")
+    kwargs = config.protocol.env_kwargs("math/code-v0")
     assert kwargs["sandbox"] == {"timeout_s": 2.0, "cpu_s": 1} and "rounds" not in kwargs
-    assert "sandbox" not in env_kwargs_for(config, "math/solve-v0")
-    assert env_kwargs_for(config, "math/tool-v0")["rounds"] == 2
+    assert "sandbox" not in config.protocol.env_kwargs("math/solve-v0")
+    assert config.protocol.env_kwargs("math/tool-v0")["rounds"] == 2
 
 
 def test_evaluate_compares_the_tool_team_with_the_model_alone_with_the_interpreter():

@@ -334,7 +334,7 @@ def test_evaluate_runs_the_alone_baseline_compute_matched():
     from trainers.evaluation.evaluate import EvalConfig, evaluate
     from trainers.evaluation.report.tables import markdown_report
 
-    config = EvalConfig(
+    config = EvalConfig.of(
         env_id="math/reflection-v0",
         problems=ProblemSet("arithmetic", levels=[1, 2], count=4),
         env_options={"rounds": 2},
@@ -383,7 +383,7 @@ def test_alone_plays_the_team_first_prompt_where_solve_differs():
     from trainers.evaluation.evaluate import EvalConfig, evaluate
 
     seen = ScriptedPolicy(["\\boxed{1}"])
-    config = EvalConfig(
+    config = EvalConfig.of(
         env_id="math/debate-v0",
         problems=ProblemSet("arithmetic", levels=[1], count=2),
         env_options={"rounds": 1, "num_agents": 2},
@@ -406,10 +406,9 @@ def _tokened_team(critic_tokens, num_problems=4, alone_ks=None):
     alone (the solver's policy: 4 tokens a sample)."""
     import envs
     from agents import OraclePolicy, RoleMap, ScriptedPolicy
-    from trainers.evaluation.config import env_kwargs_for
     from trainers.evaluation.evaluate import EvalConfig, evaluate
 
-    config = EvalConfig(
+    config = EvalConfig.of(
         env_id="math/reflection-v0",
         problems=ProblemSet("arithmetic", levels=[1, 2], count=num_problems),
         env_options={"rounds": 2},
@@ -418,7 +417,7 @@ def _tokened_team(critic_tokens, num_problems=4, alone_ks=None):
         alone_ks=alone_ks,
     )
     source = envs.make(
-        "math/solve-v0", **env_kwargs_for(config, "math/solve-v0")
+        "math/solve-v0", **config.protocol.env_kwargs("math/solve-v0")
     ).unwrapped.task.source
     answers = {p["question"]: p["answer"] for p in source}
     policies = RoleMap(

@@ -43,11 +43,13 @@ class DigitVerifier:
         return Verdict(min(1.0, sum(c.isdigit() for c in response) / 6), None, "digit count")
 
 
-def script_args(model: str, out: Path, algo: str = "grpo", steps: int = 3, evals: int = 1):
+def script_args(model: str, out: Path, algo: str = "grpo", steps: int = 4, evals: int = 1):
+    """A run of `steps` steps checkpointing each but the last (``final/`` is saved then)."""
     return [
         algo,
         *("--model_name_or_path", model, "--output_dir", str(out)),
-        *("--max_steps", str(steps), "--save_steps", "1", "--seed", "3"),
+        *("--max_steps", str(steps), "--save_steps", "1", "--save_total_limit", "10"),
+        *("--seed", "3"),
         *("--eval_problems", str(evals), "--eval_samples", "1", "--train_problems", "4"),
         *("--rounds", "1", "--num_generations", "2", "--per_device_train_batch_size", "6"),
         *("--gradient_accumulation_steps", "1", "--max_completion_length", "8"),
@@ -215,7 +217,7 @@ def test_atomic_write_keeps_the_old_file_when_the_writer_fails(tmp_path):
 def test_resume_after_a_half_written_checkpoint_continues_like_the_uninterrupted_run(
     tiny_model, tmp_path, caplog, algo
 ):
-    """Run 3 steps; fake a crash while checkpoint-3 was written; resume; compare with the run."""
+    """Run 4 steps; fake a crash while checkpoint-3 was written; resume; compare with the run."""
     extra = ("value_head.pt",) if algo == "ppo" else ()
     ref, crashed = tmp_path / "ref", tmp_path / "crashed"
     run_in_process(script_args(tiny_model, ref, algo))
@@ -325,7 +327,7 @@ def test_sigkill_during_a_checkpoint_save_then_resume_matches_the_uninterrupted_
     assert resumed.wait(timeout=300) == 0, log.read_text()[-3000:]
 
     assert f"skipping incomplete checkpoint {crashed / f'checkpoint-{pause}'}" in log.read_text()
-    for step in range(pause, steps + 1):
+    for step in range(pause, steps):  # the last step saves final/, no checkpoint
         assert_same_checkpoint(ref / f"checkpoint-{step}", crashed / f"checkpoint-{step}", extra)
     assert {name: digest(crashed / name) for name in kept} == kept
     metrics = json.loads((crashed / "metrics.json").read_text())

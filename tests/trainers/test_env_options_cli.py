@@ -12,7 +12,6 @@ import pytest
 import envs
 from envs.options import SolveOptions
 from envs.solve import SolveEnv
-from envs.tasks.problems import ProblemSet
 
 ECHO = "test/echo-v0"
 
@@ -49,30 +48,25 @@ def test_the_option_shows_in_the_training_help_and_reaches_the_training_env(echo
     assert "env options (test/echo-v0)" in text and "--shout" in text and "how loud" in text
     job, _ = parser.parse_args_and_config(["--shout", "true", "--volume", "11"])
     assert (job.options["shout"], job.options["volume"]) == (True, 11)
-    env = envs.make(echo, **job.env_kwargs(split="train"))
+    env = envs.make(echo, **job.protocol("train").env_kwargs())
     assert (env.options.shout, env.options.volume) == (True, 11)
     with pytest.raises(ValueError, match=r"volume must be in 1\.\.11"):  # before any model loads
         parser.parse_args_and_config(["--volume", "12"])
 
 
 def test_the_option_reaches_the_evaluation_and_not_the_model_alone(echo):
-    from trainers.evaluation.config import ALONE_ENV, env_kwargs_for
-    from trainers.run import evaluate_cli
-    from trainers.run.options import option_kwargs
+    from trainers.evaluation.config import ALONE_ENV
+    from trainers.run.evaluate_args import make_parser
+    from trainers.run.evaluate_cli import resolve
 
-    parser = evaluate_cli.make_parser(evaluate_cli.chosen_env(["--env_id", echo]))
+    parser = make_parser()
     assert "--shout" in parser.format_help()
-    args = parser.parse_args(["--env_id", echo, "--shout", "--volume", "7"])
-    options = option_kwargs(echo, {n: getattr(args, n) for n in args.option_names})
-    assert options == {"shout": True, "volume": 7}
-    from trainers.evaluation.config import EvalConfig
-
-    config = EvalConfig(
-        env_id=echo, problems=ProblemSet("arithmetic", levels=[1]), env_options=options
-    )
-    team = env_kwargs_for(config, echo)
+    args = parser.parse_args(["--env_id", echo, "--task", "arithmetic", "--shout", "--volume", "7"])
+    config = resolve(args, parser.error)
+    assert config.protocol.options == {"shout": True, "volume": 7}
+    team = config.protocol.env_kwargs(echo)
     assert envs.make(echo, **team).options.volume == 7
-    assert not {"shout", "volume"} & set(env_kwargs_for(config, ALONE_ENV))
+    assert not {"shout", "volume"} & set(config.protocol.env_kwargs(ALONE_ENV))
 
 
 def test_a_run_and_its_evaluation_play_the_same_options(echo):
@@ -82,8 +76,8 @@ def test_a_run_and_its_evaluation_play_the_same_options(echo):
     from trainers.run.bridge import eval_config
 
     job = Job.of(env_id=echo, task="arithmetic", volume=5, eval_problems=4)
-    evaluation = eval_config(job, "m", SimpleNamespace(seed=0)).env_kwargs()
-    assert evaluation["volume"] == job.env_kwargs()["volume"] == 5
+    evaluation = eval_config(job, "m", SimpleNamespace(seed=0)).protocol.env_kwargs()
+    assert evaluation["volume"] == job.protocol().env_kwargs()["volume"] == 5
     with pytest.raises(TypeError, match="nor an option of test/echo-v0"):
         Job.of(env_id=echo, loudness=5)
 

@@ -68,7 +68,7 @@ def test_generated_tasks_pass_and_evaluate_the_levels_that_hold_enough(eval_spli
     args = _args(task="unknown", difficulty=[1, 2, 3], eval_split=eval_split, eval_problems=200)
     evaluation = eval_config(args, "model", CONFIG)
     assert evaluation.levels() == [2, 3]  # level 1 holds 48 test, 47 validation problems
-    assert evaluation.env_kwargs()["split"] == (eval_split or "test")
+    assert evaluation.protocol.env_kwargs()["split"] == (eval_split or "test")
     assert held_out.check_held_out(args, evaluation)["shared"] == 0
     few = eval_config(_args(task="unknown", eval_problems=60), "model", CONFIG)
     assert few.levels() == [1, 2, 3]

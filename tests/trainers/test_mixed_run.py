@@ -35,7 +35,7 @@ def test_a_mixed_evaluation_reports_each_member():
     from trainers.evaluation.evaluate import EvalConfig, evaluate
     from trainers.evaluation.report.tables import markdown_report
 
-    config = EvalConfig(
+    config = EvalConfig.of(
         env_id="math/reflection-v0",
         problems=ProblemSet(MIX, levels={"unknown": [2], "arithmetic": [1], "reach": [1]}, count=6),
         env_options={"rounds": 1},

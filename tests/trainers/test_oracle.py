@@ -19,7 +19,7 @@ PROTOCOL = {"rounds": 2, "refiner_mode": "patch", "feedback": "fault"}
 
 
 def _config(task: str = "coloring", env_id: str = "math/reflection-v0") -> EvalConfig:
-    return EvalConfig(
+    return EvalConfig.of(
         env_id=env_id,
         problems=ProblemSet(task, split="validation", levels=[2, 3], count=6),
         env_options=dict(PROTOCOL) if env_id == "math/reflection-v0" else {},

@@ -10,7 +10,7 @@ import pytest
 
 from envs.tasks.problems import ProblemSet
 from trainers.run.args import EnvArguments, EvalArguments, Job
-from trainers.run.problem_args import FIELDS, add_problem_flags, problem_arguments, problem_set_of
+from trainers.run.problem_args import FIELDS, add_problem_flags, problem_arguments
 
 
 def test_the_group_takes_type_and_help_from_the_set_and_names_a_wrong_field():
@@ -44,19 +44,28 @@ def test_the_parsed_groups_give_the_runs_two_sets():
     argv += ["--eval_problems", "12", "--eval_split", "validation", "--eval_difficulty", "2"]
     job, _ = parser.parse_args_and_config(argv)
     assert job.train_set() == ProblemSet("reach", levels=(1, 2), count=10_000, repeat=True)
-    assert job.eval_set() == ProblemSet("reach", split="validation", levels=(2,), count=12)
-    assert Job.of(env_id="math/solve-v0", task="reach", eval_problems=12).eval_set().count == 12
+    assert job.eval_protocol().problems == ProblemSet(
+        "reach", split="validation", levels=(2,), count=12
+    )
+    assert (
+        Job.of(env_id="math/solve-v0", task="reach", eval_problems=12)
+        .eval_protocol()
+        .problems.count
+        == 12
+    )
 
 
 def test_mathteams_evaluate_adds_the_group_with_its_own_flags():
     import argparse
 
-    from trainers.run.evaluate_cli import make_parser
+    from trainers.run.evaluate_args import make_parser
+    from trainers.run.evaluate_cli import resolve
 
-    parser = make_parser("math/reflection-v0")
+    parser = make_parser()
     args = parser.parse_args(["--task", "reach", "--difficulty", "2", "--num_problems", "7"])
-    chosen = problem_set_of(args.problem_group, args)
-    assert chosen == ProblemSet("reach", levels=(2,), count=7, offset=0)
+    assert (args.task, args.difficulty, args.num_problems, args.offset) == ("reach", [2], 7, None)
+    chosen = resolve(args, parser.error).problems  # not given: the evaluation's own defaults
+    assert chosen == ProblemSet("reach", split="test", levels=(2,), count=7, offset=0)
     with pytest.raises(SystemExit):
         parser.parse_args(["--task", "no_such_task"])  # the registered tasks are its choices
     plain = argparse.ArgumentParser()

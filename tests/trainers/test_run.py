@@ -15,7 +15,7 @@ from trainers.run.args import Job
 from trainers.run.bridge import eval_config
 
 
-def test_time_budget_stops_and_saves_once_the_minutes_have_passed(monkeypatch):
+def test_time_budget_stops_once_the_minutes_have_passed(monkeypatch):
     clock = [100.0]
     monkeypatch.setattr(time_budget.time, "perf_counter", lambda: clock[0])
     budget = time_budget.TimeBudget(minutes=0.5)
@@ -27,13 +27,39 @@ def test_time_budget_stops_and_saves_once_the_minutes_have_passed(monkeypatch):
         assert not control.should_training_stop and not control.should_save
     clock[0], state.global_step = 130.0, 3
     budget.on_step_end(None, state, control)
-    assert control.should_training_stop and control.should_save and budget.stopped_at == 3
+    assert control.should_training_stop and budget.stopped_at == 3
+    assert not control.should_save  # final/ is saved next: no checkpoint duplicates it
+
+
+def test_checkpoints_by_time_and_never_on_the_step_training_stops(monkeypatch):
+    clock = [0.0]
+    monkeypatch.setattr(time_budget.time, "perf_counter", lambda: clock[0])
+    saver = time_budget.Checkpoints(minutes=1)
+    state, control = TrainerState(), TrainerControl()
+    saver.on_train_begin(None, state, control)
+    clock[0] = 59.0
+    assert not saver.on_step_end(None, state, control).should_save
+    clock[0] = 60.0
+    assert saver.on_step_end(None, state, control).should_save
+    saver.on_save(None, state, control)
+    control.should_save = False
+    clock[0] = 100.0  # 40 s after that checkpoint
+    assert not saver.on_step_end(None, state, control).should_save
+    # the step save_steps (or max_steps) asks for, when training stops on it: final/ instead
+    control.should_save = control.should_training_stop = True
+    assert not saver.on_step_end(None, state, control).should_save
+    with pytest.raises(ValueError, match="save_minutes"):
+        time_budget.Checkpoints(0)
 
 
 def test_time_budget_comes_from_the_env_arguments_and_is_checked():
-    assert time_budget.callbacks(Job.of(max_train_minutes=None)) == []
-    (budget,) = time_budget.callbacks(Job.of())  # the scripts' default: 15 minutes
+    (saver,) = time_budget.callbacks(Job.of(max_train_minutes=None, save_minutes=None))
+    assert saver.seconds is None
+    budget, saver = time_budget.callbacks(Job.of())  # the scripts' defaults: 15 and 10 minutes
     assert isinstance(budget, time_budget.TimeBudget) and budget.seconds == 900
+    assert isinstance(saver, time_budget.Checkpoints) and saver.seconds == 600
+    with pytest.raises(ValueError, match="save_minutes"):
+        Job.of(save_minutes=0)
     with pytest.raises(ValueError, match="max_train_minutes"):
         Job.of(max_train_minutes=0)
     with pytest.raises(ValueError, match="minutes"):
@@ -267,9 +293,9 @@ def test_evaluation_samples_at_the_eval_temperature_else_the_training_one():
     from types import SimpleNamespace
 
     config = SimpleNamespace(temperature=1.5, max_completion_length=32, seed=0)
-    assert eval_config(Job.of(), "m", config).temperature == 1.5
-    assert eval_config(Job.of(eval_temperature=1.0), "m", config).temperature == 1.0
-    assert eval_config(Job.of(), "m", SimpleNamespace(seed=0)).temperature == 1.0
+    assert eval_config(Job.of(), "m", config).protocol.temperature == 1.5
+    assert eval_config(Job.of(eval_temperature=1.0), "m", config).protocol.temperature == 1.0
+    assert eval_config(Job.of(), "m", SimpleNamespace(seed=0)).protocol.temperature == 1.0
     with pytest.raises(ValueError, match="eval_temperature must be > 0"):
         Job.of(eval_temperature=0)
 
@@ -283,21 +309,21 @@ def test_evaluation_gives_every_algorithm_its_own_tokens_per_turn():
     from trainers.algorithms.dpo import CPUDPOConfig
 
     grpo = SimpleNamespace(max_completion_length=32, seed=0)
-    assert eval_config(Job.of(), "m", grpo).max_completion_length == 32
+    assert eval_config(Job.of(), "m", grpo).protocol.max_completion_length == 32
     dpo = SimpleNamespace(max_completion_length=80, seed=0)
-    assert eval_config(Job.of(), "m", dpo).max_completion_length == 80
-    assert eval_config(Job.of(), "m", SimpleNamespace(seed=0)).max_completion_length == 96
+    assert eval_config(Job.of(), "m", dpo).protocol.max_completion_length == 80
+    assert eval_config(Job.of(), "m", SimpleNamespace(seed=0)).protocol.max_completion_length == 96
     assert CPUDPOConfig.__dataclass_fields__["max_completion_length"].default >= 96
 
 
 def test_audit_reaches_the_env_as_a_tuple_of_roles():
     import envs
 
-    kwargs = Job.of(audit=" critic, refiner ").env_kwargs()
+    kwargs = Job.of(audit=" critic, refiner ").protocol().env_kwargs()
     assert kwargs["audit"] == ("critic", "refiner")
     assert envs.make("math/reflection-v0", **kwargs).unwrapped.audit == ("critic", "refiner")
-    assert "audit" not in Job.of().env_kwargs()
-    assert Job.of(audit="", critic_reward="outcome").env_kwargs()["audit"] == ()
+    assert "audit" not in Job.of().protocol().env_kwargs()
+    assert Job.of(audit="", critic_reward="outcome").protocol().env_kwargs()["audit"] == ()
 
 
 @pytest.mark.parametrize(
@@ -317,7 +343,7 @@ def test_evaluation_plays_the_env_the_run_trains():
     changes what is played); the model alone gets the verifier only."""
     from types import SimpleNamespace
 
-    from trainers.evaluation.config import ALONE_ENV, env_kwargs_for
+    from trainers.evaluation.config import ALONE_ENV
 
     job = Job.of(
         refiner_mode="resolve",
@@ -326,16 +352,16 @@ def test_evaluation_plays_the_env_the_run_trains():
         verifier="math",
         audit="critic",
     )
-    train = job.env_kwargs(split="train")
+    train = job.protocol("train").env_kwargs()
     config = eval_config(job, "m", SimpleNamespace(seed=0))
-    team = env_kwargs_for(config, job.env_id)
+    team = config.protocol.env_kwargs(job.env_id)
     for key in ("refiner_mode", "revision_reward", "critic_reward", "verifier", "audit"):
         assert team[key] == train[key], key
-    assert env_kwargs_for(config, ALONE_ENV).keys() & set(config.env_options) == {"verifier"}
+    assert config.protocol.env_kwargs(ALONE_ENV).keys() & set(config.env_options()) == {"verifier"}
     import envs
 
     assert envs.make(job.env_id, **team).unwrapped.refiner_mode == "resolve"
-    assert envs.make(ALONE_ENV, **env_kwargs_for(config, ALONE_ENV)) is not None
+    assert envs.make(ALONE_ENV, **config.protocol.env_kwargs(ALONE_ENV)) is not None
 
 
 @pytest.mark.parametrize(
@@ -400,7 +426,7 @@ def test_one_tokens_per_turn_name_reaches_training_and_evaluation():
         parser, _ = make_parser(algo, "math/reflection-v0")
         args, config = parser.parse_args_and_config(["--max_completion_length", "40"])
         assert config.max_completion_length == 40
-        assert eval_config(args, "m", config).max_completion_length == 40
+        assert eval_config(args, "m", config).protocol.max_completion_length == 40
     with pytest.warns(FutureWarning, match="--rollout_max_new_tokens is deprecated"):
         assert current_flags(["dpo", "--rollout_max_new_tokens=8"]) == [
             "dpo",
@@ -420,8 +446,8 @@ def test_evaluation_env_is_the_training_env_with_split_and_size_overridden():
         eval_split="validation",
         eval_difficulty=[2],
     )
-    train = args.env_kwargs(split="train")
-    evaluation = eval_config(args, "m", SimpleNamespace(seed=0)).env_kwargs()
+    train = args.protocol("train").env_kwargs()
+    evaluation = eval_config(args, "m", SimpleNamespace(seed=0)).protocol.env_kwargs()
     overridden = {"split", "task_kwargs"}
     assert {k: v for k, v in train.items() if k not in overridden} == {
         k: v for k, v in evaluation.items() if k not in overridden

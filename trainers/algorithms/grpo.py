@@ -245,7 +245,13 @@ class TurnRollout:
 class MultiAgentGRPOTrainer(LengthGroupedMixin, GRPOTrainer):
     """TRL's `GRPOTrainer` training on length-grouped micro-batches cut to their own rows'
     widths (`trainers.algorithms.microbatch`): a multi-turn batch mixes short and long turns, and
-    TRL would otherwise run every micro-batch at the widest row's width. The update is unchanged."""
+    TRL would otherwise run every micro-batch at the widest row's width. The update is unchanged.
+
+    It writes no TRL model card at its checkpoints (TRL's names a local start model "None"):
+    the run writes its own into ``final/`` (`trainers.run.card`)."""
+
+    def create_model_card(self, *args: Any, **kwargs: Any) -> None:
+        return None
 
 
 def immediate_rewards(env_id: str, env_kwargs: dict[str, Any], env: Any) -> bool:
@@ -564,7 +570,16 @@ class CPUGRPOConfig(GRPOConfig):
         default=1000, metadata={"help": "Optimizer steps (the time budget usually ends first)."}
     )
     logging_steps: int = field(default=1, metadata={"help": "Log every N steps."})
-    save_steps: int = field(default=20, metadata={"help": "Checkpoint every N steps."})
+    save_steps: int = field(
+        default=200,
+        metadata={
+            "help": "Checkpoint every N steps (and every --save_minutes of training, whichever "
+            "comes first; final/ is saved at the end either way)."
+        },
+    )
+    save_total_limit: int | None = field(
+        default=2, metadata={"help": "Checkpoints kept (the oldest are deleted; None: all)."}
+    )
     report_to: list[str] = field(default_factory=lambda: ["none"], metadata={"help": "Loggers."})
     beta: float = field(default=0.0, metadata={"help": "KL coefficient (0: no ref model)."})
     lr_scheduler_type: str = field(default="constant", metadata={"help": "LR schedule."})

@@ -281,7 +281,7 @@ def rollout_episodes(
     engine = RolloutEngine(
         job.env_id,
         policy,
-        job.env_kwargs(split="train"),
+        job.protocol("train").env_kwargs(),
         num_envs=job.num_envs,
         progress=True,
     )

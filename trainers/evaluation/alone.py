@@ -30,7 +30,7 @@ from trainers.evaluation.compare import (
     team_spend,
     tokens_matched_k,
 )
-from trainers.evaluation.config import ALONE_ENV, EvalConfig, env_kwargs_for
+from trainers.evaluation.config import ALONE_ENV, EvalConfig
 from trainers.evaluation.play import run_env
 from trainers.rollout.engine import RolloutEngine
 
@@ -122,9 +122,9 @@ def alone_engine(config: EvalConfig, policies: RoleMap) -> tuple[RolloutEngine, 
     instruction equal the team's first answering turn's (reflection's solver), else that turn's
     prompt (`FirstTurnSolveEnv`); when the team's first turn states no answer, solve-v0's.
     It plays with the policy of the team's first answering agent."""
-    team_kwargs = config.env_kwargs()
+    team_kwargs = config.protocol.env_kwargs()
     team = envs_pkg.make(config.env_id, **team_kwargs)
-    solo = envs_pkg.make(ALONE_ENV, **env_kwargs_for(config, ALONE_ENV))
+    solo = envs_pkg.make(ALONE_ENV, **config.protocol.env_kwargs(ALONE_ENV))
     pid = solo.unwrapped.task.source[config.problems.offset]["id"]
     turn = _first_answer_turn(team, config.seed, pid)
     solo.reset(seed=config.seed, options={"problem_id": pid})
@@ -138,7 +138,7 @@ def alone_engine(config: EvalConfig, policies: RoleMap) -> tuple[RolloutEngine, 
         prompt = ALONE_ENV if same else f"the first turn of {config.env_id} ({agent})"
     player = RoleMap({"*": policies.policy_for(agent)})
     if turn is None or prompt == ALONE_ENV:
-        engine = RolloutEngine(ALONE_ENV, player, env_kwargs_for(config, ALONE_ENV), **kw)
+        engine = RolloutEngine(ALONE_ENV, player, config.protocol.env_kwargs(ALONE_ENV), **kw)
     else:
         engine = _FirstTurnEngine(config.env_id, team_kwargs, player, **kw)
     return engine, {"prompt": prompt, "agent": agent, "generations": team_generations(team)}
@@ -187,14 +187,14 @@ def alone_tool_side(
     ``compare_tool``, ``compare``'s shape, ``alone_env`` naming the env); each problem's
     figures are added to `per_problem` as ``alone_tool/...``. It plays with the policy of the
     team's agent of the same name (the executor)."""
-    solo = envs_pkg.make(baseline, **env_kwargs_for(config, baseline))
+    solo = envs_pkg.make(baseline, **config.protocol.env_kwargs(baseline))
     agent = solo.unwrapped.possible_agents[0]
     solo.close()
-    team_env = envs_pkg.make(config.env_id, **config.env_kwargs())
+    team_env = envs_pkg.make(config.env_id, **config.protocol.env_kwargs())
     about = {"prompt": f"{baseline} ({agent})", "generations": team_generations(team_env)}
     player = RoleMap({"*": policies.policy_for(agent)})
     kw = {"num_envs": config.num_envs, "progress": config.progress}
-    engine = RolloutEngine(baseline, player, env_kwargs_for(config, baseline), **kw)
+    engine = RolloutEngine(baseline, player, config.protocol.env_kwargs(baseline), **kw)
     single, compare, alone = matched_side(config, engine, about, episodes, metrics, team)
     _add_rows(per_problem, alone, "alone_tool/")
     return single, {"alone_env": baseline, **compare}

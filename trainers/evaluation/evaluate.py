@@ -15,12 +15,31 @@ from trainers.evaluation.config import ALONE_ENV, EvalConfig
 from trainers.evaluation.metrics import level_of
 from trainers.evaluation.oracle import oracle_side, scripted_repair
 from trainers.evaluation.play import run_env
+from trainers.evaluation.saved import for_model
 from trainers.evaluation.splits import level_split_sizes
 from trainers.rollout.records import save_episodes
 
 
-def evaluate(config: EvalConfig, policies: RoleMap | None = None) -> dict[str, Any]:
+def _config_of(config: EvalConfig | None, overrides: dict[str, Any]) -> EvalConfig:
+    """`config` with `overrides` (`EvalConfig.of`'s flat names); without a config, the
+    evaluation a model folder carries (``model=``, `trainers.evaluation.saved.for_model`), else
+    the defaults."""
+    if config is not None:
+        return config.replaced(**overrides)
+    model = overrides.pop("model", None)
+    if model is None:
+        return EvalConfig.of(**overrides)
+    return for_model(model, **overrides)
+
+
+def evaluate(
+    config: EvalConfig | None = None, policies: RoleMap | None = None, **overrides: Any
+) -> dict[str, Any]:
     """Run the evaluation and, when `config.compare`, the same model alone (compute-matched).
+
+    ``evaluate(model="RUN/final")`` replays the evaluation the run that saved that folder made
+    after training (`trainers.evaluation.saved.for_model`); other names (`EvalConfig.of`'s) override it or
+    `config` (``evaluate(model="RUN/final", samples=4)``).
 
     Results: ``config``, ``env``, ``metrics`` (the team's `compute_metrics`, with ``ci95``,
     ``levels``, ``tokens_per_episode``), ``per_problem`` (problem id -> the team's ``team/vote``,
@@ -45,14 +64,17 @@ def evaluate(config: EvalConfig, policies: RoleMap | None = None) -> dict[str, A
     from envs.roles import answer_roles as env_answer_roles
     from trainers.evaluation.policies import build_role_map
 
+    if config is None or overrides:  # a model folder's own evaluation, or flat names
+        config = _config_of(config, overrides)
+    players = config.players
     policies = policies or build_role_map(
-        config.model,
-        config.role_models,
+        players.model,
+        players.role_models,
         config.generation_args(),
-        ensemble=config.ensemble,
-        ensemble_size=config.ensemble_size,
-        device=config.device,
-        role_adapters=config.role_adapters_dir,
+        ensemble=players.ensemble,
+        ensemble_size=players.ensemble_size,
+        device=players.device,
+        role_adapters=players.role_adapters_dir,
         answer_roles=env_answer_roles(config.env_id),
         task=config.task,
     )
@@ -72,7 +94,7 @@ def evaluate(config: EvalConfig, policies: RoleMap | None = None) -> dict[str, A
         results["single_agent"], results["compare"] = alone_side(
             config, policies, episodes, metrics, team, per_problem
         )
-        baseline = tool_baseline(config.env_id, config.env_kwargs())
+        baseline = tool_baseline(config.env_id, config.protocol.env_kwargs())
         if baseline is not None:
             results["single_agent_tool"], results["compare_tool"] = alone_tool_side(
                 config, policies, episodes, metrics, team, per_problem, baseline

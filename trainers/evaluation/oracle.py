@@ -71,7 +71,8 @@ def oracle_side(
     ``team_minus_oracle``: the learned team's final answer and vote minus the oracle's final
     answer, each `paired_interval`'s ``{"diff", "ci95", "problems"}``) and per problem ``oracle/final``, ``oracle/vote``."""
     references = {p["question"]: p["answer"] for p in config.problems.problems()}
-    oracle_config = replace(config, env_options={**config.env_options, "oracle_critic": True})
+    options = {**config.protocol.options, "oracle_critic": True}
+    oracle_config = replace(config, protocol=replace(config.protocol, options=options))
     roles = RoleMap(
         {
             "*": policies.policy_for("solver_0"),

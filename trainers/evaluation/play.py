@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from agents.roles import RoleMap
-from trainers.evaluation.config import EvalConfig, env_kwargs_for
+from trainers.evaluation.config import EvalConfig
 from trainers.evaluation.metrics import bootstrap_intervals, compute_metrics, level_metrics
 from trainers.rollout.engine import RolloutEngine
 
@@ -25,7 +25,7 @@ def run_env(
         engine = RolloutEngine(
             env_id,
             policies,
-            env_kwargs_for(config, env_id),
+            config.protocol.env_kwargs(env_id),
             num_envs=config.num_envs,
             progress=config.progress,
         )

@@ -35,8 +35,9 @@ class RunSource(Protocol):
     @property
     def allow_overlap(self) -> bool: ...
 
-    def env_kwargs(self, split: str | None = None) -> dict[str, Any]:
-        """The training env's kwargs (``split="train"``: its training problems)."""
+    def protocol(self, split: str | None = None, config: Any = None) -> Any:
+        """What the run trains on (an `envs.protocol.Protocol`; ``split="train"``: its training
+        problems), whose ``env_kwargs()`` make its env."""
         ...
 
     def train_set(self, split: str | None = None, count: int | None = None) -> Any:

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import envs
+from envs.protocol import Protocol
 from envs.tasks import default_levels, is_procedural
 from envs.tasks.mixed import is_mixed
 from envs.tasks.problems import ProblemSet
@@ -124,6 +125,8 @@ class RolloutArguments:
         max_train_minutes (`float | None`, 15): wall-clock budget of the training loop (GRPO,
             PPO: its steps; SFT, DPO: its rounds, rollouts included,
             `trainers.algorithms.rounds`); the scripts' defaults are time-bounded by it.
+        save_minutes (`float | None`, 10): GRPO, PPO: a checkpoint every this many minutes of
+            training, beside the config's ``save_steps`` (`trainers.run.budget.Checkpoints`).
         num_envs (`int`, 64): env copies the rollout engine runs at once.
         role_weights (`str`, ""): reward weight per role, e.g. "solver=1,critic=0.5".
         branch_turns (`bool`, False): GRPO: branched rollouts; every turn's G samples reply to
@@ -142,6 +145,13 @@ class RolloutArguments:
     max_train_minutes: float | None = field(
         default=15.0,
         metadata={"help": "Training time budget in minutes (GRPO, PPO: steps; SFT, DPO: rounds)."},
+    )
+    save_minutes: float | None = field(
+        default=10.0,
+        metadata={
+            "help": "GRPO, PPO: a checkpoint every N minutes of training, beside --save_steps "
+            "(--save_total_limit of them kept)."
+        },
     )
     num_envs: int = field(default=64, metadata={"help": "Env copies run at once."})
     role_weights: str = field(
@@ -177,6 +187,8 @@ class RolloutArguments:
             raise ValueError(f"turn_credit must be 'reward' or 'return', got {self.turn_credit!r}")
         if self.max_train_minutes is not None and not self.max_train_minutes > 0:
             raise ValueError(f"max_train_minutes must be > 0, got {self.max_train_minutes}")
+        if self.save_minutes is not None and not self.save_minutes > 0:
+            raise ValueError(f"save_minutes must be > 0 or None, got {self.save_minutes}")
         if self.num_envs < 1:
             raise ValueError(f"num_envs must be >= 1, got {self.num_envs}")
         self.weights()  # validate early
@@ -418,9 +430,7 @@ class Job:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "options", dict(self.options))
-        spec = envs.spec(self.env.env_id)
-        if spec.options is not None:  # the env's own errors, before any model loads
-            spec.options_for(**self.env_kwargs(split="train"))
+        self.protocol("train")  # the env's own errors, before any model loads
 
     @classmethod
     def of(cls, **values: Any) -> Job:
@@ -469,30 +479,43 @@ class Job:
         verifier = {"verifier": self.env.verifier} if self.env.verifier else {}
         return {**verifier, **self.options}
 
-    def env_kwargs(self, split: str | None = None) -> dict[str, Any]:
-        """The training env's kwargs: its problems' (`train_set`) and the env's options."""
-        return self.train_set(split).env_kwargs(self.env_options())
+    def protocol(self, split: str | None = None, config: Any = None) -> Protocol:
+        """What the run trains on (`envs.protocol.Protocol`): the env, its training problems
+        (`train_set`, from `split`), its options, the start model and, from the algorithm's
+        `config` where given, its tokens per turn and temperature."""
+        return Protocol(
+            self.env_id,
+            self.train_set(split),
+            self.env_options(),
+            getattr(config, "max_completion_length", None),
+            getattr(config, "temperature", None),
+            self.model.model_name_or_path,
+        )
 
     def train_set(self, split: str | None = None, count: int | None = None) -> ProblemSet:
         """The problems the run trains on (`EnvArguments.problem_set`, from `split`; the first
         `count` of them where given)."""
         return self.env.problem_set(split, count)
 
-    def eval_set(self) -> ProblemSet:
-        """The problems its before/after evaluation plays: the training task and levels on
-        the held-out split (a generated task's "test" unless ``--eval_split``), the levels that
-        hold their share of ``--eval_problems`` (`ProblemSet.held`) unless
-        ``--eval_difficulty`` names them; ``--eval_data_path`` for a file task's."""
+    def eval_protocol(self, config: Any = None) -> Protocol:
+        """What its before/after evaluation plays: the training env and options on the
+        held-out problems (the training task and levels, `ProblemSet.evaluated`: a generated
+        task's "test" split unless ``--eval_split``, the levels that hold their share of
+        ``--eval_problems`` unless ``--eval_difficulty`` names them; ``--eval_data_path`` for a
+        file task's), ``--eval_temperature`` or the config's, the config's tokens per turn."""
         env, given = self.env, self.eval.problem_values()
-        generated = is_procedural(env.task)
         problems = ProblemSet(
             env.task,
-            split=(given["split"] or "test") if generated else given["split"],
-            levels=given["levels"] or env.difficulty or None,
+            split=given["split"],
+            levels=given["levels"] or None,
             count=given["count"],
             data_path=given["data_path"] or env.data_path,
+            verifier=env.verifier,
+        ).evaluated(env.difficulty)
+        temperature = self.eval.eval_temperature or getattr(config, "temperature", None)
+        return dataclasses.replace(
+            self.protocol(config=config), problems=problems, temperature=temperature
         )
-        return problems if given["levels"] or not generated else problems.held()
 
     def builder_kwargs(self) -> dict[str, Any]:
         """The trainer builders' arguments from the model and rollout groups."""

@@ -1,6 +1,8 @@
-"""A run's time budget (``--max_train_minutes``) as a `Trainer` callback: `TimeBudget` stops
-training, after saving a checkpoint, once the budget is spent; `callbacks` makes it from the
-run's arguments, less what a warm-up already spent (`budget_minutes`)."""
+"""A run's clock as `Trainer` callbacks: `TimeBudget` stops training once
+``--max_train_minutes`` are spent; `Checkpoints` saves one every ``--save_minutes`` of training
+(beside the config's ``save_steps``; its ``save_total_limit`` keeps the newest two) and none on
+the step training stops at, as the run saves ``final/`` then. `callbacks` makes them from the
+run's arguments, the budget less what a warm-up already spent (`budget_minutes`)."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ logger = logging.getLogger(__name__)
 
 
 class TimeBudget(TrainerCallback):
-    """Stops training (after saving a checkpoint) once `minutes` of training have passed.
+    """Stops training once `minutes` of training have passed (the run saves ``final/`` next).
 
     The clock starts at ``on_train_begin`` of this process, so a resumed run gets a fresh budget.
     """
@@ -40,7 +42,33 @@ class TimeBudget(TrainerCallback):
                 )
             self.stopped_at = state.global_step
             control.should_training_stop = True
-            control.should_save = True
+        return control
+
+
+class Checkpoints(TrainerCallback):
+    """When a run checkpoints: also once `minutes` of training (None: never by time) have
+    passed since the last checkpoint or the start, so a slow run is resumable however few steps
+    it takes (the config's ``save_steps`` saves on its own), and never on the step training
+    stops at (the budget's or ``max_steps``'): the run saves ``final/`` then, and a checkpoint
+    would duplicate it. It must come after the callbacks that stop training."""
+
+    def __init__(self, minutes: float | None = None) -> None:
+        if minutes is not None and not minutes > 0:
+            raise ValueError(f"save_minutes must be > 0 or None, got {minutes!r}")
+        self.seconds = None if minutes is None else 60.0 * minutes
+        self.last: float | None = None
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.last = time.perf_counter()
+
+    def on_save(self, args, state, control, **kwargs):
+        self.last = time.perf_counter()
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if control.should_training_stop:
+            control.should_save = False
+        elif self.seconds is not None and self.last is not None:
+            control.should_save = time.perf_counter() - self.last >= self.seconds
         return control
 
 
@@ -57,6 +85,8 @@ def budget_minutes(job: Job, spent_seconds: float = 0.0) -> float | None:
 
 
 def callbacks(job: Job, spent_seconds: float = 0.0) -> list[TrainerCallback]:
-    """The run's callbacks from the env arguments: the time budget (`budget_minutes`)."""
+    """The run's callbacks from its arguments: the time budget (`budget_minutes`), then when
+    to checkpoint (`Checkpoints`: ``--save_minutes``, never a duplicate of ``final/``)."""
     minutes = budget_minutes(job, spent_seconds)
-    return [] if minutes is None else [TimeBudget(minutes)]
+    budget = [] if minutes is None else [TimeBudget(minutes)]
+    return [*budget, Checkpoints(job.rollout.save_minutes)]

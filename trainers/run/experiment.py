@@ -1,7 +1,8 @@
 """What every `scripts/train_<env>.py` does: evaluate, train, evaluate again, write the results.
 
-Writes into ``output_dir``: the trained model (``final/``, with the protocol it was trained in,
-``final/mathteams.json``: `trainers.run.protocol`), ``metrics.json`` (before/after
+Writes into ``output_dir``: the trained model (``final/``, with what its run played,
+``final/mathteams.json``: `trainers.evaluation.saved`, and its model card, ``final/README.md``:
+`trainers.run.card`), ``metrics.json`` (before/after
 evaluation and the training log), ``curves.png`` (reward and accuracy per agent over steps) and,
 where the evaluations compared the team with the model alone, ``compute.png`` (accuracy against
 generations and tokens, before and after: `trainers.evaluation.report.plots.plot_compute`).
@@ -28,9 +29,10 @@ from trainers.evaluation.held_out import check_held_out
 from trainers.evaluation.report.plots import has_curve, plot_compute, plot_curves
 from trainers.evaluation.report.summary import summary, summary_table
 from trainers.evaluation.report.tables import markdown_report
+from trainers.evaluation.saved import SAVED_FILE, saved_data
 from trainers.run.args import Job
 from trainers.run.bridge import eval_config
-from trainers.run.protocol import protocol_of, write_protocol
+from trainers.run.card import write_card
 
 logger = logging.getLogger(__name__)
 
@@ -49,7 +51,9 @@ def start_run(job: Job, config: Any, algo: str) -> tuple[Path, dict[str, Any]]:
     out.mkdir(parents=True, exist_ok=True)
     start_model = resolve_model(job.model.model_name_or_path, job.env.task)
     results: dict[str, Any] = {"env": job.env_id, "algo": algo, "start_model": start_model}
-    results["env_kwargs"] = job.env_kwargs()  # the training env's (critic_reward, audit...)
+    results["env_kwargs"] = (
+        job.protocol().env_kwargs()
+    )  # the training env's (critic_reward, audit...)
     results["processes"] = config.world_size
     if not job.eval.eval_problems:
         return out, results
@@ -77,6 +81,22 @@ def kept_before(path: Path, before: EvalConfig, config: Any) -> dict[str, Any] |
     return None
 
 
+def after_config(job: Job, config: Any, results: dict[str, Any], final: Path) -> EvalConfig | None:
+    """The after-training evaluation of the model saved at `final` (None: ``--eval_problems
+    0``): the held-out evaluation of `eval_config`, played by `final`, or by the model RL
+    started from with `final`'s adapter or model per role."""
+    if not job.eval.eval_problems:
+        return None
+    after = eval_config(job, str(final), config)
+    base = results.get("rl_start_model", results["start_model"])  # RL's start (warmed up?)
+    if job.model.role_adapters:  # final/ holds one adapter per role
+        return after.replaced(model=base, role_adapters_dir=str(final))
+    if job.model.role_models:  # final/ holds one model per role
+        roles = sorted(p.parent.name for p in final.glob("*/config.json"))
+        return after.replaced(model=base, role_models={r: str(final / r) for r in roles})
+    return after
+
+
 def finish_run(
     job: Job,
     config: Any,
@@ -92,20 +112,15 @@ def finish_run(
     results["log_history"] = log_history
     if not is_main(config):
         return results
-    written = [final, write_protocol(final, protocol_of(job, config, results["algo"]))]
-    if job.eval.eval_problems:
-        after = eval_config(job, str(final), config)
-        base = results.get("rl_start_model", results["start_model"])  # RL's start (warmed up?)
-        if job.model.role_adapters:  # final/ holds one adapter per role
-            after.model, after.role_adapters_dir = base, str(final)
-        elif job.model.role_models:  # final/ holds one model per role
-            roles = sorted(p.parent.name for p in final.glob("*/config.json"))
-            after.model = base
-            after.role_models = {role: str(final / role) for role in roles}
+    after = after_config(job, config, results, final)
+    saved = final / SAVED_FILE
+    write_json_atomic(saved, saved_data(final, job.protocol(config=config), after, results["algo"]))
+    if after is not None:
         results["after"] = evaluate(after)
         print(markdown_report(results["after"]))
         results["summary"] = summary(results)
         print(summary_table(results["summary"]))
+    written = [final, saved, write_card(final, job.protocol(config=config), results)]
     write_json_atomic(out / "metrics.json", results)
     title = f"{job.env_id} {results['algo']}"
     with atomic_path(out / "curves.png") as tmp:

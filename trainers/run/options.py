@@ -175,3 +175,41 @@ def _bool(text: str) -> bool:
     if lowered in ("false", "no", "0", "f", "n"):
         return False
     raise ValueError(f"expected true or false, got {text!r}")
+
+
+def add_all_groups(parser: Any) -> dict[str, list[str]]:
+    """Add every registered env's options to an `argparse.ArgumentParser` as one group, each
+    flag once (an option several envs share, like ``--rounds``, is one flag), defaulting to
+    None (not given: the protocol's value, else the env's); returns option -> the envs that
+    take it (``mathteams evaluate``, whose env is one of its flags)."""
+    takers: dict[str, list[str]] = {}
+    fields: dict[str, dataclasses.Field] = {}
+    for env_id in envs.list_envs():
+        group_cls = options_group(env_id)
+        for f in dataclasses.fields(group_cls) if group_cls is not None else ():
+            takers.setdefault(f.name, []).append(env_id)
+            fields.setdefault(f.name, f)
+    group = parser.add_argument_group(
+        f"{GROUP_PREFIX} (each of the envs named; not given: the trained protocol's, else the env's)"
+    )
+    for name, f in fields.items():
+        scalar, _, _ = _scalar(f.type)
+        short = ", ".join(env.split("/")[1] for env in takers[name])
+        kwargs: dict[str, Any] = {
+            "default": None,
+            "help": f"{f.metadata.get('help') or name} [{short}]",
+        }
+        if "choices" in f.metadata:
+            kwargs["choices"] = f.metadata["choices"]
+        if scalar is bool:
+            kwargs.update(type=_bool, nargs="?", const=True, metavar="BOOL")
+        else:
+            kwargs["type"] = scalar
+        group.add_argument(f"--{name}", **kwargs)
+    return takers
+
+
+def group_defaults(env_id: str) -> dict[str, Any]:
+    """`env_id`'s options group's defaults by option (as its command line writes them)."""
+    group_cls = options_group(env_id)
+    return {} if group_cls is None else {f.name: f.default for f in dataclasses.fields(group_cls)}

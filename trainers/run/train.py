@@ -70,7 +70,7 @@ def online_trainer(
     trainer = build(
         start,
         job.env_id,
-        job.env_kwargs(split="train"),
+        job.protocol("train").env_kwargs(),
         config,
         role_weights=job.rollout.weights(),
         train_problems=job.train_problems,
