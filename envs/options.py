@@ -30,6 +30,7 @@ from envs.option_checks import (
     check_count,
     check_weight,
 )
+from envs.option_hints import unexpected
 from envs.sandbox.config import SandboxConfig
 
 if TYPE_CHECKING:
@@ -172,7 +173,8 @@ class TaskOptions:
         for name in overrides:
             if name not in cls.names():
                 raise TypeError(
-                    f"{owner}() got an unexpected keyword argument {name!r}{_hint(name)}"
+                    f"{owner}() got an unexpected keyword argument {name!r}"
+                    f"{unexpected(name, cls.names())}"
                 )
         if isinstance(base, cls):
             return dataclasses.replace(base, **overrides)
@@ -182,20 +184,6 @@ class TaskOptions:
     def facts(self) -> EnvFacts:
         """The static facts of the env these options make (`EnvFacts`)."""
         raise NotImplementedError(f"{type(self).__name__} are no env's options")
-
-
-# A generated task's own keywords (`envs.tasks`' factories), often passed to an env by mistake.
-TASK_KEYWORDS = ("difficulty", "size", "seed", "repeat", "levels")
-
-
-def _hint(name: str) -> str:
-    """What to do instead when `name` is a task's keyword, not an env's."""
-    if name not in TASK_KEYWORDS:
-        return ""
-    return (
-        f"; {name!r} is the task's, not the env's: pass task_kwargs={{{name!r}: ...}} or "
-        "problems=envs.tasks.problems.ProblemSet(...)"
-    )
 
 
 def problem_kwargs(kwargs: Mapping[str, Any]) -> dict[str, Any]:

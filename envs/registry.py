@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from envs.errors import DuplicateEnvError, RegistryError, UnknownEnvError
+from envs.option_hints import note_options
 from envs.options import TaskOptions, problem_kwargs
 
 ENV_ID_RE = re.compile(
@@ -195,6 +196,8 @@ def register(
     if options is not None and max_turns is None:  # stated by the options, for the defaults
         env_spec = dataclasses.replace(env_spec, max_turns=env_spec.facts().max_turns)
     _REGISTRY[env_id] = env_spec
+    if options is not None:  # named in another env's error for one of them
+        note_options(env_id, options.own_names())
     return env_spec
 
 

@@ -44,6 +44,28 @@ def test_every_env_checks_its_task_arguments_alike(env_id, kwargs, error, messag
         envs.make(env_id, **kwargs)
 
 
+@pytest.mark.parametrize(
+    ("env_id", "kwargs", "message"),
+    [
+        (
+            "math/debate-v0",
+            {"refiner_mode": "patch"},
+            "'refiner_mode' is an option of math/reflection-v0, not of this env",
+        ),
+        (
+            "math/reflection-v0",
+            {"num_agents": 3},
+            "is an option of math/debate-v0, math/ensemble-v0,",
+        ),
+        ("math/reflection-v0", {"round": 3}, "did you mean 'rounds'"),
+        ("math/reflection-v0", {"tsak": "reach"}, "did you mean 'task'"),
+    ],
+)
+def test_an_unexpected_keyword_names_the_envs_that_take_it_or_a_near_name(env_id, kwargs, message):
+    with pytest.raises(TypeError, match=message):
+        envs.make(env_id, **kwargs)
+
+
 @pytest.mark.parametrize("env_id", envs.list_envs())
 def test_every_env_lists_the_task_arguments_in_its_signature(env_id):
     raw = envs.make(env_id, wrapped=False).unwrapped

@@ -10,7 +10,8 @@ import torch
 
 from tests.trainers.helpers import grpo_config, shaped
 from trainers import precision
-from trainers.algorithms.grpo import CPUGRPOConfig, build_grpo_trainer
+from trainers.algorithms.grpo import build_grpo_trainer
+from trainers.algorithms.grpo_config import CPUGRPOConfig
 from trainers.algorithms.sft import CPUSFTConfig, offline_trainer
 
 

@@ -45,6 +45,9 @@ def test_checkpoints_by_time_and_never_on_the_step_training_stops(monkeypatch):
     control.should_save = False
     clock[0] = 100.0  # 40 s after that checkpoint
     assert not saver.on_step_end(None, state, control).should_save
+    control.should_save = True  # save_steps asked: not the clock's to undo
+    assert saver.on_step_end(None, state, control).should_save
+    control.should_save = False
     # the step save_steps (or max_steps) asks for, when training stops on it: final/ instead
     control.should_save = control.should_training_stop = True
     assert not saver.on_step_end(None, state, control).should_save

@@ -54,11 +54,11 @@ import torch
 
 from trainers import compat
 from trainers.algorithms.grpo import (
-    CPUGRPOConfig,
     MultiAgentGRPOTrainer,
     TurnRollout,
     build_grpo_trainer,
 )
+from trainers.algorithms.grpo_config import CPUGRPOConfig
 from trainers.algorithms.rows import parse_slot_prompt
 
 logger = logging.getLogger(__name__)

@@ -67,8 +67,10 @@ class Checkpoints(TrainerCallback):
     def on_step_end(self, args, state, control, **kwargs):
         if control.should_training_stop:
             control.should_save = False
-        elif self.seconds is not None and self.last is not None:
-            control.should_save = time.perf_counter() - self.last >= self.seconds
+            return control
+        due = self.seconds is not None and self.last is not None
+        if due and time.perf_counter() - self.last >= self.seconds:
+            control.should_save = True  # never unset: save_steps may have asked on its own
         return control
 
 

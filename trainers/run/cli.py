@@ -58,7 +58,7 @@ class Algo:
 
 
 ALGOS: dict[str, Algo] = {
-    "grpo": Algo("trainers.algorithms.grpo", "CPUGRPOConfig", "train_grpo"),
+    "grpo": Algo("trainers.algorithms.grpo_config", "CPUGRPOConfig", "train_grpo"),
     "ppo": Algo("trainers.algorithms.ppo", "CPUPPOConfig", "train_ppo"),
     "sft": Algo("trainers.algorithms.sft", "CPUSFTConfig", "train_sft", reviewed),
     "dpo": Algo("trainers.algorithms.dpo", "CPUDPOConfig", "train_dpo", reviewed),

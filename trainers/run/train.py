@@ -13,7 +13,8 @@ from typing import Any
 
 from trainers.algorithms.checkpoint import resume_checkpoint
 from trainers.algorithms.dpo import CPUDPOConfig, build_dpo_trainer, preference_pairs
-from trainers.algorithms.grpo import CPUGRPOConfig, build_grpo_trainer
+from trainers.algorithms.grpo import build_grpo_trainer
+from trainers.algorithms.grpo_config import CPUGRPOConfig
 from trainers.algorithms.ppo import VALUE_HEAD, CPUPPOConfig, build_ppo_trainer
 from trainers.algorithms.rounds import NoTrainingDataError, Stage, Update, play_rounds
 from trainers.algorithms.sft import (
