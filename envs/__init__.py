@@ -50,6 +50,7 @@ from envs.tasks import (
     register_generated,
     register_task,
 )
+from envs.tasks.problems import DEFAULT_TASK
 from envs.tasks.sources import ListSource, Problem, ProblemSource, load_jsonl, make_problem
 from envs.tasks.splits import overlap
 
@@ -81,13 +82,13 @@ register(
     "math/reflection-v0",
     "envs.reflection:env",
     options=ReflectionOptions,
-    run_task="unknown",
+    run_task=DEFAULT_TASK,
     run_options=REFLECTION_RUNS,
 )
 register("math/debate-v0", "envs.debate:env", options=DebateOptions)
 register("math/ensemble-v0", "envs.ensemble:env", options=EnsembleOptions)
 # The embedded recipe writes tool transcripts (the warm-up's demonstrations) of `unknown` only.
-register("math/tool-v0", "envs.tool:env", options=ToolOptions, run_task="unknown")
+register("math/tool-v0", "envs.tool:env", options=ToolOptions, run_task=DEFAULT_TASK)
 register("math/code-v0", "envs.code:env", options=CodeOptions)
 
 

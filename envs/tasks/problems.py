@@ -30,6 +30,9 @@ from envs.tasks.splits import overlap
 logger = logging.getLogger(__name__)
 
 LevelsArg = Sequence[int] | Mapping[str, Sequence[int]] | None
+# The task a run plays unless told, its one home: the embedded model is built on it
+# (`trainers.embedded.EMBEDDED_TASK`), and the envs whose runs default to a task name it.
+DEFAULT_TASK = "unknown"
 
 
 def _frozen_levels(levels: LevelsArg) -> Any:
@@ -70,7 +73,7 @@ class ProblemSet:
             (training's epochs); an evaluation counts each problem once.
     """
 
-    task: str = _field("unknown", "a registered task, or several joined by '+' (mixed)")
+    task: str = _field(DEFAULT_TASK, "a registered task, or several joined by '+' (mixed)")
     split: str | None = _field(
         None,
         "the task's split: train, validation or test (generated tasks: test reports, "

@@ -46,12 +46,13 @@ from pathlib import Path
 from typing import Any
 
 from agents.models import resolve_model_name
+from envs.tasks.problems import DEFAULT_TASK
 
 logger = logging.getLogger(__name__)
 
 # The scripts' default task, the one the shipped build is trained on. ``reach`` (the family with a
 # generation-verification gap) joins it in `REACH_VARIANT`, not shipped (docs/results.md, "The build on both families").
-EMBEDDED_TASK = "unknown"
+EMBEDDED_TASK = DEFAULT_TASK  # the default task (`envs.tasks.problems`) is the one it is built on
 RECIPE_VERSION = 13  # bump whenever the transcripts or the training change
 # bump whenever ``reach``'s transcripts change (`transcripts.reach_rows`, `reach_fact`); keyed only
 # into recipes with reach rows, so the shipped (``unknown``-only) key stays as it is. Five other

@@ -43,9 +43,8 @@ from dataclasses import replace
 from typing import Any
 
 import envs
-from envs.tasks.problems import ProblemSet
+from envs.tasks.problems import DEFAULT_TASK, ProblemSet
 from trainers.algorithms.checkpoint import atomic_path
-from trainers.embedded import EMBEDDED_TASK
 from trainers.evaluation.evaluate import EvalConfig, evaluate
 from trainers.evaluation.report.plots import plot_compute
 from trainers.evaluation.report.tables import markdown_report
@@ -62,10 +61,14 @@ RENAMED = {
     "--role-adapters": "--role_adapters_dir",  # training's --role_adapters is a bool
     "--max-new-tokens": "--max_completion_length",
 }
-# Flags that are `EvalConfig.of`'s names as they are, or under another name.
-SAME = ("role_adapters_dir", "ensemble", "ensemble_size", "device", "samples", "greedy")
-SAME += ("num_envs", "seed", "save_episodes")
-NAMED = {"model_name_or_path": "model", "k": "ks", "alone_k": "alone_ks"}
+# The players' and sampling flags -> `EvalConfig.of`'s names for them.
+FLAT = {
+    "model_name_or_path": "model",
+    **{n: n for n in ("role_adapters_dir", "ensemble", "ensemble_size", "device")},
+    **{n: n for n in ("samples", "greedy", "num_envs", "seed", "save_episodes")},
+    "k": "ks",
+    "alone_k": "alone_ks",
+}
 
 
 def current_flags(argv: list[str]) -> list[str]:
@@ -146,7 +149,7 @@ def _problems(args: Any, saved: Saved | None, base: EvalConfig, env_id: str) -> 
     given = {k: getattr(args, f) for k, f in ProblemArguments.PROBLEM_FLAGS.items()}
     given = {k: v for k, v in given.items() if v is not None}
     task = given.get("task") or (
-        base.task if saved is not None else envs.spec(env_id).run_task or EMBEDDED_TASK
+        base.task if saved is not None else envs.spec(env_id).run_task or DEFAULT_TASK
     )
     if saved is not None and task == base.task:  # the run's problems, its training levels
         problems, inherited = base.problems, saved.protocol.problems.levels
@@ -173,10 +176,8 @@ def _options(
 
 def _given(args: Any, error: Any) -> dict[str, Any]:
     """The players' and the sampling flags given, under `EvalConfig.of`'s names."""
-    flat = {name: getattr(args, name) for name in SAME if getattr(args, name) is not None}
-    flat.update(
-        {new: getattr(args, old) for old, new in NAMED.items() if getattr(args, old) is not None}
-    )
+    flat = {name: getattr(args, flag) for flag, name in FLAT.items()}
+    flat = {name: value for name, value in flat.items() if value is not None}
     if args.no_compare:
         flat["compare"] = False
     if args.role_models is not None:
