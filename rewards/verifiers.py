@@ -32,13 +32,8 @@ from rewards.numeric import (
     parse_number,
 )
 from rewards.structure import strip_redundant, structural_verdict
-from rewards.symbolic import (
-    DEFAULT_BUDGET_S,
-    REFERENCE_BUDGET_S,
-    check_budget,
-    require_math_verify,
-    symbolic_equal,
-)
+from rewards.symbolic import require_math_verify, symbolic_equal
+from rewards.symbolic_budget import DEFAULT_BUDGET_S, REFERENCE_BUDGET_S, check_budget
 
 __all__ = [
     "ExactVerifier",
