@@ -30,6 +30,14 @@ def add_parser(subparsers: Any) -> None:
             "(prompt + completion, TRL's num_tokens); the ratio is multi-agent / plain."
         ),
     )
+    _add_workload_arguments(parser)
+    _add_trainer_arguments(parser)
+    add_json_argument(parser)
+    parser.set_defaults(func=run)
+
+
+def _add_workload_arguments(parser: argparse.ArgumentParser) -> None:
+    """What each step trains on and how long it is timed: model, env, rows, lengths, repeats."""
     parser.add_argument("--model", default=None, help="model folder; default: the embedded model")
     parser.add_argument(
         "--env",
@@ -48,6 +56,10 @@ def add_parser(subparsers: Any) -> None:
         default=3,
         help="alternating multi-agent/plain runs; the ratio is the median of theirs",
     )
+
+
+def _add_trainer_arguments(parser: argparse.ArgumentParser) -> None:
+    """How the trainers run: the multi-agent pass's options, device, precision, random Qwen."""
     parser.add_argument(
         "--no-length-grouping",
         action="store_true",
@@ -79,8 +91,6 @@ def add_parser(subparsers: Any) -> None:
         help="random-weight model of Qwen2.5-0.5B's configuration (as rollout's), float32 "
         "weights saved to a temporary folder both trainers load, instead of --model",
     )
-    add_json_argument(parser)
-    parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:

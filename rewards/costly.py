@@ -39,8 +39,9 @@ import math
 import re
 from fractions import Fraction
 
-from rewards.expression import Node, exact_value, log10_lower, parse_expression
+from rewards.expression import exact_value, log10_lower
 from rewards.extract import brace_end, top_level_parts
+from rewards.grammar import Node, parse_expression
 
 __all__ = [
     "MAX_BINOMIAL_DIGITS",

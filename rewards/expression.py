@@ -1,22 +1,21 @@
-"""The small expression grammar of `rewards.structure`, and what it computes without sympy.
+"""What the small expression grammar's trees (`rewards.grammar`) compute without sympy.
 
-`parse_expression` reads numbers, single-letter variables other than ``e`` and ``i``, ``\\pi``,
-``+ - * / ^ !``, ``\\cdot``, ``\\times``, ``\\frac``, ``\\sqrt`` and brackets into a tree of
-tuples (`Node`); anything else gives None. With ``euler=True`` it also reads ``e`` (not right
-after a digit: ``1e5``) and ``\\exp`` as Euler's number, for the magnitude bounds only. On such trees: `exact_value` (exact rationals, bounded
-in size), `log10_lower` and `log10_upper` (bounds on magnitude that never build a huge number),
-`apart` (whether two trees' mpmath intervals, roots and pi included and variables read at zero,
-lie further apart than math-verify's rounding), and `huge_power` and `rational_size` (the degree
-of ``(a + b x)^E`` against a rational reference).
-Every function is bounded in time by the tree's size; none calls math-verify or sympy.
+On trees of `parse_expression`: `exact_value` (exact rationals, bounded in size), `log10_lower`
+and `log10_upper` (bounds on magnitude that never build a huge number), `apart` (whether two
+trees' mpmath intervals, roots and pi included and variables read at zero, lie further apart
+than math-verify's rounding), and `huge_power` and `rational_size` (the degree of
+``(a + b x)^E`` against a rational reference). `Node` and `parse_expression` are re-exported
+from `rewards.grammar`. Every function is bounded in time by the tree's size; none calls
+math-verify or sympy.
 """
 
 from __future__ import annotations
 
 import math
-import re
 from fractions import Fraction
 from typing import Any
+
+from rewards.grammar import Node, count_variables, parse_expression
 
 __all__ = [
     "MIN_HUGE_DEGREE",
@@ -32,191 +31,9 @@ __all__ = [
 
 MIN_HUGE_DEGREE = 1000
 """Rule 4 applies to powers with at least this exponent (smaller ones math-verify expands fast)."""
-_MAX_PARSE_DEPTH = 60  # bracket levels the recursive parser follows before giving up
 _MAX_EXACT_BITS = 4096  # exact integers and fractions are kept below this size
 _MAX_FACTORIAL = 300
 _LOG10_E = math.log10(math.e)
-
-# ------------------------------------------------------------------------- a small grammar
-
-_TOKEN = re.compile(
-    r"\s+|\\[,;:! ]|\\(?:left|right)(?=[()\[\]])"
-    r"|\\(?:cdot|times|frac|dfrac|tfrac|sqrt|pi|exp)(?![A-Za-z])"
-    r"|\d+(?:\.\d+)?|\.\d+|[A-Za-z]|[-+*/^!()\[\]{}]"
-)
-_UPRIGHT_E = re.compile(r"\\(?:mathrm|operatorname|text|rm)\s*\{\s*e\s*\}")
-_SKIP = re.compile(r"\s+|\\[,;:! ]|\\left|\\right")
-_CONSTANT_LETTERS = frozenset("eEiI")  # math-verify may read these as e and the imaginary unit
-
-
-def _tokenize(text: str, euler: bool = False) -> list[str] | None:
-    if euler:
-        text = _UPRIGHT_E.sub("e", text)
-    tokens, position = [], 0
-    while position < len(text):
-        found = _TOKEN.match(text, position)
-        if found is None:
-            return None
-        token = found.group()
-        start, position = position, found.end()
-        if _SKIP.fullmatch(token):
-            continue
-        if token in ("\\cdot", "\\times"):
-            token = "*"
-        elif token in ("\\dfrac", "\\tfrac"):
-            token = "\\frac"
-        elif token == "\\exp" and not euler:
-            return None
-        elif token == "e" and euler:
-            if start and (text[start - 1].isdigit() or text[start - 1] == "."):
-                return None  # 1e5, 2.5e-3: a float to math-verify
-        elif token in _CONSTANT_LETTERS:
-            return None
-        tokens.append(token)
-    return tokens
-
-
-# A node is a tuple: ("num", Fraction, text), ("var", name), ("pi",), ("neg", a), ("add", a, b),
-# ("sub", a, b), ("mul", a, b), ("div", a, b), ("pow", a, b), ("fact", a), ("sqrt", a),
-# ("root", index, a) for \sqrt[index]{a}; with euler=True also ("e",), and \exp(a) is ("pow", ("e",), a).
-Node = tuple
-
-
-class _Parser:
-    def __init__(self, tokens: list[str]) -> None:
-        self.tokens, self.position, self.depth = tokens, 0, 0
-
-    def peek(self) -> str | None:
-        return self.tokens[self.position] if self.position < len(self.tokens) else None
-
-    def take(self, expected: str | None = None) -> str:
-        token = self.peek()
-        if token is None or (expected is not None and token != expected):
-            raise ValueError(f"expected {expected!r}, got {token!r}")
-        self.position += 1
-        return token
-
-    def expression(self) -> Node:
-        self.depth += 1
-        if self.depth > _MAX_PARSE_DEPTH:
-            raise ValueError("nested too deep")
-        node = self.term()
-        while self.peek() in ("+", "-"):
-            operator = self.take()
-            node = ("add" if operator == "+" else "sub", node, self.term())
-        self.depth -= 1
-        return node
-
-    def term(self) -> Node:
-        node = self.unary()
-        while True:
-            token = self.peek()
-            if token in ("*", "/"):
-                self.take()
-                node = ("mul" if token == "*" else "div", node, self.unary())
-            elif token == "(" and node[0] == "var":
-                raise ValueError("f(x) may be a function")
-            elif token in ("(", "\\frac", "\\sqrt", "\\pi", "\\exp"):
-                node = ("mul", node, self.postfix())  # 2(3), 2\sqrt{3}, 2\pi (not 2{3}: 23)
-            elif token is not None and token.isalpha() and not _is_number(token):
-                node = ("mul", node, self.postfix())  # 2x, xy
-            else:
-                return node
-
-    def unary(self) -> Node:
-        if self.peek() == "-":
-            self.take()
-            return ("neg", self.unary())
-        if self.peek() == "+":
-            self.take()
-            return self.unary()
-        return self.postfix()
-
-    def postfix(self) -> Node:
-        node = self.primary()
-        while self.peek() in ("^", "!"):
-            if self.take() == "!":
-                node = ("fact", node)
-                continue
-            token = self.peek()
-            if token is not None and _is_number(token) and len(token) > 1:
-                raise ValueError("an unbraced exponent of several digits")  # 2^10: 2^1 then 0?
-            node = ("pow", node, self.primary())
-            if self.peek() == "^":
-                raise ValueError("a double exponent")
-        return node
-
-    def primary(self) -> Node:
-        token = self.take()
-        if _is_number(token):
-            return ("num", Fraction(token), token)
-        if token == "\\pi":
-            return ("pi",)
-        if token == "e":  # only tokenized with euler=True
-            return ("e",)
-        if token == "\\exp":
-            if self.peek() not in ("(", "{"):
-                raise ValueError("\\exp without brackets")
-            return ("pow", ("e",), self.primary())
-        if token.isalpha() and len(token) == 1:
-            return ("var", token)
-        if token in ("(", "[", "{"):
-            inner = self.expression()
-            self.take({"(": ")", "[": "]", "{": "}"}[token])
-            return inner
-        if token == "\\frac":
-            return ("div", self.braced(), self.braced())
-        if token == "\\sqrt":
-            if self.peek() == "[":
-                self.take("[")
-                index = self.expression()
-                self.take("]")
-                return ("root", index, self.braced())
-            return ("sqrt", self.braced())
-        raise ValueError(f"unexpected {token!r}")
-
-    def braced(self) -> Node:
-        self.take("{")
-        inner = self.expression()
-        self.take("}")
-        return inner
-
-
-def _is_number(token: str) -> bool:
-    return token[0].isdigit() or token[0] == "."
-
-
-def parse_expression(text: str, euler: bool = False) -> Node | None:
-    """The expression tree of `text` in this module's small grammar, or None; with `euler`,
-    ``e`` and ``\\exp`` are read as Euler's number (for `log10_lower` and `log10_upper` only:
-    math-verify may read ``e`` as a variable, so no other rule trusts such a tree)."""
-    tokens = _tokenize(text, euler)
-    if not tokens:
-        return None
-    parser = _Parser(tokens)
-    try:
-        node = parser.expression()
-    except (ValueError, ZeroDivisionError, RecursionError):
-        return None
-    return node if parser.position == len(tokens) else None
-
-
-def _variables(node: Node) -> int:
-    """How many variable occurrences `node` holds."""
-    if node[0] == "var":
-        return 1
-    if node[0] in ("num", "pi"):
-        return 0
-    return sum(_variables(child) for child in node[1:])
-
-
-def _has(node: Node, kinds: tuple[str, ...]) -> bool:
-    if node[0] in kinds:
-        return True
-    if node[0] in ("num", "var", "pi"):
-        return False
-    return any(_has(child, kinds) for child in node[1:])
-
 
 # ------------------------------------------------------------------------- exact values
 
@@ -294,7 +111,7 @@ def log10_lower(node: Node) -> float | None:
     may be 0), or None. Sums of non-negative terms are at least their largest term; ``a - b``
     is at least ``0.9 |a|`` when ``|a| >= 10 |b|``; powers, factorials and roots of large
     values are bounded below without building them."""
-    if _variables(node):
+    if count_variables(node):
         return None
     try:
         return _lower(node)
@@ -403,7 +220,7 @@ def _upper(node: Node) -> float:
         left, right = _upper(node[1]), _upper(node[2])
         return -math.inf if -math.inf in (left, right) else left + right
     if kind == "div":
-        if _variables(node[2]):
+        if count_variables(node[2]):
             raise ValueError("not a polynomial")
         bottom = log10_lower(node[2])
         if bottom is None or bottom == -math.inf:
@@ -413,7 +230,7 @@ def _upper(node: Node) -> float:
             bottom = _log10(exact)
         return _upper(node[1]) - bottom
     if kind == "sqrt":
-        if _variables(node[1]):
+        if count_variables(node[1]):
             raise ValueError("not a polynomial")
         return _upper(node[1]) / 2
     if kind == "pow":
@@ -502,7 +319,7 @@ def _intervals_apart(first: Any, second: Any, float_rounding: int) -> bool:
 def apart(tree: Node, gold: Node, float_rounding: int) -> bool:
     """Whether the constant `tree` provably differs from `gold`, a constant or a polynomial
     (read at 0: a polynomial equal to a constant equals it there), by interval arithmetic."""
-    if _variables(tree) or (_variables(gold) and log10_upper(gold) is None):
+    if count_variables(tree) or (count_variables(gold) and log10_upper(gold) is None):
         return False
     try:
         first, second = _interval(tree, False), _interval(gold, True)
@@ -551,7 +368,7 @@ def rational_size(node: Node) -> int | None:
     kind = node[0]
     if kind == "var":
         return 1
-    if not _variables(node):
+    if not count_variables(node):
         return 0
     if kind == "neg":
         return rational_size(node[1])

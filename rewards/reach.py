@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 from rewards.base import Verdict
 from rewards.extract import find_boxed, sanitize
-from rewards.verifiers import check_reference, not_a_string
+from rewards.screen import check_reference, not_a_string
 
 __all__ = ["MAX_CHAIN_CHARS", "MAX_DIGITS", "Chain", "ReachVerifier", "apply", "parse_chain"]
 

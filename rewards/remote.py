@@ -35,7 +35,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from rewards.base import Verdict
-from rewards.verifiers import not_a_string
+from rewards.screen import not_a_string
 
 __all__ = ["RemoteVerifier", "RewardServerError", "close_clients", "parse_remote_name"]
 

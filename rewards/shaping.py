@@ -15,7 +15,7 @@ from rewards.base import Verdict
 from rewards.extract import TAIL_CHARS, analyze, has_closed_box, sanitize
 from rewards.hedge import hedge_reason
 from rewards.numeric import numbers_match
-from rewards.verifiers import NO_ANSWER, answer_number, check_reference, not_a_string
+from rewards.screen import NO_ANSWER, answer_number, check_reference, not_a_string
 
 __all__ = [
     "FormatVerifier",

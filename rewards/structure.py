@@ -54,16 +54,15 @@ from fractions import Fraction
 from rewards.costly import MAX_CONSTANT_DIGITS, costly_reason
 from rewards.expression import (
     MIN_HUGE_DEGREE,
-    Node,
     apart,
     exact_value,
     huge_power,
     log10_lower,
     log10_upper,
-    parse_expression,
     rational_size,
 )
 from rewards.extract import top_level_parts
+from rewards.grammar import Node, parse_expression
 from rewards.numeric import parse_number
 
 __all__ = [

@@ -16,31 +16,32 @@ from collections.abc import Callable, Mapping, Sequence
 
 from rewards.base import Verdict
 from rewards.extract import (
-    Extraction,
     analyze,
     canonical_answer,
     normalize_text,
-    prepare_reference,
     sanitize,
 )
-from rewards.hedge import hedge_reason, join_markers
 from rewards.numeric import (
-    NUMBER_TOKEN,
     Num,
     numbers_match,
     parse_decimal_comma,
     parse_number,
 )
-from rewards.structure import strip_redundant, structural_verdict
-from rewards.symbolic import (
-    DEFAULT_BUDGET_S,
-    REFERENCE_BUDGET_S,
-    check_budget,
-    require_math_verify,
-    symbolic_equal,
+from rewards.screen import (
+    NO_ANSWER,
+    answer_number,
+    check_reference,
+    not_a_string,
+    reference_decimal_comma,
+    reference_number,
+    screen,
 )
+from rewards.structure import strip_redundant, structural_verdict
+from rewards.symbolic import require_math_verify, symbolic_equal
+from rewards.symbolic_budget import DEFAULT_BUDGET_S, REFERENCE_BUDGET_S, check_budget
 
 __all__ = [
+    "NO_ANSWER",
     "ExactVerifier",
     "LabelVerifier",
     "MathVerifier",
@@ -51,80 +52,6 @@ __all__ = [
 ]
 
 _clock = time.perf_counter  # what a response's symbolic budget is measured with
-
-NO_ANSWER = "no answer found (no \\boxed{}, <answer>, ####, 'the answer is' or final number)"
-
-
-def check_reference(reference: object, verifier: str, prepare: bool = True) -> str:
-    """Validate a reference and return its bare answer.
-
-    Raises:
-        ValueError: the reference is not a string or is empty.
-    """
-    if not isinstance(reference, str):
-        raise ValueError(  # noqa: TRY004 - the Verifier contract: a bad reference is a ValueError
-            f"{verifier} verifier: reference must be a non-empty str, got "
-            f"{type(reference).__name__} {reference!r:.80}"
-        )
-    bare = prepare_reference(reference) if prepare else reference.strip()
-    if not bare:
-        raise ValueError(f"{verifier} verifier: reference is empty ({reference!r:.80})")
-    return bare
-
-
-def not_a_string(response: object) -> Verdict | None:
-    """The zero verdict for a response that is not a string, else None."""
-    if isinstance(response, str):
-        return None
-    return Verdict(0.0, None, f"response must be a str, got {type(response).__name__}")
-
-
-def _screen(
-    response: object, reference: str, same: Callable[[str, str], bool] | None = None
-) -> Extraction | Verdict:
-    """Extract the answer, or the zero verdict when there is none or it hedges (`same`: see
-    `rewards.hedge.hedge_reason`)."""
-    rejected = not_a_string(response)
-    if rejected is not None:
-        return rejected
-    extraction = join_markers(analyze(response), reference)  # type: ignore[arg-type]
-    if extraction.answer is None:
-        return Verdict(0.0, None, NO_ANSWER)
-    hedged = hedge_reason(extraction, reference, same=same)
-    if hedged is not None:
-        return Verdict(0.0, extraction.answer, hedged)
-    return extraction
-
-
-@functools.lru_cache(maxsize=65536)
-def _reference_number(reference: str) -> Num | None:
-    return parse_number(reference)
-
-
-_REFERENCE_DECIMAL_COMMA = re.compile(r"-?(?:0,\d+|\d+,(?:\d\d|\d{4,}))")
-
-
-def _reference_decimal_comma(reference: str) -> Num | None:
-    """A reference written with a decimal comma, as math-verify reads one: ``1,22`` or ``0,111``
-    (one digit after the comma, as in ``1,2``, is a list of two answers)."""
-    if _REFERENCE_DECIMAL_COMMA.fullmatch(reference.strip().strip("$").strip()) is None:
-        return None
-    return parse_decimal_comma(reference)
-
-
-def answer_number(answer: str) -> Num | None:
-    """The number an extracted answer states: the whole text, the part after its last ``=``, or
-    its only number token."""
-    number = parse_number(answer) or parse_decimal_comma(answer)
-    if number is None and "=" in answer:
-        number = parse_number(answer.rsplit("=", 1)[1])
-    if number is None:
-        tokens = NUMBER_TOKEN.findall(answer)
-        # Letters, powers and factorials change the number: "18x", "18^2", "18!".
-        if len(tokens) == 1 and not re.search(r"[A-Za-z\\^!]", answer.replace(tokens[0], "")):
-            number = parse_number(tokens[0])
-    return number
-
 
 # Spellings math-verify does not equate (math-verify 0.9 reads \varnothing as a symbol).
 _SYNONYMS = (("\\varnothing", "\\emptyset"), ("\\cfrac", "\\frac"))
@@ -281,7 +208,7 @@ class MathVerifier:
         budget: _Budget,
     ) -> Verdict:
         bare = check_reference(reference, self.name)
-        screened = _screen(response, bare, same)
+        screened = screen(response, bare, same)
         if isinstance(screened, Verdict):
             return screened
         answer = screened.answer or ""
@@ -309,11 +236,11 @@ class MathVerifier:
     def _numbers(self, text: str, answer: str, bare: str) -> Verdict | None:
         """The verdict when `text` (the answer, or its core) and the reference are plain numbers
         that `rewards.numeric.numbers_match` can compare, else None."""
-        gold, pred = _reference_number(bare), parse_number(text)
+        gold, pred = reference_number(bare), parse_number(text)
         if gold is not None and pred is None:
             pred = parse_decimal_comma(text)
         elif gold is None and pred is not None and pred.is_float:
-            gold = _reference_decimal_comma(bare)
+            gold = reference_decimal_comma(bare)
         if gold is not None and pred is not None:
             same = numbers_match(gold, pred, self.float_rounding)
             if same is not None:
@@ -395,10 +322,10 @@ class NumericVerifier:
     def verify(self, response: str, reference: str) -> Verdict:
         """Score one response against one numeric reference."""
         bare = check_reference(reference, self.name)
-        gold = _reference_number(bare)
+        gold = reference_number(bare)
         if gold is None:
             raise ValueError(f"gsm8k verifier: reference {reference!r:.80} is not a number")
-        screened = _screen(response, bare)
+        screened = screen(response, bare)
         if isinstance(screened, Verdict):
             return screened
         answer = screened.answer or ""
@@ -438,7 +365,7 @@ class ExactVerifier:
     def verify(self, response: str, reference: str) -> Verdict:
         """Score one response against one reference."""
         bare = check_reference(reference, self.name)
-        screened = _screen(response, bare)
+        screened = screen(response, bare)
         if isinstance(screened, Verdict):
             return screened
         answer = screened.answer or ""

@@ -97,8 +97,9 @@ import os
 from collections.abc import Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 
+from envs.sandbox.cleanup import TOKEN_VAR, sandbox_pids
 from envs.sandbox.config import ExecResult, SandboxConfig
-from envs.sandbox.process import TOKEN_VAR, SandboxRun, sandbox_pids
+from envs.sandbox.process import SandboxRun
 
 __all__ = [
     "TOKEN_VAR",

@@ -1,6 +1,6 @@
 """One sandboxed child process: its command line, starting it, collecting its output under the
-limits, stopping it, and (hook mode) sweeping up whatever escaped its process group and removing
-its temp dir."""
+limits and stopping it; in hook mode, `envs.sandbox.cleanup` sweeps up whatever escaped its
+process group and removes its temp dir."""
 
 from __future__ import annotations
 
@@ -15,7 +15,6 @@ import select
 import selectors
 import shutil
 import signal
-import stat
 import subprocess
 import sys
 import tempfile
@@ -23,13 +22,13 @@ import time
 from pathlib import Path
 
 from envs.sandbox.bwrap import INSTALL_HINT, WORKDIR, bwrap_argv, sandbox_python, sandbox_uid
+from envs.sandbox.cleanup import TOKEN_VAR, remove_tree, sweep
 from envs.sandbox.config import ExecResult, SandboxConfig
 from envs.sandbox.seccomp import build_filter
 
 logger = logging.getLogger(__name__)
 
 VIOLATION_EXIT = 86
-TOKEN_VAR = "MATHTEAMS_SANDBOX"
 PROGRAM = "program.py"
 # -P (no cwd on sys.path) exists from Python 3.11; without it the cwd is the temp dir anyway.
 SAFE_PATH = ("-P",) if sys.version_info >= (3, 11) else ()
@@ -115,126 +114,6 @@ def _has_exited(pid: int) -> bool:
     return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
 
 
-def sandbox_pids(*needles: bytes, live_only: bool = True) -> list[int]:
-    """Pids of processes whose environment holds every one of `needles` (e.g. the token
-    variable ``MATHTEAMS_SANDBOX=``, or ``HOME=<tmp_root>/`` for the runs under one root);
-    zombies are left out unless `live_only` is False. Processes we may not read are skipped.
-
-    A process caught inside ``exec`` shows an empty environment for a moment (the kernel
-    switches to the new memory map before it lays out the new environment), so live
-    user processes that read empty are read again, briefly, before they are judged."""
-    found: list[int] = []
-    pending = [entry for entry in os.listdir("/proc") if entry.isdigit()]
-    for attempt in range(21):  # one scan, then up to 20 re-reads 1 ms apart
-        if attempt:
-            time.sleep(0.001)
-        unsettled = []
-        for entry in pending:
-            verdict = _environ_verdict(entry, needles, live_only)
-            if verdict is None:
-                unsettled.append(entry)
-            elif verdict:
-                found.append(int(entry))
-        pending = unsettled
-        if not pending:
-            break
-    return sorted(found)
-
-
-_PF_KTHREAD = 0x00200000
-
-
-def _environ_verdict(pid: str, needles: tuple[bytes, ...], live_only: bool) -> bool | None:
-    """True if the process's environment holds every needle; False if not, or if it is
-    unreadable, gone, a kernel thread, or a zombie left out by `live_only`; None if it reads
-    empty while the process is a live user process: it is inside ``exec``, read it again."""
-    try:
-        with open(f"/proc/{pid}/environ", "rb") as handle:
-            environ = handle.read()
-        if environ and not live_only:
-            return all(needle in environ for needle in needles)
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            fields = handle.read().rsplit(b")", 1)[1].split()
-    except OSError:
-        return False  # exited meanwhile, or not ours to read (then not ours to kill either)
-    if fields[0] == b"Z" or int(fields[6]) & _PF_KTHREAD:
-        return False  # a zombie's environment is gone with its memory; threads have none
-    if not environ:
-        return None
-    return all(needle in environ for needle in needles)
-
-
-def _sweep(token: bytes) -> int:
-    """Kill processes whose environment holds the run's token (escaped the process group)."""
-    killed = 0
-    for pid in sandbox_pids(f"{TOKEN_VAR}=".encode() + token + b"\0", live_only=False):
-        try:
-            os.kill(pid, signal.SIGKILL)
-            killed += 1
-        except ProcessLookupError:
-            continue
-    return killed
-
-
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-
-
-def _remove_tree(path: str) -> None:
-    """Delete a hook-mode temp dir, whatever the (now dead) program left in it.
-
-    Iterative and fd-relative: no recursion and no long paths (a chain of 2000 directories
-    is fine), symlinks are unlinked and never followed, FIFOs and sockets are unlinked and never
-    opened (O_DIRECTORY|O_NONBLOCK), directories the program made unreadable are opened up.
-    Failures are logged, never raised: the run's result does not depend on them.
-    """
-    names: list[str] = []  # the path from `path` down to the directory `fd` is open on
-    fd = -1
-    try:
-        try:
-            mode = os.lstat(path).st_mode
-        except FileNotFoundError:
-            return  # the program removed it itself
-        if not stat.S_ISDIR(mode):  # the program put something else in its place
-            os.unlink(path)
-            return
-        os.chmod(path, 0o700)
-        fd = os.open(path, _DIR_FLAGS)
-        while True:
-            child = _empty_or_first_dir(fd)
-            if child is not None:
-                os.chmod(child, 0o700, dir_fd=fd)  # a directory: no symlink to follow
-                below = os.open(child, _DIR_FLAGS, dir_fd=fd)
-                os.close(fd)
-                fd = below
-                names.append(child)
-                continue
-            if not names:
-                break
-            parent = os.open("..", _DIR_FLAGS, dir_fd=fd)
-            os.close(fd)
-            fd = parent
-            os.rmdir(names.pop(), dir_fd=fd)
-        os.close(fd)
-        fd = -1
-        os.rmdir(path)
-    except OSError as err:
-        logger.warning("could not remove the sandbox directory %s: %s", path, err)
-    finally:
-        if fd >= 0:
-            os.close(fd)
-
-
-def _empty_or_first_dir(fd: int) -> str | None:
-    """Unlink every non-directory in the directory open on `fd`; return a subdirectory's
-    name, or None once it is empty."""
-    os.fchmod(fd, 0o700)
-    for name in os.listdir(fd):
-        if stat.S_ISDIR(os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode):
-            return name
-        os.unlink(name, dir_fd=fd)
-    return None
-
-
 def _memfd(name: str, data: bytes) -> int:
     """An anonymous in-memory file holding `data`, positioned at its start."""
     fd = os.memfd_create(name)
@@ -313,14 +192,14 @@ class SandboxRun:
             finally:
                 code = self._reap(proc)
                 if config.isolation == "hook":  # bwrap: nothing outlives the pid namespace
-                    _sweep(token)
+                    sweep(token)
                 for fd, name in channels.items():
                     self._drain(fd, name)
         finally:
             for fd in list(self._fds):
                 self._close(fd)
             if tmp is not None:
-                _remove_tree(tmp)
+                remove_tree(tmp)
         return self._result(code, time.monotonic() - began, proc)
 
     def _bwrap_command(

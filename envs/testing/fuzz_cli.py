@@ -66,6 +66,7 @@ def make_parser() -> argparse.ArgumentParser:
 
 
 def _env_examples(entries: list[str]) -> dict[str, int]:
+    """The ``--env-examples`` entries as ``{env_id: examples}``."""
     counts = {}
     for entry in entries:
         env_id, sep, value = entry.partition("=")
@@ -143,40 +144,54 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
     for target in targets:
         env_id = target.name[4:].split(":")[0] if target.name.startswith("env[") else None
         examples = counts.get(env_id, round(args.examples * target.scale))
-        t0 = time.perf_counter()
-        stats = harness.run_target(
-            target,
-            base,
-            examples,
-            collect=True,
-            seed=args.seed,
-            max_failures=args.max_failures,
-            max_seconds=args.max_seconds,
-            enforce_bounds=True,
-        )
-        abandoned = (
-            f", {stats.nondeterministic} runs abandoned (draws differed on replay)"
-            if stats.nondeterministic
-            else ""
-        )
-        print(
-            f"{target.name}: {stats.inputs} inputs, {stats.failures} failures, "
-            f"max {stats.max_s:.3f} s/call ({time.perf_counter() - t0:.0f} s){abandoned}",
-            flush=True,
-        )
-    table = harness.COLLECTOR.table()
+        _fuzz_target(harness, target, base, examples, args)
+    summary = _report(harness.COLLECTOR, args.examples, started)
+    if args.json:
+        Path(args.json).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    return summary
+
+
+def _fuzz_target(
+    harness: Any, target: Any, base: Any, examples: int, args: argparse.Namespace
+) -> None:
+    """Fuzz one target with `examples` examples and print its line: inputs, failures, slowest."""
+    t0 = time.perf_counter()
+    stats = harness.run_target(
+        target,
+        base,
+        examples,
+        collect=True,
+        seed=args.seed,
+        max_failures=args.max_failures,
+        max_seconds=args.max_seconds,
+        enforce_bounds=True,
+    )
+    abandoned = (
+        f", {stats.nondeterministic} runs abandoned (draws differed on replay)"
+        if stats.nondeterministic
+        else ""
+    )
+    print(
+        f"{target.name}: {stats.inputs} inputs, {stats.failures} failures, "
+        f"max {stats.max_s:.3f} s/call ({time.perf_counter() - t0:.0f} s){abandoned}",
+        flush=True,
+    )
+
+
+def _report(collector: Any, examples: int, started: float) -> dict[str, Any]:
+    """Print the tables, each target's first failure and the totals; return the summary."""
     print()
-    print(table)
-    symbolic = symbolic_summary(harness.COLLECTOR)
+    print(collector.table())
+    symbolic = symbolic_summary(collector)
     if symbolic:
         print()
         print(symbolic_table(symbolic))
-    total = harness.COLLECTOR.as_json()
+    total = collector.as_json()
     failures = {name: s["first_failure"] for name, s in total.items() if s["failures"]}
     for name, first in failures.items():
         print(f"\nFIRST FAILURE of {name}: {first}")
     summary = {
-        "examples_per_target": args.examples,
+        "examples_per_target": examples,
         "seconds": round(time.perf_counter() - started, 1),
         "inputs": sum(s["inputs"] for s in total.values()),
         "failures": sum(s["failures"] for s in total.values()),
@@ -184,8 +199,6 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
         "symbolic": symbolic,
     }
     print(f"\n{summary['inputs']} inputs, {summary['failures']} failures in {summary['seconds']} s")
-    if args.json:
-        Path(args.json).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     return summary
 
 

@@ -290,11 +290,11 @@ def stray_process(token: bytes):
 
 
 def test_escaped_processes_are_swept():
-    from envs.sandbox.process import _sweep
+    from envs.sandbox.cleanup import sweep
 
     token = b"0123456789abcdef"
     with stray_process(token) as stray:
-        assert _sweep(token) == 1
+        assert sweep(token) == 1
         assert stray.wait(timeout=5) == -signal.SIGKILL
 
 
@@ -304,7 +304,7 @@ def test_sweep_finds_a_process_caught_inside_exec(monkeypatch):
     loaded CI machine). The scan must read such a process again, not pass it over."""
     import builtins
 
-    from envs.sandbox import process
+    from envs.sandbox import cleanup
 
     token = b"fedcba9876543210"
     with stray_process(token) as stray:
@@ -317,8 +317,8 @@ def test_sweep_finds_a_process_caught_inside_exec(monkeypatch):
                 return io.BytesIO(b"")
             return builtins.open(path, *args, **kwargs)
 
-        monkeypatch.setattr(process, "open", open_mid_exec, raising=False)
-        assert process._sweep(token) == 1
+        monkeypatch.setattr(cleanup, "open", open_mid_exec, raising=False)
+        assert cleanup.sweep(token) == 1
         assert len(empty_reads) == 3
         assert stray.wait(timeout=5) == -signal.SIGKILL
 

@@ -33,7 +33,7 @@ from envs.sandbox import (
     run_code,
     seccomp,
 )
-from envs.sandbox.process import _remove_tree
+from envs.sandbox.cleanup import remove_tree
 from tests.utils import HOOK_WARNING, bwrap_problem, own_sandbox_pids, skip_unless_bwrap_runs
 
 # isolation named: the suite may default to hook mode where bwrap is missing
@@ -604,12 +604,12 @@ def _deep_chain(top: Path, depth: int) -> None:
 
 
 def _remove_within(path: Path, seconds: float) -> None:
-    """Run `_remove_tree` in a thread: it must return (not hang on a FIFO) and not raise."""
+    """Run `remove_tree` in a thread: it must return (not hang on a FIFO) and not raise."""
     errors: list[BaseException] = []
 
     def target() -> None:
         try:
-            _remove_tree(str(path))
+            remove_tree(str(path))
         except BaseException as err:  # noqa: BLE001 - reported by the assert below
             errors.append(err)
 

@@ -15,7 +15,7 @@ import threading
 
 import pytest
 
-from rewards import MathVerifier, Verdict, get_verifier
+from rewards import MathVerifier, Verdict, get_verifier, symbolic_budget
 from rewards import symbolic as symbolic_module
 from rewards import verifiers as verifiers_module
 from rewards.costly import REFUSED, costly_reason, variable_exponent_depth
@@ -240,11 +240,11 @@ def test_the_budget_holds_from_a_thread() -> None:
 
 
 def test_compare_in_process_stops_at_its_budget() -> None:
-    same, reason = symbolic_module.compare_in_process("5", UNFINISHABLE[7:-1], budget_s=0.2)
+    same, reason = symbolic_budget.compare_in_process("5", UNFINISHABLE[7:-1], budget_s=0.2)
     assert same is None
     assert reason.startswith("timeout: math-verify ran past the symbolic budget (0.2 s)")
     # the timer is off again and the previous handler back: the next check is unaffected
-    assert symbolic_module.compare_in_process("1+x", "x+1", budget_s=30)[0] is True
+    assert symbolic_budget.compare_in_process("1+x", "x+1", budget_s=30)[0] is True
 
 
 def test_a_check_in_this_process_warms_math_verify_up_once_outside_its_budgets(
@@ -259,7 +259,7 @@ def test_a_check_in_this_process_warms_math_verify_up_once_outside_its_budgets(
         calls.append("compare")
         return compare(*args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(symbolic_module, "_warm_up", lambda: calls.append("warm up"))
+    monkeypatch.setattr(symbolic_module, "warm_up", lambda: calls.append("warm up"))
     monkeypatch.setattr(symbolic_module, "compare_in_process", recording)
     symbolic_module._warmed_up.cache_clear()
     try:
@@ -297,14 +297,14 @@ def test_a_timeout_inside_a_finalizer_is_not_reported_and_the_next_one_stops_the
             pass
 
     with pytest.raises(TimeoutException):
-        symbolic_module._within(0.05, work)
+        symbolic_budget._within(0.05, work)
     assert reported == []
 
     class _Fails:
         def __del__(self) -> None:
             raise ValueError("a finalizer's own error")
 
-    assert symbolic_module._within(5.0, lambda: _Fails() and None) is None
+    assert symbolic_budget._within(5.0, lambda: _Fails() and None) is None
     assert [type(exc) for exc in reported] == [ValueError]
     assert sys.unraisablehook is hook  # put back
 

@@ -26,6 +26,7 @@ wrapper around it) with full attention and an LM head without logit scaling or s
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -78,6 +79,37 @@ def _past(layers: Sequence[Any], source: torch.Tensor, columns: int) -> Cache:
     return Cache(layers=past)
 
 
+@dataclass(frozen=True)
+class _Batch:
+    """The micro-batch as the pass reads it: its tensors, each row's prompt tokens and how many
+    completion columns it uses."""
+
+    input_ids: torch.Tensor
+    attention_mask: torch.Tensor
+    prompt_width: int
+    prompts: list[list[int]]
+    completion_widths: list[int]
+    pad_id: int
+
+    @property
+    def logits_to_keep(self) -> int:
+        """The number of completion columns."""
+        return self.input_ids.shape[1] - self.prompt_width
+
+
+@dataclass(frozen=True)
+class _Prefixes:
+    """The shared prefixes, run once: each row's prefix length, the rest of its prompt and its
+    group (``len(groups)`` for none), and the groups' past states and attention mask, with one
+    zero row last for the rows without a prefix."""
+
+    shared: list[int]
+    rest: list[int]
+    group_of: list[int]
+    layers: list[Any]
+    mask: torch.Tensor
+
+
 def shared_prefix_logps(
     model: PreTrainedModel,
     input_ids: torch.Tensor,
@@ -96,7 +128,31 @@ def shared_prefix_logps(
 
     Prompts must be contiguous (left padding only): a prompt column masked out after a row's
     first token is refused, naming the row."""
-    rows, width = input_ids.shape
+    batch = _batch(model, input_ids, attention_mask, logits_to_keep)
+    prefixes = _prefix_pass(model, batch, min_shared)
+    out_logps: list[torch.Tensor] = []
+    out_entropies: list[torch.Tensor] = []
+    order: list[torch.Tensor] = []
+    for chunk in length_chunks(prefixes.rest, batch.completion_widths, max_rows):
+        index = torch.tensor(chunk, device=input_ids.device)
+        logps, entropy = _chunk_logps(model, batch, prefixes, index, temperature, compute_entropy)
+        out_logps.append(logps)
+        if entropy is not None:
+            out_entropies.append(entropy)
+        order.append(index)
+    inverse = _inverse(torch.cat(order))
+    entropies = torch.cat(out_entropies)[inverse] if compute_entropy else None
+    return torch.cat(out_logps)[inverse], entropies
+
+
+def _batch(
+    model: PreTrainedModel,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    logits_to_keep: int,
+) -> _Batch:
+    """`input_ids` read as left-padded prompts then `logits_to_keep` completion columns."""
+    width = input_ids.shape[1]
     prompt_width = width - logits_to_keep
     if prompt_width < 1:
         raise ValueError(
@@ -104,10 +160,21 @@ def shared_prefix_logps(
             "prompt of at least one token before the completions"
         )
     mask = attention_mask.bool()
-    prompt_mask = mask[:, :prompt_width]
+    starts = _prompt_starts(mask[:, :prompt_width])
+    completion_mask = mask[:, prompt_width:]
+    used = torch.where(completion_mask, torch.arange(logits_to_keep, device=mask.device) + 1, 1)
+    completion_widths = used.max(1).values.tolist()
+    prompts = [input_ids[i, s:prompt_width].tolist() for i, s in enumerate(starts.tolist())]
+    pad_id = model.config.pad_token_id or 0
+    return _Batch(input_ids, attention_mask, prompt_width, prompts, completion_widths, pad_id)
+
+
+def _prompt_starts(prompt_mask: torch.Tensor) -> torch.Tensor:
+    """Each row's first prompt column, refusing a prompt that is not one run of tokens."""
+    prompt_width = prompt_mask.shape[1]
     lengths = prompt_mask.sum(1)
     starts = prompt_width - lengths
-    columns = torch.arange(prompt_width, device=mask.device)
+    columns = torch.arange(prompt_width, device=prompt_mask.device)
     contiguous = prompt_mask == (columns >= starts[:, None])
     if not bool(contiguous.all()) or bool((lengths == 0).any()):
         bad = int((~contiguous.all(1) | (lengths == 0)).nonzero()[0])
@@ -115,29 +182,27 @@ def shared_prefix_logps(
             f"row {bad}'s prompt is not one run of tokens ending at column {prompt_width}; "
             "expected left-padded prompts of at least one token"
         )
-    completion_mask = mask[:, prompt_width:]
-    used = torch.where(completion_mask, torch.arange(logits_to_keep, device=mask.device) + 1, 1)
-    completion_widths = used.max(1).values.tolist()
-    starts_list, ids_device = starts.tolist(), input_ids.device
-    prompts = [input_ids[i, s:prompt_width].tolist() for i, s in enumerate(starts_list)]
+    return starts
 
-    pad_id = model.config.pad_token_id or 0
+
+def _prefix_pass(model: PreTrainedModel, batch: _Batch, min_shared: int) -> _Prefixes:
+    """Each group's shared prefix run once through the backbone, with gradients."""
+    rows, prompts, device = len(batch.prompts), batch.prompts, batch.input_ids.device
     groups = shared_prefixes(prompts, min_shared=min_shared)
     shared, group_of = [0] * rows, [len(groups)] * rows  # len(groups): the zero "no prefix" row
     for g, (members, length) in enumerate(groups):
         for i in members:
             shared[i], group_of[i] = length, g
     prefix_layers: list[Any] = []
-    prefix_mask = torch.zeros((len(groups) + 1, 0), dtype=torch.long, device=input_ids.device)
-    backbone = model.base_model
+    prefix_mask = torch.zeros((len(groups) + 1, 0), dtype=torch.long, device=device)
     if groups:
         ids, group_mask = left_pad(
             [prompts[members[0]][:length] for members, length in groups],
-            pad_id,
-            input_ids.device,
+            batch.pad_id,
+            device,
         )
         cache = Cache(layers=[DynamicLayer() for _ in range(model.config.num_hidden_layers)])
-        backbone(
+        model.base_model(
             input_ids=ids,
             attention_mask=group_mask,
             position_ids=(group_mask.cumsum(-1) - 1).clamp(min=0),
@@ -146,54 +211,92 @@ def shared_prefix_logps(
         )
         prefix_layers = [_with_zero_row(layer) for layer in cache.layers]
         prefix_mask = torch.cat([group_mask, torch.zeros_like(group_mask[:1])])
+    rest = [len(p) - n for p, n in zip(prompts, shared, strict=True)]
+    return _Prefixes(shared, rest, group_of, prefix_layers, prefix_mask)
 
-    suffixes = [len(p) - n for p, n in zip(prompts, shared, strict=True)]
-    head = model.get_output_embeddings()
-    out_logps: list[torch.Tensor] = []
-    out_entropies: list[torch.Tensor] = []
-    order: list[torch.Tensor] = []
-    for chunk in length_chunks(suffixes, completion_widths, max_rows):
-        index = torch.tensor(chunk, device=input_ids.device)
-        past = max(shared[i] for i in chunk)
-        keep = max(completion_widths[i] for i in chunk)
-        ids, suffix_mask = left_pad([prompts[i][shared[i] :] for i in chunk], pad_id, ids_device)
-        suffix_width = ids.shape[1]
-        ids = torch.cat([ids, input_ids[index, prompt_width : prompt_width + keep]], dim=1)
-        suffix_mask = torch.cat([suffix_mask, attention_mask[index, prompt_width:][:, :keep]], 1)
-        # positions from each row's first token: the prompt's rest after its prefix, then the
-        # completion's columns as they stand (a masked column inside keeps its place)
-        own = torch.tensor([shared[i] for i in chunk], device=ids.device)[:, None]
-        lead = torch.tensor([suffixes[i] for i in chunk], device=ids.device)[:, None]
-        step = torch.arange(ids.shape[1], device=ids.device)[None, :]
-        positions = (own + step - (suffix_width - lead)).clamp(min=0)
-        kwargs: dict[str, Any] = {}
-        if past:
-            source = torch.tensor([group_of[i] for i in chunk], device=ids.device)
-            width = prefix_mask.shape[1]
-            kwargs["past_key_values"] = _past(prefix_layers, source, past)
-            suffix_mask = torch.cat([prefix_mask[source, width - past :], suffix_mask], dim=1)
-        hidden = backbone(
-            input_ids=ids,
-            attention_mask=suffix_mask,
-            position_ids=positions,
-            use_cache=bool(past),
-            **kwargs,
-        ).last_hidden_state[:, suffix_width - 1 : suffix_width - 1 + keep]
-        logits = head(hidden).float() / temperature
-        targets = input_ids[index, prompt_width : prompt_width + keep]
-        log_softmax = torch.log_softmax(logits, dim=-1)
-        valid = attention_mask[index, prompt_width : prompt_width + keep].bool()
-        chosen = log_softmax.gather(-1, targets[..., None]).squeeze(-1)
-        out_logps.append(_pad(chosen.masked_fill(~valid, 0), logits_to_keep))
-        if compute_entropy:
-            entropy = -(log_softmax.exp() * log_softmax).sum(-1)
-            out_entropies.append(_pad(entropy.masked_fill(~valid, 0), logits_to_keep))
-        order.append(index)
-    row_order = torch.cat(order)
+
+def _chunk_logps(
+    model: PreTrainedModel,
+    batch: _Batch,
+    prefixes: _Prefixes,
+    index: torch.Tensor,
+    temperature: float,
+    compute_entropy: bool,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The log-probabilities (and entropies) of the rows at `index`, run on their prefixes."""
+    chunk = index.tolist()
+    past = max(prefixes.shared[i] for i in chunk)
+    keep = max(batch.completion_widths[i] for i in chunk)
+    ids, suffix_mask, positions, suffix_width = _chunk_inputs(batch, prefixes, index, keep)
+    kwargs: dict[str, Any] = {}
+    if past:
+        source = torch.tensor([prefixes.group_of[i] for i in chunk], device=ids.device)
+        width = prefixes.mask.shape[1]
+        kwargs["past_key_values"] = _past(prefixes.layers, source, past)
+        suffix_mask = torch.cat([prefixes.mask[source, width - past :], suffix_mask], dim=1)
+    hidden = model.base_model(
+        input_ids=ids,
+        attention_mask=suffix_mask,
+        position_ids=positions,
+        use_cache=bool(past),
+        **kwargs,
+    ).last_hidden_state[:, suffix_width - 1 : suffix_width - 1 + keep]
+    logits = model.get_output_embeddings()(hidden).float() / temperature
+    completion = slice(batch.prompt_width, batch.prompt_width + keep)
+    return _completion_scores(
+        logits,
+        batch.input_ids[index, completion],
+        batch.attention_mask[index, completion].bool(),
+        batch.logits_to_keep,
+        compute_entropy,
+    )
+
+
+def _chunk_inputs(
+    batch: _Batch, prefixes: _Prefixes, index: torch.Tensor, keep: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, int]:
+    """The rows at `index`'s input ids, attention mask and positions (each prompt's rest after
+    its prefix, left-padded, then `keep` completion columns) and the prompt rests' width."""
+    chunk, prompt_width = index.tolist(), batch.prompt_width
+    ids, suffix_mask = left_pad(
+        [batch.prompts[i][prefixes.shared[i] :] for i in chunk], batch.pad_id, index.device
+    )
+    suffix_width = ids.shape[1]
+    ids = torch.cat([ids, batch.input_ids[index, prompt_width : prompt_width + keep]], dim=1)
+    completion_mask = batch.attention_mask[index, prompt_width:][:, :keep]
+    suffix_mask = torch.cat([suffix_mask, completion_mask], 1)
+    # positions from each row's first token: the prompt's rest after its prefix, then the
+    # completion's columns as they stand (a masked column inside keeps its place)
+    own = torch.tensor([prefixes.shared[i] for i in chunk], device=ids.device)[:, None]
+    lead = torch.tensor([prefixes.rest[i] for i in chunk], device=ids.device)[:, None]
+    step = torch.arange(ids.shape[1], device=ids.device)[None, :]
+    positions = (own + step - (suffix_width - lead)).clamp(min=0)
+    return ids, suffix_mask, positions, suffix_width
+
+
+def _completion_scores(
+    logits: torch.Tensor,
+    targets: torch.Tensor,
+    valid: torch.Tensor,
+    width: int,
+    compute_entropy: bool,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """`targets`' log-probabilities under `logits` (and the entropies when asked), 0 where not
+    `valid`, padded to `width` columns."""
+    log_softmax = torch.log_softmax(logits, dim=-1)
+    chosen = log_softmax.gather(-1, targets[..., None]).squeeze(-1)
+    logps = _pad(chosen.masked_fill(~valid, 0), width)
+    if not compute_entropy:
+        return logps, None
+    entropy = -(log_softmax.exp() * log_softmax).sum(-1)
+    return logps, _pad(entropy.masked_fill(~valid, 0), width)
+
+
+def _inverse(row_order: torch.Tensor) -> torch.Tensor:
+    """The permutation that puts rows taken in `row_order` back in their first order."""
     inverse = torch.empty_like(row_order)
     inverse[row_order] = torch.arange(len(row_order), device=row_order.device)
-    entropies = torch.cat(out_entropies)[inverse] if compute_entropy else None
-    return torch.cat(out_logps)[inverse], entropies
+    return inverse
 
 
 def _with_zero_row(layer: Any) -> Any:
@@ -204,4 +307,5 @@ def _with_zero_row(layer: Any) -> Any:
 
 
 def _pad(values: torch.Tensor, width: int) -> torch.Tensor:
+    """`values` padded with zero columns on the right to `width`."""
     return torch.nn.functional.pad(values, (0, width - values.shape[1]))

@@ -34,7 +34,7 @@ from typing import Any
 import torch
 
 from rewards import Verdict, extract_answer, get_verifier
-from rewards.verifiers import not_a_string
+from rewards.screen import not_a_string
 from trainers.verifier.data import problem_difficulty
 
 logger = logging.getLogger(__name__)

@@ -172,15 +172,30 @@ def symbolic_answer(kind: str | None = None) -> st.SearchStrategy[str]:
     with bounds up to 10^12, towers of ``e`` and ``\\exp``, nested ``\\sqrt``, ``\\Gamma``
     and ``\\zeta`` of huge arguments, matrices and determinants with huge entries, and floats
     such as ``1e999999``."""
-    huge = st.one_of(
+    huge = _huge_integer()
+    strategies = {
+        **_counting_answers(huge),
+        **_calculus_answers(),
+        **_tower_answers(),
+        **_huge_value_answers(huge),
+    }
+    if kind is not None:
+        return strategies[kind]
+    return st.one_of(*(strategies[name] for name in SYMBOLIC_CLASSES))
+
+
+def _huge_integer() -> st.SearchStrategy[str]:
+    """Integers from 10^5 up, some written as powers, factorials or towers (`HUGE_INTEGERS`)."""
+    return st.one_of(
         st.sampled_from(HUGE_INTEGERS),
         st.integers(10**5, 10**13).map(str),
         st.integers(5, 15).map(lambda k: f"10^{{{k}}}"),
     )
-    variable_tower = st.builds(
-        _tower, st.sampled_from(("x", "e", "x+1")), st.integers(2, 5), st.sampled_from("x2")
-    )
-    strategies = {
+
+
+def _counting_answers(huge: st.SearchStrategy[str]) -> dict[str, st.SearchStrategy[str]]:
+    """The ``binomial``, ``sum`` and ``product`` kinds: counts and series up to `huge`."""
+    return {
         "binomial": st.builds(
             lambda cmd, n, k: (
                 f"{{{n} \\choose {k}}}" if cmd == "choose" else f"\\{cmd}{{{n}}}{{{k}}}"
@@ -188,12 +203,6 @@ def symbolic_answer(kind: str | None = None) -> st.SearchStrategy[str]:
             st.sampled_from(("binom", "dbinom", "tbinom", "choose")),
             huge,
             st.one_of(huge, st.integers(2, 10**6).map(str)),
-        ),
-        "integral": st.builds(
-            lambda sign, body, var: f"{sign} {body}\\,d{var}" if var else f"{sign} {body} dx",
-            st.sampled_from(("\\int", "\\int_0^1", "\\int_{0}^{\\infty}", "\\iint", "\\oint")),
-            variable_tower,
-            st.sampled_from(("x", "")),
         ),
         "sum": st.builds(
             lambda index, bound, body: (
@@ -208,11 +217,20 @@ def symbolic_answer(kind: str | None = None) -> st.SearchStrategy[str]:
             huge,
             st.sampled_from(("k", "(1+\\frac{1}{k^2})", "\\frac{k}{k+1}", "k^k")),
         ),
-        "e_tower": st.builds(
-            _e_tower,
-            st.integers(4, 8),
-            st.sampled_from(("e", "1", "2", "10", "x")),
-            st.sampled_from(("e", "exp")),
+    }
+
+
+def _calculus_answers() -> dict[str, st.SearchStrategy[str]]:
+    """The ``integral``, ``limit`` and ``derivative`` kinds, of towers of powers."""
+    variable_tower = st.builds(
+        _tower, st.sampled_from(("x", "e", "x+1")), st.integers(2, 5), st.sampled_from("x2")
+    )
+    return {
+        "integral": st.builds(
+            lambda sign, body, var: f"{sign} {body}\\,d{var}" if var else f"{sign} {body} dx",
+            st.sampled_from(("\\int", "\\int_0^1", "\\int_{0}^{\\infty}", "\\iint", "\\oint")),
+            variable_tower,
+            st.sampled_from(("x", "")),
         ),
         "limit": st.builds(
             lambda approach, body: f"\\lim_{{{approach}}} {body}",
@@ -230,9 +248,27 @@ def symbolic_answer(kind: str | None = None) -> st.SearchStrategy[str]:
             st.sampled_from((1, 2, 10, 100)),
             variable_tower,
         ),
+    }
+
+
+def _tower_answers() -> dict[str, st.SearchStrategy[str]]:
+    """The ``e_tower`` and ``sqrt_tower`` kinds: deep towers of ``e``, ``\\exp`` and ``\\sqrt``."""
+    return {
+        "e_tower": st.builds(
+            _e_tower,
+            st.integers(4, 8),
+            st.sampled_from(("e", "1", "2", "10", "x")),
+            st.sampled_from(("e", "exp")),
+        ),
         "sqrt_tower": st.builds(
             _sqrt_tower, st.integers(5, 40), st.sampled_from(("2", "x", "e^{e^{e}}")), st.booleans()
         ),
+    }
+
+
+def _huge_value_answers(huge: st.SearchStrategy[str]) -> dict[str, st.SearchStrategy[str]]:
+    """The ``special_function``, ``matrix`` and ``big_float`` kinds: values too big to compute."""
+    return {
         "special_function": st.builds(
             lambda name, argument: f"\\{name}({argument})",
             st.sampled_from(("Gamma", "zeta", "Gamma", "ln\\Gamma")),
@@ -254,9 +290,6 @@ def symbolic_answer(kind: str | None = None) -> st.SearchStrategy[str]:
             st.integers(10**5, 10**7).map(lambda k: f"10.0^{{{k}}}"),
         ),
     }
-    if kind is not None:
-        return strategies[kind]
-    return st.one_of(*strategies.values())
 
 
 def adversarial_text() -> st.SearchStrategy[str]:

@@ -45,7 +45,7 @@ def symbolic_budget(verifier: Any) -> float:
 
     The `math` verifier gives one answer ``budget_s`` of symbolic time, all its checks together
     (`rewards.symbolic`: a helper that overruns it is killed); the reference is parsed first on
-    its own budget, `rewards.symbolic.REFERENCE_BUDGET_S` (once per helper and reference);
+    its own budget, `rewards.symbolic_budget.REFERENCE_BUDGET_S` (once per helper and reference);
     a helper killed at the deadline may leave the next call waiting `HELPER_RESTART_S` for a
     fresh one. Summed over a composite's components; a remote verifier gets the budget of the
     verifier its server runs.
@@ -58,7 +58,7 @@ def symbolic_budget(verifier: Any) -> float:
         return symbolic_budget(served)
     budget = getattr(verifier, "budget_s", None)
     if isinstance(budget, (int, float)) and getattr(verifier, "name", "") == "math":
-        from rewards.symbolic import REFERENCE_BUDGET_S
+        from rewards.symbolic_budget import REFERENCE_BUDGET_S
 
         return budget + REFERENCE_BUDGET_S + HELPER_RESTART_S
     return 0.0

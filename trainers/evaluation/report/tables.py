@@ -89,71 +89,99 @@ def comparison_report(results: dict[str, Any], key: str = "compare") -> list[str
     c = results.get(key)
     if not c:
         return []
-    alone_env = c.get("alone_env")
-    who = "alone" if alone_env is None else "alone + tool"
+    who = "alone" if c.get("alone_env") is None else "alone + tool"
+    groups = _column_groups(c)
+    lines = [
+        _comparison_intro(results["env"], c),
+        "",
+        *_paired_table(c, groups, who),
+        "",
+        *_figure_table(c, groups, who),
+    ]
+    if groups:
+        counts = ", ".join(f"{lv}: {row['problems']}" for lv, row in groups.items())
+        lines += ["", f"Problems per column: {counts}."]
+    return [*lines, ""]
 
-    def name_of(name: str) -> str:
-        return label(name).replace("alone:", f"{who}:")
 
-    # per member task of a mixed task (envs.tasks.mixed), then per level: the same rows
+def _column_groups(c: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """A comparison's extra columns: per member task of a mixed task (envs.tasks.mixed), then
+    per level, each with the same rows as the whole."""
     groups = {f"task {m}": row for m, row in c.get("members", {}).items()}
     groups.update({f"level {lv}": row for lv, row in c.get("levels", {}).items()})
-    levels = list(groups)
-    level_head = "".join(f" {lv} |" for lv in levels)
-    level_rule = "---|" * len(levels)
-    tags = matched_tags(c)
+    return groups
+
+
+def _comparison_intro(env: str, c: dict[str, Any]) -> str:
+    """The paragraph that says what the comparison compares, and how compute is matched."""
+    alone_env = c.get("alone_env")
     against = (
         "the model alone" if alone_env is None else f"the model alone with the tool ({alone_env})"
     )
-    intro = (
-        f"Same model, same problems: the team ({results['env']}, at most "
+    return (
+        f"Same model, same problems: the team ({env}, at most "
         f"{c['team_generations']} generations per episode, {c['team_generations_mean']:.2f} "
         f"used) against {against} with k independent samples (prompt: {c['alone_prompt']}; "
         f"{c['alone_samples']} samples per problem), same temperature and token cap. "
         + _matching(c)
         + " 95% intervals: bootstrap over problems, differences paired by problem."
     )
+
+
+def _alone_name(name: str, who: str) -> str:
+    """How the comparison's table names a figure, its "alone" rows named `who`."""
+    return label(name).replace("alone:", f"{who}:")
+
+
+def _paired_table(c: dict[str, Any], groups: dict[str, dict[str, Any]], who: str) -> list[str]:
+    """The paired differences, team minus alone, the compute-matched ks first."""
+    level_head = "".join(f" {lv} |" for lv in groups)
     lines = [
-        intro,
-        "",
         f"| team - {who} (paired by problem) | all |{level_head}",
-        f"|---|---|{level_rule}",
+        f"|---|---|{'---|' * len(groups)}",
     ]
+    tags = matched_tags(c)
     names = list(c["paired"])  # by k, the vote before the final answer
     rank = {k: i for i, k in enumerate(tags)}  # the compute-matched ks first
     ordered = sorted(names, key=lambda n: (rank.get(_k_of(n), len(rank)), names.index(n)))
     for name in ordered:
         d = c["paired"][name]
         tag = f" ({_tag(name, tags)})" if _tag(name, tags) else ""
-        row = f"| {name_of(name)}{tag} | {_ci(d['diff'], d['ci95'], signed=True)} |"
-        for lv in levels:
-            cell = groups[lv].get(name)
+        row = f"| {_alone_name(name, who)}{tag} | {_ci(d['diff'], d['ci95'], signed=True)} |"
+        for group in groups.values():
+            cell = group.get(name)
             row += f" {_ci(cell['diff'], cell['ci95'], signed=True)} |" if cell else " |"
         lines.append(row)
-    tokens = c.get("tokens_per_episode", {})
-    lines += [
-        "",
+    return lines
+
+
+def _figure_table(c: dict[str, Any], groups: dict[str, dict[str, Any]], who: str) -> list[str]:
+    """The figures of the team and of the model alone, with tokens per episode."""
+    level_head = "".join(f" {lv} |" for lv in groups)
+    lines = [
         f"| figure | all |{level_head} tokens/episode |",
-        f"|---|---|{level_rule}---|",
+        f"|---|---|{'---|' * len(groups)}---|",
     ]
     for name, value in c["figures"].items():
         if name.startswith("alone/pass@") and name != "alone/pass@1":
             continue  # in the verification table, as the headroom over maj@k
-        row = f"| {name_of(name)} | {_ci(value, c['ci95'].get(name))} |"
-        for lv in levels:
-            cell = groups[lv].get(name)
+        row = f"| {_alone_name(name, who)} | {_ci(value, c['ci95'].get(name))} |"
+        for group in groups.values():
+            cell = group.get(name)
             row += f" {cell:.3f} |" if cell is not None else " |"
-        if name.startswith("team/"):  # the first answer spent the turns up to it
-            tok = c.get("spent", {}).get(name, {}).get("tokens", tokens.get("team"))
-        elif name.startswith("alone/maj@"):
-            tok = tokens.get(f"alone@{name.rsplit('@', 1)[1]}")
-        else:
-            tok = tokens.get("alone@1")
+        tok = _figure_tokens(c, name)
         lines.append(row + (f" {tok:.1f} |" if tok is not None else " |"))
-    if levels:
-        counts = ", ".join(f"{lv}: {groups[lv]['problems']}" for lv in levels)
-        lines += ["", f"Problems per column: {counts}."]
-    return [*lines, ""]
+    return lines
+
+
+def _figure_tokens(c: dict[str, Any], name: str) -> float | None:
+    """The tokens per episode behind figure `name`, None where not recorded."""
+    tokens = c.get("tokens_per_episode", {})
+    if name.startswith("team/"):  # the first answer spent the turns up to it
+        return c.get("spent", {}).get(name, {}).get("tokens", tokens.get("team"))
+    if name.startswith("alone/maj@"):
+        return tokens.get(f"alone@{name.rsplit('@', 1)[1]}")
+    return tokens.get("alone@1")
 
 
 def split_size_report(sizes: dict[str, Any]) -> list[str]:
