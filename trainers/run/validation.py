@@ -116,13 +116,17 @@ def _check_config(job: Job, config: Any, evaluation: EvalConfig) -> tuple[EvalCo
         candidates = evaluation.levels() or job.env.levels()
         try:
             problems = ProblemSet(
-                job.env.task, split="validation", levels=candidates, count=size, offset=offset
-            ).held()
+                job.env.task,
+                split="validation",
+                count=size,
+                offset=offset,
+                data_path=job.env.data_path,
+                verifier=evaluation.problems.verifier,
+            ).evaluated(candidates)
         except ValueError as exc:
             return None, f"too few validation problems: {exc} (--validation_problems)"
         levels = problems.level_list()
-        problems = dataclasses.replace(problems, data_path=job.env.data_path)
-        check = dataclasses.replace(evaluation, problems=problems, **common)
+        check = evaluation.replaced(problems=problems, **common)
         return check, f"validation-split problems (levels {describe_levels(levels)})"
     # the training problems after those the rounds play
     problems = dataclasses.replace(
@@ -132,7 +136,7 @@ def _check_config(job: Job, config: Any, evaluation: EvalConfig) -> tuple[EvalCo
         count=size,
         offset=job.train_problems,
     )
-    check = dataclasses.replace(evaluation, problems=problems, **common)
+    check = evaluation.replaced(problems=problems, **common)
     return check, f"training problems after the first {job.train_problems} (never rolled out)"
 
 
