@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from rewards.base import Verdict, Verifier
 from rewards.batch import verify_batch
-from rewards.coloring import ColoringVerifier
 from rewards.extract import canonical_answer, extract_answer, last_boxed, majority_vote
 from rewards.reach import ReachVerifier
 from rewards.registry import (
@@ -37,7 +36,6 @@ from rewards.symbolic import is_math_verify_available
 from rewards.verifiers import ExactVerifier, LabelVerifier, MathVerifier, NumericVerifier
 
 __all__ = [
-    "ColoringVerifier",
     "CompositeVerifier",
     "ExactVerifier",
     "FormatVerifier",
