@@ -23,7 +23,7 @@ from typing import Any
 
 from envs.errors import DuplicateEnvError, RegistryError, UnknownEnvError
 from envs.options import TaskOptions, problem_kwargs
-from envs.tasks.family import family_run_defaults
+from envs.tasks.family import declared_run_defaults, family_run_defaults
 
 ENV_ID_RE = re.compile(
     r"^(?P<namespace>[a-z][a-z0-9_]*)/(?P<name>[a-z][a-z0-9_]*)-v(?P<version>\d+)$"
@@ -69,6 +69,11 @@ class EnvSpec:
         if declared is not None:
             return declared
         return dict(self.run_options.get(str(task), self.run_options.get("*", {})))
+
+    def run_tables(self) -> dict[str, dict[str, Any]]:
+        """Every task's run settings that differ from the env's defaults: `run_options` and the
+        task families' declarations for this env (which `run_defaults` reads first)."""
+        return {**self.run_options, **declared_run_defaults(self.id)}
 
     def options_for(self, **kwargs: Any) -> Any:
         """The env's options for `kwargs` over the spec's defaults, checked (the errors the env

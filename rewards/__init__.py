@@ -20,6 +20,7 @@ from rewards.reach import ReachVerifier
 from rewards.registry import (
     CompositeVerifier,
     build_verifiers,
+    deregister_verifier,
     get_verifier,
     list_verifiers,
     register_verifier,
@@ -54,6 +55,7 @@ __all__ = [
     "as_reward_func",
     "build_verifiers",
     "canonical_answer",
+    "deregister_verifier",
     "extract_answer",
     "get_verifier",
     "is_math_verify_available",

@@ -64,6 +64,14 @@ def register_verifier(name: str, factory: VerifierFactory, override: bool = Fals
     _REGISTRY[name] = factory
 
 
+def deregister_verifier(name: str) -> None:
+    """Remove the verifier `name` (a task family's, when its task is deregistered); an unknown
+    name raises `KeyError`."""
+    if name not in _REGISTRY:
+        raise KeyError(f"no verifier named {name!r}; registered: {', '.join(list_verifiers())}")
+    del _REGISTRY[name]
+
+
 def list_verifiers() -> list[str]:
     """Registered verifier names, sorted."""
     return sorted(_REGISTRY)

@@ -46,7 +46,7 @@ from envs.tasks.family import family_run_defaults as family_run_defaults
 from envs.tasks.family import get_family as get_family
 from envs.tasks.mixed import MixedSource, check_members, is_mixed, member_kwargs, member_names
 from envs.tasks.sources import Problem, ProblemSource, load_hub, load_jsonl, require
-from rewards import Verifier, get_verifier, register_verifier
+from rewards import Verifier, deregister_verifier, get_verifier, register_verifier
 from rewards.extract import last_boxed
 
 
@@ -281,13 +281,17 @@ def register_family(family: TaskFamily, *, override: bool = False) -> None:
 
 
 def deregister_task(name: str) -> None:
-    """Remove the task `name` (its levels, and its family if it is one); an unknown name raises
-    `UnknownTaskError`."""
+    """Remove the task `name` (its levels, and if it is a family, the family and its verifiers);
+    an unknown name raises `UnknownTaskError`."""
     if name not in _TASKS:
         raise UnknownTaskError(f"no task named {name!r}; registered: {', '.join(list_tasks())}")
     del _TASKS[name]
     _LEVELS.pop(name, None)
-    remove_family(name)
+    family = get_family(name)
+    if family is not None and family.name == name:
+        remove_family(name)
+        for verifier in family.verifiers:
+            deregister_verifier(verifier)
 
 
 def list_tasks() -> list[str]:

@@ -175,6 +175,11 @@ def families() -> list[TaskFamily]:
     return list(_FAMILIES.values())
 
 
+def declared_run_defaults(env_id: str) -> dict[str, dict[str, Any]]:
+    """Per family that declares run defaults for `env_id`, those defaults."""
+    return {f.name: dict(f.run_defaults[env_id]) for f in families() if env_id in f.run_defaults}
+
+
 def family_run_defaults(env_id: str, task: Any) -> dict[str, Any] | None:
     """The run defaults the family of `task` declares for `env_id`, or None (none declared)."""
     family = _FAMILIES.get(str(task))  # a mixed task plays the env's defaults

@@ -14,6 +14,7 @@ shows the family's own description and flags.
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 import envs
@@ -26,13 +27,14 @@ def probe_families() -> list[str]:
 
 def make_parser(family: str | None = None) -> argparse.ArgumentParser:
     """The probe's parser: the model's flags, and with `family` the family's own flags and
-    description (without: the family is the first argument)."""
+    description (without: the family is its first argument, and the flags are the model's)."""
     probe = envs.get_family(family).probe if family else None
     parser = argparse.ArgumentParser(
         description=probe.description if probe else __doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("family", choices=probe_families(), help="the task family to probe")
+    if probe is None:
+        parser.add_argument("family", choices=probe_families(), help="the task family to probe")
     parser.add_argument("--model", default=None, help="a model folder (default: the shipped one)")
     parser.add_argument("--sample", action="store_true", help="sample at T=1 (default: greedy)")
     parser.add_argument("--max_new_tokens", type=int, default=_tokens(family))
@@ -58,10 +60,12 @@ def probe_env(family: str) -> Any:
 
 def main(argv: list[str] | None = None) -> int:
     """Probe the family named first in `argv` (``FAMILY --model DIR``)."""
-    first = argparse.ArgumentParser(add_help=False)
-    first.add_argument("family", nargs="?", choices=probe_families())
-    family = first.parse_known_args(argv)[0].family
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] not in probe_families():
+        make_parser().parse_args(argv)  # the family is missing or unknown: says so, exits
+    family, argv = argv[0], argv[1:]
     args = make_parser(family).parse_args(argv)
+    args.family = family
     import torch
 
     from agents.base import GenerationArguments
