@@ -55,7 +55,7 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: as is)")
     parser.add_argument("--env", default="math/reflection-v0", help="the env whose job is timed")
     parser.add_argument(
-        "job", nargs=argparse.REMAINDER, help="the job's flags after --, e.g. -- --task coloring"
+        "job", nargs=argparse.REMAINDER, help="the job's flags after --, e.g. -- --task reach"
     )
     add_json_argument(parser)
     parser.set_defaults(func=run)

@@ -39,14 +39,20 @@ from envs.options import (
 from envs.registry import EnvSpec, deregister, list_envs, make, register, spec
 from envs.sandbox import ExecResult, SandboxConfig, run_code, run_many
 from envs.tasks import (
+    EmbeddedPart,
+    FamilyProbe,
     Levels,
     Task,
+    TaskFamily,
     default_levels,
     deregister_task,
+    families,
     generated_task,
+    get_family,
     list_tasks,
     make_task,
     procedural_tasks,
+    register_family,
     register_generated,
     register_task,
 )
@@ -65,17 +71,9 @@ register("math/solve-v0", "envs.solve:env", options=SolveOptions)
 # refiner solves afresh (`revise` applies the critic's check): on validation, a refiner applying
 # the trained critic's checks broke 60% of right answers (team final answer 0.18), one solving
 # afresh 7% (0.86; docs/results.md, "Credit and protocol options, chosen on validation").
-# A colouring's faults are named: the refiner patches the clashing edge the critic names
-# (`envs.tasks.faults`) and is shown that edge and the verdict alone (``feedback="fault"``: the
-# critic's scan is for the critic); nothing states an equation, so nothing is audited; its
-# critic scans the edges, one mark each (up to 27 at level 4): 160 tokens a turn.
+# A task family declares its own run defaults per env, with the reasons beside them, in its folder
+# (`envs.tasks.family.TaskFamily.run_defaults`; `EnvSpec.run_defaults` reads them first).
 REFLECTION_RUNS = {
-    "coloring": {
-        "audit": "",
-        "refiner_mode": "patch",
-        "feedback": "fault",
-        "max_completion_length": 160,
-    },
     "*": {"audit": "solver,critic,refiner", "refiner_mode": "resolve"},
 }
 register(
@@ -129,9 +127,11 @@ __all__ = [
     "DataLoadError",
     "DuplicateEnvError",
     "DuplicateTaskError",
+    "EmbeddedPart",
     "EnvFacts",
     "EnvSpec",
     "ExecResult",
+    "FamilyProbe",
     "Levels",
     "ListSource",
     "Problem",
@@ -139,6 +139,7 @@ __all__ = [
     "RegistryError",
     "SandboxConfig",
     "Task",
+    "TaskFamily",
     "TaskOptions",
     "UnknownEnvError",
     "UnknownTaskError",
@@ -146,7 +147,9 @@ __all__ = [
     "default_levels",
     "deregister",
     "deregister_task",
+    "families",
     "generated_task",
+    "get_family",
     "list_envs",
     "list_tasks",
     "load_jsonl",
@@ -156,6 +159,7 @@ __all__ = [
     "overlap",
     "procedural_tasks",
     "register",
+    "register_family",
     "register_generated",
     "register_task",
     "run_code",

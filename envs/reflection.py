@@ -52,9 +52,9 @@ whenever the check is wrong. (Measured on GRPO-trained teams, on validation: the
 applies the check broke 60% of right answers under review, the one that re-solves 7%;
 docs/results.md, "Credit and protocol options, chosen on validation".)
 
-Named faults (`envs.tasks.faults`; the ``coloring`` task): the critic ends ``BAD u v. Verdict:
-incorrect``, naming a clashing edge, or ``OK. Verdict: correct``, and sees the colouring before
-the edges. ``fault_bonus`` is added to its pay when it rejects a wrong answer and names a real
+Named faults (`envs.tasks.faults`; a task family declaring them, `envs.tasks.family`, such as
+graph colouring): the critic ends ``BAD u v. Verdict: incorrect``, naming a clashing edge, or
+``OK. Verdict: correct``, and sees the colouring before the edges. ``fault_bonus`` is added to its pay when it rejects a wrong answer and names a real
 fault (``fault_rule`` "any" of its faults, or the "first" in listed order; info ``named_fault``
 and ``fault_real``). ``feedback`` shapes what the refiner sees: the review as written ("full"),
 its verdict alone, the verdict and the first named fault ("fault"), or every one ("faults").
@@ -129,7 +129,7 @@ Version history:
         ``critic_reward="counterfactual"``, ``counterfactual_weight`` and ``refiner_mode``; the
         defaults pay and play as before.
     v0 (named faults): ``feedback``, ``fault_bonus``, ``fault_rule``, ``oracle_critic`` and
-        ``refiner_mode="patch"``, read on a task with named faults (``coloring``); a task's
+        ``refiner_mode="patch"``, read on a task with named faults (`envs.tasks.faults`); a task's
         ``review_first`` shows the critic the answer before the problem. The defaults play as
         before on every other task.
 """

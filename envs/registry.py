@@ -24,6 +24,7 @@ from typing import Any
 from envs.errors import DuplicateEnvError, RegistryError, UnknownEnvError
 from envs.option_hints import note_options
 from envs.options import TaskOptions, problem_kwargs
+from envs.tasks.family import declared_run_defaults, family_run_defaults
 
 ENV_ID_RE = re.compile(
     r"^(?P<namespace>[a-z][a-z0-9_]*)/(?P<name>[a-z][a-z0-9_]*)-v(?P<version>\d+)$"
@@ -50,6 +51,7 @@ class EnvSpec:
             from the env's own defaults (its options, and the run's ``max_completion_length``);
             ``"*"`` holds every other task's. The training scripts and ``mathteams evaluate``
             both read them (`run_defaults`), so a run and its evaluation play one protocol.
+            A task family declares its own with it (`envs.tasks.family.TaskFamily.run_defaults`).
     """
 
     id: str
@@ -61,9 +63,18 @@ class EnvSpec:
     run_options: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def run_defaults(self, task: str | None) -> dict[str, Any]:
-        """The settings a run on `task` plays beyond the env's defaults (`run_options`: the
-        task's entry, else ``"*"``; a mixed task reads ``"*"``)."""
+        """The settings a run on `task` plays beyond the env's defaults: those its task family
+        declares for this env (`envs.tasks.family.TaskFamily.run_defaults`), else `run_options`'
+        (the task's entry, else ``"*"``; a mixed task reads ``"*"``)."""
+        declared = family_run_defaults(self.id, task)
+        if declared is not None:
+            return declared
         return dict(self.run_options.get(str(task), self.run_options.get("*", {})))
+
+    def run_tables(self) -> dict[str, dict[str, Any]]:
+        """Every task's run settings that differ from the env's defaults: `run_options` and the
+        task families' declarations for this env (which `run_defaults` reads first)."""
+        return {**self.run_options, **declared_run_defaults(self.id)}
 
     def options_for(self, **kwargs: Any) -> Any:
         """The env's options for `kwargs` over the spec's defaults, checked (the errors the env

@@ -13,7 +13,8 @@ same ``main``, so the two take the same flags and do the same thing. `COMMANDS` 
 module through a function of this module that imports it (`Command.module`): a function-level
 import, so the import graph (grimp, ``lint-imports``) shows every module the CLI reaches, yet a
 command's module is imported only when the command runs: ``mathteams --help`` imports no torch,
-and ``mathteams play`` and ``mathteams serve`` run on the base install (plus ``[server]``).
+and ``mathteams play`` and ``mathteams serve`` run on the base install (plus ``[server]``). Each
+task family with a probe (`envs.tasks.family`) is a ``probe`` command of its own.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
+
+import envs
 
 PROG = "mathteams"
 
@@ -120,8 +123,8 @@ def _probe_embedded() -> ModuleType:
     return module
 
 
-def _probe_coloring() -> ModuleType:
-    import trainers.embedded.probe_coloring as module
+def _probe_family() -> ModuleType:
+    import trainers.embedded.probe_family as module
 
     return module
 
@@ -140,6 +143,7 @@ class Command:
     args: str = ""  # the positional arguments after the command's words, for usage lines
     choices: dict[str, Command] = field(default_factory=dict)
     run: Callable[[list[str]], Any] | None = None
+    first: tuple[str, ...] = ()  # arguments put before the command line's (a family's name)
 
 
 COMMANDS: dict[str, Command] = {
@@ -208,11 +212,16 @@ COMMANDS: dict[str, Command] = {
                 _probe_embedded,
                 "probe_embedded.py",
             ),
-            "coloring": Command(
-                "how a model's coloring solver and critic play, and whether its lookup is learnt",
-                _probe_coloring,
-                "probe_coloring.py",
-            ),
+            **{  # each task family's probe (`envs.tasks.family.FamilyProbe`)
+                family.name: Command(
+                    family.probe.summary,
+                    _probe_family,
+                    f"probe_{family.name}.py",
+                    first=(family.name,),
+                )
+                for family in envs.families()
+                if family.probe is not None
+            },
         },
     ),
 }
@@ -318,14 +327,11 @@ def train(argv: list[str]) -> Any:
         return 0
     env, rest = argv[0], argv[1:]
     env_id = TRAIN_ENVS.get(env, env)
-    if env_id not in TRAIN_ENVS.values():
-        import envs
-
-        if env_id not in envs.list_envs():
-            raise UsageError(
-                f"{PROG} train: unknown env {env!r}; ENV is one of {', '.join(TRAIN_ENVS)} or a "
-                f"registered env id ({', '.join(envs.list_envs())})"
-            )
+    if env_id not in TRAIN_ENVS.values() and env_id not in envs.list_envs():
+        raise UsageError(
+            f"{PROG} train: unknown env {env!r}; ENV is one of {', '.join(TRAIN_ENVS)} or a "
+            f"registered env id ({', '.join(envs.list_envs())})"
+        )
     module = load(["train"], COMMANDS["train"])
     # argparse names a program by sys.argv[0]'s basename: a built-in env by its short name
     short = {env_id: name for name, env_id in TRAIN_ENVS.items()}.get(env_id, env)
@@ -376,7 +382,7 @@ def dispatch(argv: list[str]) -> Any:
         return command.run(rest)
     module = load(words, command)
     with program_name(words):
-        return module.main(rest)
+        return module.main([*command.first, *rest])
 
 
 def main(argv: Sequence[str] | None = None) -> int:

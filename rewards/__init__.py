@@ -15,12 +15,12 @@ from __future__ import annotations
 
 from rewards.base import Verdict, Verifier
 from rewards.batch import verify_batch
-from rewards.coloring import ColoringVerifier
 from rewards.extract import canonical_answer, extract_answer, last_boxed, majority_vote
 from rewards.reach import ReachVerifier
 from rewards.registry import (
     CompositeVerifier,
     build_verifiers,
+    deregister_verifier,
     get_verifier,
     list_verifiers,
     register_verifier,
@@ -37,7 +37,6 @@ from rewards.symbolic import is_math_verify_available
 from rewards.verifiers import ExactVerifier, LabelVerifier, MathVerifier, NumericVerifier
 
 __all__ = [
-    "ColoringVerifier",
     "CompositeVerifier",
     "ExactVerifier",
     "FormatVerifier",
@@ -56,6 +55,7 @@ __all__ = [
     "as_reward_func",
     "build_verifiers",
     "canonical_answer",
+    "deregister_verifier",
     "extract_answer",
     "get_verifier",
     "is_math_verify_available",

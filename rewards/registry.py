@@ -1,10 +1,11 @@
 """Verifier registry: names to factories.
 
 Built-in names: ``math`` (alias ``math_verify``), ``gsm8k`` (alias ``numeric``), ``exact``,
-``label``, ``reach`` (a chain of steps to a target, `rewards.reach`), ``coloring`` (a proper
-graph colouring, `rewards.coloring`), ``similarity``, ``unique_chars``, ``partial_numeric``, ``format`` (``boxed_format`` is
+``label``, ``reach`` (a chain of steps to a target, `rewards.reach`), ``similarity``,
+``unique_chars``, ``partial_numeric``, ``format`` (``boxed_format`` is
 ``format`` with ``style="boxed"``), ``composite`` and ``remote`` (a verifier served by a reward
-server, `rewards.remote.RemoteVerifier`; also named ``"remote:http://HOST:PORT/NAME"``). A name
+server, `rewards.remote.RemoteVerifier`; also named ``"remote:http://HOST:PORT/NAME"``); a task
+family registers its own verifiers with it (`envs.tasks.family`, once `envs` is imported). A name
 that is not registered may be an import path, ``"pkg.module:Class"`` or ``"pkg.module.Class"``; the object found is called with
 the options (or returned as is when it already is a verifier and no options are given).
 """
@@ -17,7 +18,6 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from rewards.base import Verdict, Verifier
-from rewards.coloring import ColoringVerifier
 from rewards.reach import ReachVerifier
 from rewards.remote import RemoteVerifier, parse_remote_name
 from rewards.shaping import (
@@ -62,6 +62,14 @@ def register_verifier(name: str, factory: VerifierFactory, override: bool = Fals
             f"verifier {name!r} is already registered; pass override=True to replace it"
         )
     _REGISTRY[name] = factory
+
+
+def deregister_verifier(name: str) -> None:
+    """Remove the verifier `name` (a task family's, when its task is deregistered); an unknown
+    name raises `KeyError`."""
+    if name not in _REGISTRY:
+        raise KeyError(f"no verifier named {name!r}; registered: {', '.join(list_verifiers())}")
+    del _REGISTRY[name]
 
 
 def list_verifiers() -> list[str]:
@@ -223,7 +231,6 @@ for _name, _factory in {
     "exact": ExactVerifier,
     "label": LabelVerifier,
     "reach": ReachVerifier,
-    "coloring": ColoringVerifier,
     "similarity": SimilarityVerifier,
     "unique_chars": UniqueCharsVerifier,
     "partial_numeric": PartialNumericVerifier,

@@ -9,7 +9,8 @@ held-out problems, trains, evaluates again, and writes the model, metrics.json a
 to --output_dir.
 
 Its defaults beyond the env's own are its run defaults, stated where the env is registered
-(`envs.REFLECTION_RUNS`, the reasons beside them); ``mathteams train reflection`` runs the same job.
+(`envs.REFLECTION_RUNS`, and a task family's in its folder: `envs.TaskFamily.run_defaults`, the
+reasons beside them); ``mathteams train reflection`` runs the same job.
 """
 
 import sys

@@ -113,7 +113,7 @@ REACHED = {
     "envs.testing.play",
     "trainers.embedded.probe_critic",
     "trainers.embedded.probe_embedded",
-    "trainers.embedded.probe_coloring",
+    "trainers.embedded.probe_family",
     "agents.models",
 }
 

@@ -3,8 +3,9 @@
 Built-in: ``arithmetic`` (procedural, offline; the envs' default), ``unknown`` (procedural,
 offline: find the start; checking costs as much as solving; the training scripts' default),
 ``reach`` (procedural, offline: put operators between numbers to reach a target; checking is much
-cheaper than solving), ``coloring`` (procedural, offline: 3-colour a graph with two colours given;
-checking is a look-up per edge), ``gsm8k``, ``math`` and ``anli`` (hub id through `datasets`, or ``data_path=`` a local JSONL file).
+cheaper than solving), the task families (each declared in its own folder and registered in one
+line, `register_family`: `envs.tasks.family`; `families()` lists them), ``gsm8k``, ``math`` and
+``anli`` (hub id through `datasets`, or ``data_path=`` a local JSONL file).
 
 Register your own::
 
@@ -18,6 +19,12 @@ gets hash splits, the overlap guard, default levels and the command line with th
 
     from envs import Levels, register_generated
     register_generated("parity", make_parity, Levels((1, 2, 3), default=(1, 2)))
+
+A family (its generator, levels, verifier, prompts, faults, run defaults, the embedded recipe's
+scripted replies and its probe: `TaskFamily`) is one folder and one line::
+
+    from envs.tasks import register_family
+    register_family(my_family.FAMILY)
 """
 
 from __future__ import annotations
@@ -31,39 +38,16 @@ from typing import Any
 from envs.errors import DuplicateTaskError, UnknownTaskError
 from envs.tasks import coloring, prompts, reach, unknown
 from envs.tasks.arithmetic import ArithmeticSource, GeneratedSource
-from envs.tasks.faults import ColoringFaults
+from envs.tasks.family import BOXED, Levels, TaskFamily, add_family, remove_family
+from envs.tasks.family import EmbeddedPart as EmbeddedPart
+from envs.tasks.family import FamilyProbe as FamilyProbe
+from envs.tasks.family import families as families
+from envs.tasks.family import family_run_defaults as family_run_defaults
+from envs.tasks.family import get_family as get_family
 from envs.tasks.mixed import MixedSource, check_members, is_mixed, member_kwargs, member_names
 from envs.tasks.sources import Problem, ProblemSource, load_hub, load_jsonl, require
-from rewards import Verifier, get_verifier
+from rewards import Verifier, deregister_verifier, get_verifier, register_verifier
 from rewards.extract import last_boxed
-
-BOXED = "give the final answer as \\boxed{...} at the end."
-
-
-@dataclass(frozen=True)
-class Levels:
-    """A generated task's levels, declared where it is registered (`register_task`).
-
-    Args:
-        all (`tuple[int, ...]`): every level its generator makes (1-based).
-        default (`tuple[int, ...]`, defaults to `all`): the levels a run plays when none are
-            given: training's, and evaluation's (less those too small for the problems asked:
-            `levels_holding`).
-    """
-
-    all: tuple[int, ...]
-    default: tuple[int, ...] = ()
-
-    def __post_init__(self) -> None:
-        every = tuple(self.all)
-        if not every or any(not isinstance(v, int) or isinstance(v, bool) or v < 1 for v in every):
-            raise ValueError(f"Levels.all must be ints >= 1, like (1, 2, 3); got {self.all!r}")
-        default = tuple(self.default) or every
-        outside = sorted(set(default) - set(every))
-        if outside:
-            raise ValueError(f"Levels.default {default} holds {outside}, not among all={every}")
-        object.__setattr__(self, "all", every)
-        object.__setattr__(self, "default", default)
 
 
 def is_procedural(task: Any) -> bool:
@@ -273,12 +257,41 @@ def register_generated(
     register_task(name, factory, levels=levels, override=override)
 
 
+def register_family(family: TaskFamily, *, override: bool = False) -> None:
+    """Register the task family `family` (`envs.tasks.family`), declared in its own folder: its
+    verifiers (into `rewards`), its generated task and the family itself, which the env
+    registry's run defaults, the embedded recipe and the probes look up by name."""
+    if family.name in _TASKS and not override:
+        raise DuplicateTaskError(f"task {family.name!r} is already registered; pass override=True")
+    for name, factory in family.verifiers.items():
+        register_verifier(name, factory, override=override)
+    register_generated(
+        family.name,
+        family.generate,
+        family.levels,
+        override=override,
+        default_difficulty=family.default_difficulty,
+        verifier=family.verifier,
+        answer_format=family.answer_format,
+        instructions=dict(family.instructions),
+        faults=family.faults,
+        review_first=family.review_first,
+    )
+    add_family(family, override=override)
+
+
 def deregister_task(name: str) -> None:
-    """Remove the task `name` (and its levels); an unknown name raises `UnknownTaskError`."""
+    """Remove the task `name` (its levels, and if it is a family, the family and its verifiers);
+    an unknown name raises `UnknownTaskError`."""
     if name not in _TASKS:
         raise UnknownTaskError(f"no task named {name!r}; registered: {', '.join(list_tasks())}")
     del _TASKS[name]
     _LEVELS.pop(name, None)
+    family = get_family(name)
+    if family is not None and family.name == name:
+        remove_family(name)
+        for verifier in family.verifiers:
+            deregister_verifier(verifier)
 
 
 def list_tasks() -> list[str]:
@@ -348,18 +361,6 @@ REACH_INSTRUCTIONS = {
     ),
     "refiner": "Keep an accepted answer; replace a rejected one with another chain; "
     "{answer_format}",
-}
-
-
-COLORING_FORMAT = "end with the colouring in \\boxed{}, like \\boxed{0 A 1 B 2 C}."
-COLORING_INSTRUCTIONS = {
-    "solver": "Colour the graph; {answer_format}",
-    "critic": (
-        "Check the colouring edge by edge: look up both ends' colours. End with 'OK. Verdict: "
-        "correct', or name a clashing edge: 'BAD u v. Verdict: incorrect'."
-    ),
-    "refiner": "Keep an accepted colouring; on a rejection recolour one end of the named edge, "
-    "not a given vertex, to the colour the fewest of its neighbours have; {answer_format}",
 }
 
 
@@ -515,21 +516,8 @@ register_generated(
     answer_format=REACH_FORMAT,
     instructions=REACH_INSTRUCTIONS,
 )
-# ``coloring``: colour a graph with A B C so that no edge joins one colour (`envs.tasks.coloring`),
-# scored by the ``coloring`` verifier (`rewards.coloring`: a complete proper colouring, the given
-# colours kept). Its faults are named (`envs.tasks.faults.ColoringFaults`: a clashing edge), and a
-# review sees the colouring before the edges.
-register_generated(
-    "coloring",
-    coloring.generate_problem,
-    Levels((1, 2, 3, 4)),
-    default_difficulty=1,
-    verifier="coloring",
-    answer_format=COLORING_FORMAT,
-    instructions=COLORING_INSTRUCTIONS,
-    faults=ColoringFaults(),
-    review_first=True,
-)
+# The task families, each declared in its own folder (`envs.tasks.family`).
+register_family(coloring.FAMILY)
 register_task("gsm8k", gsm8k_task)
 register_task("math", math_task)
 register_task("anli", anli_task)

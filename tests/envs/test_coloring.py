@@ -18,9 +18,9 @@ from envs.tasks.coloring import (
     generate_problem,
     greedy_fails,
 )
+from envs.tasks.coloring.verifier import read_reference
 from envs.tasks.splits import split_of
 from rewards import get_verifier
-from rewards.coloring import read_reference
 
 
 def _edges(problem) -> list[tuple[int, int]]:

@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 
 import envs
-from envs.tasks.faults import ColoringFaults, feedback_text, oracle_review
-from rewards.coloring import read_reference
+from envs.tasks.coloring import ColoringFaults
+from envs.tasks.coloring.verifier import read_reference
+from envs.tasks.faults import feedback_text, oracle_review
 
 
 def _problem(level: int = 2) -> dict:

@@ -1,4 +1,5 @@
-"""The ``coloring`` model's transcripts (`trainers.embedded.coloring_rows`): played through the
+"""The ``coloring`` model's transcripts (`envs.tasks.coloring.rows`, read by `trainers.embedded`
+through the family's declaration): played through the
 real envs, every target reply right, the answers under review right or slipped as a guessing
 solver's are, train problems only."""
 
@@ -12,26 +13,30 @@ import re
 import pytest
 
 import envs
-from envs.tasks.faults import ColoringFaults
+from envs.tasks.coloring import ColoringFaults
+from envs.tasks.coloring import probe as probe_coloring
+from envs.tasks.coloring.rows import (
+    check_reply,
+    min_conflicts,
+    repair_reply,
+    scan_drill_rows,
+    slip,
+    solution,
+    solve_reply,
+)
 from trainers.embedded import (
-    COLORING_VARIANT,
     SHIPPED,
-    SHIPPED_COLORING,
+    VARIANT_OUT,
+    VARIANTS,
     EmbeddedRecipe,
     mixed_problems,
     model_for,
     recipe_transcripts,
 )
-from trainers.embedded.coloring_rows import (
-    check_reply,
-    min_conflicts,
-    repair_reply,
-    slip,
-    solution,
-    solve_reply,
-)
 
 VERIFIER = envs.make_task("coloring").verifier
+COLORING_VARIANT = VARIANTS["coloring"]
+SHIPPED_COLORING = VARIANT_OUT["coloring"]
 FAULTS = ColoringFaults()
 
 
@@ -157,8 +162,6 @@ def test_a_missing_family_model_names_its_build(tmp_path, monkeypatch) -> None:
 
 
 def test_scan_drills_hold_the_critics_lookups() -> None:
-    from trainers.embedded.coloring_rows import scan_drill_rows
-
     rows = scan_drill_rows(200, 0)
     clashes = 0
     for row in rows:
@@ -172,8 +175,6 @@ def test_scan_drills_hold_the_critics_lookups() -> None:
 
 
 def test_real_length_scan_drills_scan_train_graphs_right_or_slipped() -> None:
-    from trainers.embedded.coloring_rows import scan_drill_rows
-
     problems = list(envs.make_task("coloring", split="train", size=6, difficulty=[4]).source)
     rows = scan_drill_rows(60, 0, problems)
     wrong = 0
@@ -190,9 +191,6 @@ def test_real_length_scan_drills_scan_train_graphs_right_or_slipped() -> None:
 
 
 def test_the_coloring_probe_scores_marks_and_verdicts() -> None:
-    from trainers.embedded import probe_coloring
-    from trainers.embedded.coloring_rows import scan_drill_rows
-
     targets = {
         r["messages"][1]["content"]: r["messages"][2]["content"] for r in scan_drill_rows(20, 12345)
     }
@@ -212,8 +210,6 @@ def test_the_coloring_probe_scores_marks_and_verdicts() -> None:
 
 
 def test_the_probe_counts_near_misses_and_sets_the_refiner_against_the_scripted_patch(problems):
-    from trainers.embedded import probe_coloring
-
     sample = [p for p in problems if p["metadata"]["difficulty"] == 3][:6]
     rng = random.Random(2)
     wrong = [slip(p, rng) for p in sample[:4]]
@@ -249,14 +245,14 @@ def test_the_probe_counts_near_misses_and_sets_the_refiner_against_the_scripted_
 
 
 def test_the_transcripts_play_the_protocol_a_coloring_run_plays(problems):
-    from trainers.embedded.transcripts import _coloring_envs, coloring_protocol
+    from trainers.embedded.transcripts import _family_envs, family_protocol
 
     run = envs.spec("math/reflection-v0").run_defaults("coloring")
-    protocol = coloring_protocol()
+    protocol = family_protocol("coloring")
     assert (
         {k: run[k] for k in protocol} == protocol == {"refiner_mode": "patch", "feedback": "fault"}
     )
-    reflection = _coloring_envs(problems)[0]  # the env the transcripts are played through
+    reflection = _family_envs(problems)["coloring"][0]  # the env the transcripts are played through
     assert {k: getattr(reflection.options, k) for k in protocol} == protocol
 
 

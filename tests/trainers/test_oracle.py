@@ -7,9 +7,9 @@ from __future__ import annotations
 import random
 
 from agents import RoleMap, ScriptedPolicy
-from envs.tasks.faults import ColoringFaults
+from envs.tasks.coloring import ColoringFaults
+from envs.tasks.coloring.rows import min_conflicts, slip, solution, solve_reply
 from envs.tasks.problems import ProblemSet
-from trainers.embedded.coloring_rows import min_conflicts, slip, solution, solve_reply
 from trainers.evaluation.config import EvalConfig
 from trainers.evaluation.evaluate import evaluate
 from trainers.evaluation.oracle import ScriptedPatcher, scripted_repair

@@ -42,8 +42,9 @@ class CPUGRPOConfig(GRPOConfig):
     max_completion_length: int = field(
         default=96,
         metadata={
-            "help": "Tokens per turn: 96 (the embedded critic's checks need ~70), 160 with "
-            "--task coloring (its critic scans every edge); None below: set by the task."
+            "help": "Tokens per turn: 96 (the embedded critic's checks need ~70), or a task "
+            "family's run default (a colouring's critic scans every edge: 160); None below: set "
+            "by the task."
         },
     )
     max_steps: int = field(

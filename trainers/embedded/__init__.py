@@ -41,10 +41,11 @@ import json
 import logging
 import shutil
 import tempfile
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, make_dataclass
 from pathlib import Path
 from typing import Any
 
+import envs
 from agents.models import resolve_model_name
 from envs.tasks.problems import DEFAULT_TASK
 
@@ -60,14 +61,7 @@ RECIPE_VERSION = 13  # bump whenever the transcripts or the training change
 # judge the end by an equality, drilled; judge it by copying the question, ``Reach 20 from them:
 # it checks``; steps written with "is"): none beat this one's (issue 40's notes).
 REACH_VERSION = 1
-# bump whenever ``coloring``'s transcripts change (`coloring_rows`); keyed only into recipes
-# with coloring rows.
-COLORING_VERSION = 4
 SHIPPED = Path(__file__).resolve().parent / "model"
-# The ``coloring`` family's own model (one per family, chosen by task: `model_for`); not shipped
-# yet: no build has learnt its critic's lookup (docs/results.md, "The family `coloring`").
-SHIPPED_COLORING = Path(__file__).resolve().parent / "model-coloring"
-SHIPPED_BY_TASK = {"coloring": SHIPPED_COLORING}
 REBUILD = "python scripts/build_embedded.py"
 MODEL_FILES = (  # at least these; recipe.json lists every file with its sha256
     "config.json",
@@ -94,7 +88,7 @@ class EmbeddedModelError(RuntimeError):
 
 
 @dataclass(frozen=True)
-class EmbeddedRecipe:
+class _Recipe:
     """How the embedded model is built; its hash is recorded with the shipped files.
 
     Args:
@@ -106,8 +100,9 @@ class EmbeddedRecipe:
         reach_problems (`int`, 0): ``reach`` train problems turned into transcripts (the gap
             family, `transcripts.reach_rows`); 0 in the shipped recipe (`REACH_VARIANT`: 8,000).
         reach_difficulty (`tuple[int, ...]`): ``reach`` levels of the transcripts.
-        coloring_problems, coloring_difficulty (`int`, 0; levels 1-4): ``coloring`` train
-            problems and levels of the transcripts (`coloring_rows`; `COLORING_VARIANT`).
+        <family>_problems, <family>_difficulty (`int`, 0; the family's default levels): each task
+            family's (`envs.tasks.family.EmbeddedPart`) train problems and levels of its
+            transcripts, then the family's own fields (`family_fields`).
         arch (`str`, "mistral"): the `build_tiny_model` architecture; "mistral" because
             transformers loads its folders with the saved tokenizer pipeline as is.
         whole_numbers (`bool`, True): numbers are single tokens (`build_tokenizer`), so copying
@@ -121,7 +116,7 @@ class EmbeddedRecipe:
             adding k is a rotation the model need not discover (`number_embeddings`); 0: random.
         vocab_size, hidden_size, num_layers, num_heads, intermediate_size: the model.
         initializer_range (`float`, 0.02), tie_embeddings (`bool`, True): the random weights'
-            std and whether the output layer shares the input embeddings. On ``coloring``'s
+            std and whether the output layer shares the input embeddings. On graph colouring's
             solver (level 2, 400 steps of 64, the probe's compact text) 0.02 and tied reached
             0.14 exact, 0.1 and tied 0.47, 0.1 and untied 0.59 (issue notes).
         review_fraction, second_round, team_fraction: transcript mix (`transcripts.sft_rows`).
@@ -142,9 +137,6 @@ class EmbeddedRecipe:
             (`transcripts.drill_rows`), each stating that many facts.
         drill_reach_share (`float`, 0.0): share of the drill rows whose facts are a ``reach``
             check's (products, values up to 150; `transcripts.reach_fact`).
-        coloring_drill_rows (`int`, 0): short scan drills (`coloring_rows.scan_drill_rows`).
-        coloring_scan_rows (`int`, 0): scan drills on the transcripts' own train graphs, as
-            long as a critic's scan (`coloring_rows.scan_drill_rows` with problems).
         max_steps, batch_size, learning_rate: SFT.
         group_by_length (`bool`, False): the SFT's batches hold rows of about one length, so a
             batch of solver rows is not padded to a critic row's length, and come in a shuffled
@@ -172,8 +164,6 @@ class EmbeddedRecipe:
     difficulty: tuple[int, ...] = field(default_factory=lambda: _task_default("unknown"))
     reach_problems: int = 0
     reach_difficulty: tuple[int, ...] = field(default_factory=lambda: _task_default("reach"))
-    coloring_problems: int = 0
-    coloring_difficulty: tuple[int, ...] = field(default_factory=lambda: _task_default("coloring"))
     arch: str = "mistral"
     whole_numbers: bool = True
     spaced_numbers: bool = False
@@ -195,8 +185,6 @@ class EmbeddedRecipe:
     drill_rows: int = 20000
     drill_facts: int = 16
     drill_reach_share: float = 0.0
-    coloring_drill_rows: int = 0
-    coloring_scan_rows: int = 0
     max_steps: int = 3500
     batch_size: int = 16
     learning_rate: float = 2e-3
@@ -221,13 +209,8 @@ class EmbeddedRecipe:
             fields.pop("reach_difficulty")
         if not self.drill_reach_share:
             fields.pop("drill_reach_share")
-        if not (self.coloring_problems or self.coloring_drill_rows):  # the key before coloring
-            for name in ("coloring_problems", "coloring_difficulty", "coloring_drill_rows"):
-                fields.pop(name)
-        if not self.coloring_scan_rows:  # the key before real-length scan drills
-            fields.pop("coloring_scan_rows")
-        if self.coloring_scan_rows or self.coloring_problems:
-            fields["coloring_version"] = COLORING_VERSION
+        for family in RECIPE_FAMILIES:
+            _family_key(family, fields)
         for name, before in KEYED_WHEN_SET.items():
             if fields[name] == before:  # the key before these fields
                 fields.pop(name)
@@ -254,34 +237,54 @@ REACH_VARIANT = {
 }
 
 
-# `SHIPPED_COLORING`'s recipe: ``coloring`` transcripts at volume (every train problem a solver
-# row; a share with critic and refiner rows), read through a tokenizer that makes each vertex
-# number and each colour one token (`spaced_numbers`, `single_tokens`), batches grouped by
-# length. Its checks are lookups, not facts, so no drills and no number features.
-# ``python scripts/build_embedded.py --variant coloring`` (2 threads).
-COLORING_VARIANT = {
-    "num_problems": 0,
-    "coloring_problems": 36000,
-    "coloring_difficulty": (2, 3, 4),
-    "work_fraction": 0.0,
-    "review_fraction": 0.25,
-    "second_round": 0.5,
-    "team_fraction": 0.03,
-    "drill_rows": 0,
-    "spaced_numbers": True,
-    "single_tokens": (" A", " B", " C"),
-    "number_features": 0,
-    "vocab_size": 1024,  # room for every number below 200 spaced and unspaced
-    "initializer_range": 0.1,
-    "tie_embeddings": False,
-    "batch_size": 64,
-    "learning_rate": 1e-3,
-    "group_by_length": True,
-    "max_steps": 1300,
-    "threads": 2,
+def family_fields(families: Any = None) -> list[tuple[str, Any, Any]]:
+    """The recipe fields of each task family with an embedded part (`envs.tasks.family`;
+    default: `embedded_families`): ``<name>_problems`` (0), ``<name>_difficulty`` (the
+    family's default levels) and the family's own `EmbeddedPart.fields`."""
+    out: list[tuple[str, Any, Any]] = []
+    for family in embedded_families() if families is None else families:
+        name = family.name
+        levels = field(default_factory=lambda name=name: _task_default(name))
+        out += [(f"{name}_problems", int, field(default=0)), (f"{name}_difficulty", tuple, levels)]
+        out += [(k, type(v), field(default=v)) for k, v in family.embedded.fields.items()]
+    return out
+
+
+def embedded_families() -> list[Any]:
+    """The registered task families the embedded recipe can build on (an `EmbeddedPart`)."""
+    return [family for family in envs.families() if family.embedded is not None]
+
+
+def _family_key(family: Any, fields: dict[str, Any]) -> None:
+    """Edit the recipe's key `fields` for `family` (`EmbeddedPart.key`; by default its fields
+    drop out without its problems, the key before it, and its version joins with them)."""
+    part, name = family.embedded, family.name
+    if part.key is not None:
+        part.key(fields)
+    elif fields[f"{name}_problems"]:
+        fields[f"{name}_version"] = part.version
+    else:
+        for key in (f"{name}_problems", f"{name}_difficulty", *part.fields):
+            fields.pop(key)
+
+
+# The families whose fields the recipe holds: those registered when this module is imported.
+RECIPE_FAMILIES = tuple(embedded_families())
+EmbeddedRecipe = make_dataclass(
+    "EmbeddedRecipe",
+    family_fields(RECIPE_FAMILIES),
+    bases=(_Recipe,),
+    frozen=True,
+    namespace={"__doc__": _Recipe.__doc__, "__module__": __name__},
+)
+VARIANTS = {
+    "reach": REACH_VARIANT,
+    **{f.name: dict(f.embedded.variant) for f in RECIPE_FAMILIES if f.embedded.variant},
 }
-VARIANTS = {"reach": REACH_VARIANT, "coloring": COLORING_VARIANT}
-VARIANT_OUT = {"coloring": SHIPPED_COLORING}
+# A family's own model's folder (beside the shipped one): built with ``--variant <name>``.
+VARIANT_OUT = {
+    f.name: SHIPPED.parent / f.embedded.model for f in RECIPE_FAMILIES if f.embedded.model
+}
 
 
 def file_digest(path: Path) -> str:
@@ -326,10 +329,12 @@ def check_model_dir(path: str | Path = SHIPPED, recipe: EmbeddedRecipe | None = 
 
 
 def model_for(task: Any = None) -> Path:
-    """The shipped model that plays `task` (a name; a mixed task's first member decides):
-    ``coloring``'s own model for it, the ``unknown`` model for every other task."""
-    name = str(getattr(task, "name", task) or "").split("+")[0]
-    return SHIPPED_BY_TASK.get(name, SHIPPED)
+    """The shipped model that plays `task` (a name; a mixed task's first member decides): a
+    task family's own model for it (`EmbeddedPart.model`), the ``unknown`` model for every
+    other task."""
+    family = envs.get_family(task)
+    part = family.embedded if family is not None else None
+    return SHIPPED.parent / part.model if part is not None and part.model else SHIPPED
 
 
 def resolve_model(name_or_path: str | None, task: Any = None) -> str:
@@ -383,12 +388,15 @@ def _task_default(task: str) -> tuple[int, ...]:
 
 
 def embedded_levels(task: str, recipe: EmbeddedRecipe | None = None) -> list[int]:
-    """The levels the recipe builds on for `task` (``reach``, ``coloring``: its levels of it;
-    ``unknown``: its `difficulty`). By default the tasks' own defaults (`envs.tasks.Levels`),
-    which runs default to; a recipe built on other levels says so here."""
+    """The levels the recipe builds on for `task` (``reach``, a task family: its levels of it,
+    ``<name>_difficulty``; ``unknown``: its `difficulty`). By default the tasks' own defaults
+    (`envs.tasks.Levels`), which runs default to; a recipe built on other levels says so here."""
     recipe = recipe or EmbeddedRecipe()
-    own = {"reach": recipe.reach_difficulty, "coloring": recipe.coloring_difficulty}
-    return list(own.get(task, recipe.difficulty))
+    if task == "reach":
+        return list(recipe.reach_difficulty)
+    if envs.get_family(task) is not None and "+" not in str(task):
+        return list(getattr(recipe, f"{task}_difficulty", None) or envs.default_levels(task))
+    return list(recipe.difficulty)
 
 
 def recipe_problems(recipe: EmbeddedRecipe, size: int, task: str = "unknown") -> list[Any]:
@@ -414,7 +422,7 @@ def recipe_families(recipe: EmbeddedRecipe) -> dict[str, int]:
     return {
         "unknown": recipe.num_problems,
         "reach": recipe.reach_problems,
-        "coloring": recipe.coloring_problems,
+        **{f.name: getattr(recipe, f"{f.name}_problems", 0) for f in embedded_families()},
     }
 
 

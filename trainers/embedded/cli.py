@@ -4,7 +4,7 @@
     python scripts/build_embedded.py --out DIR          # somewhere else (e.g. to compare)
     python scripts/build_embedded.py --device cuda      # on a GPU (not bit-identical)
     python scripts/build_embedded.py --out DIR --set tool_fraction=0.1   # a variant recipe
-    python scripts/build_embedded.py --variant coloring  # the coloring model, model-coloring/
+    python scripts/build_embedded.py --variant FAMILY    # a task family's own model, its folder
 
 The shipped files are committed, so nothing needs building to use the project; run this after
 changing `trainers.embedded.EmbeddedRecipe` or the transcripts, or to check the shipped files
@@ -37,7 +37,7 @@ from trainers.embedded import (
 
 def recipe_with(settings: list[str], variant: str | None = None) -> EmbeddedRecipe:
     """The default `EmbeddedRecipe` (with a `variant`, its fields: "reach", `REACH_VARIANT`, the
-    build on both task families; "coloring", `COLORING_VARIANT`, the shipped ``coloring`` model)
+    build on both task families; a task family's name, its own model's, `EmbeddedPart.variant`)
     with each ``FIELD=VALUE`` of `settings` applied (the value converted
     to the field's type; a tuple field takes comma-separated items)."""
     types = {f.name: type(getattr(EmbeddedRecipe(), f.name)) for f in fields(EmbeddedRecipe)}
@@ -78,7 +78,7 @@ def make_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--out",
         default=None,
-        help="output folder (default: the shipped model's; --variant coloring: its own)",
+        help="output folder (default: the shipped model's; --variant FAMILY: the family's own)",
     )
     parser.add_argument(
         "--check", action="store_true", help="rebuild in a temp folder and compare with --out"
@@ -95,8 +95,11 @@ def make_parser() -> argparse.ArgumentParser:
         choices=sorted(VARIANTS),
         default=None,
         help="reach: the build on both task families (REACH_VARIANT; not shipped, see "
-        "docs/results.md; give it its own --out); coloring: the shipped coloring model "
-        "(COLORING_VARIANT, into trainers/embedded/model-coloring/)",
+        "docs/results.md; give it its own --out); "
+        + "; ".join(
+            f"{name}: the {name} family's own model (into trainers/embedded/{out.name}/)"
+            for name, out in VARIANT_OUT.items()
+        ),
     )
     return parser
 

@@ -5,10 +5,12 @@ over them (`train`, `sft_config`). `trainers.embedded.build_embedded` runs it, t
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from trainers.embedded import (
+    RECIPE_FAMILIES,
     EmbeddedRecipe,
     mixed_problems,
     recipe_problems,
@@ -80,17 +82,17 @@ def length_batched(
 def recipe_rows(recipe: EmbeddedRecipe) -> tuple[list[dict[str, Any]], list[str]]:
     """The recipe's SFT rows (transcripts of the task's training problems, then the drills) and
     the tokenizer's corpus (the first 2,000 transcripts' messages)."""
-    from trainers.embedded.coloring_rows import scan_drill_rows
     from trainers.embedded.transcripts import drill_rows
 
     problems = mixed_problems(recipe)
     rows = recipe_transcripts(recipe, problems, recipe.seed, recipe.review_fraction)
     corpus = [m["content"] for r in rows[:2000] for m in r["messages"]]
     rows += drill_rows(recipe.drill_rows, recipe.drill_facts, recipe.seed, recipe.drill_reach_share)
-    rows += scan_drill_rows(recipe.coloring_drill_rows, recipe.seed)
-    if recipe.coloring_scan_rows:
-        pool = recipe_problems(recipe, max(recipe.coloring_problems, 1000), "coloring")
-        rows += scan_drill_rows(recipe.coloring_scan_rows, recipe.seed, pool)
+    for family in RECIPE_FAMILIES:  # a task family's own drills (`EmbeddedPart.drills`)
+        if family.embedded.drills is not None:
+            rows += family.embedded.drills(
+                recipe, partial(recipe_problems, recipe, task=family.name)
+            )
     return rows, corpus
 
 

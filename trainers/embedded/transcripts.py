@@ -62,7 +62,6 @@ from envs.tasks.unknown import INVERSE, replay, undo_steps
 from rewards.extract import last_boxed
 from rewards.reach import Chain, parse_chain
 from trainers.embedded.chat import chat_row
-from trainers.embedded.coloring_rows import coloring_rows
 
 
 def solve_reply(problem: dict[str, Any], value: int | None = None) -> str:
@@ -393,19 +392,21 @@ def sft_rows(
         envs.make("math/ensemble-v0", num_agents=4, task="reach"),
         envs.make("math/debate-v0", num_agents=2, rounds=2, task="reach"),
     )
-    coloring = _coloring_envs(problems)
+    family_envs = _family_envs(problems)
     rows: list[dict[str, Any]] = []
     for problem in problems:
-        if problem["metadata"].get("source") == "coloring":
-            rows += coloring_rows(
+        source = problem["metadata"].get("source")
+        if source in family_envs:  # a task family's scripted turns (`EmbeddedPart.rows`)
+            turns = envs.get_family(source).embedded.rows(
                 problem,
                 rng,
-                *coloring,
+                *family_envs[source],
                 review_fraction,
                 second_round,
                 team_fraction,
                 work_fraction,
             )
+            rows += [chat_row(obs, reply, role) for obs, reply, role in turns]
             continue
         if problem["metadata"].get("source") == "reach":
             rows.extend(
@@ -428,26 +429,34 @@ def sft_rows(
     return rows
 
 
-def coloring_protocol() -> dict[str, Any]:
-    """How a run on ``coloring`` has its refiner play (`envs.REFLECTION_RUNS`: it patches and is
-    shown the first named clash); `coloring_rows` plays its transcripts through it."""
-    run = envs.spec("math/reflection-v0").run_defaults("coloring")
-    return {name: run[name] for name in ("refiner_mode", "feedback")}
+def family_protocol(task: str) -> dict[str, Any]:
+    """How a run on the task family `task` has its refiner play (the family's run defaults for
+    reflection, `envs.tasks.family.TaskFamily.run_defaults`: a colouring's refiner patches and
+    is shown the first named clash); its transcripts are played through it."""
+    run = envs.spec("math/reflection-v0").run_defaults(task)
+    return {name: run[name] for name in ("refiner_mode", "feedback") if name in run}
 
 
-def _coloring_envs(problems: list[dict[str, Any]]) -> tuple[Any, ...]:
-    """The envs `coloring_rows` plays through (reflection as a run on ``coloring`` plays it,
-    `coloring_protocol`; an ensemble, a debate), made only when `problems` hold a ``coloring``
-    one."""
-    if not any(p["metadata"].get("source") == "coloring" for p in problems):
-        return ()
-    return (
-        envs.make(
-            "math/reflection-v0", rounds=2, task="coloring", wrapped=False, **coloring_protocol()
-        ),
-        envs.make("math/ensemble-v0", num_agents=4, task="coloring"),
-        envs.make("math/debate-v0", num_agents=2, rounds=2, task="coloring"),
-    )
+def _family_envs(problems: list[dict[str, Any]]) -> dict[str, tuple[Any, ...]]:
+    """Per task family with an embedded part among `problems`, the envs its rows are played
+    through (reflection as a run on the family plays it, `family_protocol`; an ensemble, a
+    debate)."""
+    names = {p["metadata"].get("source") for p in problems}
+    return {
+        family.name: (
+            envs.make(
+                "math/reflection-v0",
+                rounds=2,
+                task=family.name,
+                wrapped=False,
+                **family_protocol(family.name),
+            ),
+            envs.make("math/ensemble-v0", num_agents=4, task=family.name),
+            envs.make("math/debate-v0", num_agents=2, rounds=2, task=family.name),
+        )
+        for family in envs.families()
+        if family.embedded is not None and family.name in names
+    }
 
 
 def reflection_rows(

@@ -1,8 +1,8 @@
 """The oracle row of a reflection team on a task whose faults are named and patched by a script
-(``coloring``): the learned solver's own first answers (sampled afresh, on the same problems),
-then a sound critic (the verifier, naming
-every fault: the env's ``oracle_critic``) and the scripted patch of the fault it names first
-(`envs.tasks.faults.ColoringFaults.repair`, min-conflicts). It is what a check and a local
+(a task family's faults, `envs.tasks.family`): the learned solver's own first answers (sampled
+afresh, on the same problems), then a sound critic (the verifier, naming every fault: the env's
+``oracle_critic``) and the scripted patch of the fault it names first (its fault model's
+``repair``; graph colouring's is min-conflicts). It is what a check and a local
 repair add to the same first answers: the ceiling a learned critic and refiner are set against,
 reported beside the learned team in every such evaluation (`oracle_side`)."""
 

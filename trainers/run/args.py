@@ -58,7 +58,7 @@ TrainProblemArguments = problem_arguments(
         "task": "Task name, or several joined by '+' to train on all of them at once "
         "(e.g. 'unknown+arithmetic+reach'; envs.tasks.mixed).",
         "split": "Training split of the task.",
-        "levels": "Levels of a generated task (reach, unknown, coloring, arithmetic); "
+        "levels": "Levels of a generated task (reach, unknown, a task family, arithmetic); "
         "default: the task's declared default levels (envs.tasks.Levels).",
         "count": "Number of training problems.",
     },

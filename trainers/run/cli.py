@@ -129,14 +129,14 @@ def defer_task_defaults(
     parser: Any, env_id: str, fields: set[str], keep: set[str] = frozenset()
 ) -> Any:
     """Make the options of `parser` whose default depends on the task (the env's run options,
-    `envs.EnvSpec.run_options`, less
+    `envs.EnvSpec.run_tables`, less
     `keep`) default to None, and return ``task -> {option: default}``: the task's value or the
     parser's own default, for each option no flag or --config set (the training scripts'
     `RunParser` and ``scripts/evaluate.py`` fill them after parsing). Options not among the
     parser's `fields` (an algorithm without max_completion_length) are left alone."""
     import envs
 
-    tasked = {name for table in envs.spec(env_id).run_options.values() for name in table}
+    tasked = {name for table in envs.spec(env_id).run_tables().values() for name in table}
     tasked = (tasked & set(fields)) - set(keep)
     base = {name: parser.get_default(name) for name in tasked}
     parser.set_defaults(**dict.fromkeys(tasked))

@@ -17,7 +17,7 @@ import envs
 
 ODD_TASK = "fuzz_odd_answers"
 """A task whose references are LaTeX, fractions, intervals and matrices (`register_odd_task`)."""
-TASKS = ("arithmetic", "reach", "coloring", ODD_TASK)
+TASKS = ("arithmetic", "reach", *(family.name for family in envs.families()), ODD_TASK)
 # fmt: off
 ODD_ANSWERS = (
     "\\frac{1}{2}", "-\\frac{3}{4}", "\\sqrt{2}", "(1, 2)", "[0, \\infty)", "x^2+2x+1",
@@ -373,14 +373,6 @@ REACH_REFERENCES = (
     "9 - 2 = 7, 7 * 6 = 42, 42 - 5 = 37",
     "4 * 6 = 24, 24 + 6 = 30, 30 + 3 = 33, 33 * 3 = 99, 99 - 7 = 92",
 )
-COLORING_REFERENCES = (
-    "0 A 1 B 2 C 3 A | 0 1, 0 2, 1 2, 1 3, 2 3 | 0 A, 1 B",
-    (
-        "0 A 1 B 2 C 3 B 4 C 5 A 6 C | 0 1, 0 2, 0 4, 0 6, 1 2, 1 4, 1 5, 2 3, 2 5, 3 4, 3 5, 3 6, "
-        "4 5, 5 6 | 0 A, 1 B"
-    ),
-    "0 A 1 B | 0 1 | 0 A",
-)
 
 
 def references_for(name: str) -> tuple[str, ...]:
@@ -391,8 +383,9 @@ def references_for(name: str) -> tuple[str, ...]:
         return NUMERIC_REFERENCES
     if name == "reach":
         return REACH_REFERENCES
-    if name == "coloring":
-        return COLORING_REFERENCES
+    for family in envs.families():  # a task family's own verifiers: its references
+        if name in family.verifiers and family.fuzz_references:
+            return family.fuzz_references
     return MATH_REFERENCES
 
 

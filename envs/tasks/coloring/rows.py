@@ -1,5 +1,6 @@
 """The embedded model's warm-start transcripts on ``coloring`` (graph 3-colouring,
-`envs.tasks.coloring`).
+`envs.tasks.coloring.generate`): the family's `EmbeddedPart` (`envs.tasks.family`), whose
+``(observation, reply, role)`` turns the recipe (`trainers.embedded`) makes chat rows of.
 
 Each role does what its check costs it, and no more:
 
@@ -30,8 +31,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from envs.tasks.coloring import min_conflicts as patch_rule
-from trainers.embedded.chat import chat_row
+from envs.tasks.coloring.generate import min_conflicts as patch_rule
 
 PALETTE = ("A", "B", "C")
 
@@ -151,6 +151,12 @@ def repair_reply(problem: dict[str, Any], colours: list[str], patch: bool) -> tu
     return (f"\\boxed{{{vertex} {colour}}}" if patch else solve_reply(problem, fixed)), fixed
 
 
+def turn(obs: dict[str, str], reply: str, role: str) -> tuple[dict[str, str], str, str]:
+    """One scripted turn: the observation, the reply to it and the role (a chat row, once the
+    recipe builds its messages: `trainers.embedded.chat.chat_row`)."""
+    return obs, reply, role
+
+
 def coloring_rows(
     problem: dict[str, Any],
     rng: random.Random,
@@ -161,39 +167,39 @@ def coloring_rows(
     second_round: float,
     team_fraction: float,
     work_fraction: float = 0.0,
-) -> list[dict[str, Any]]:
-    """The rows of one ``coloring`` problem: a solver row; with chance `review_fraction` a
+) -> list[tuple[dict[str, str], str, str]]:
+    """The scripted turns (`turn`) of one ``coloring`` problem: a solver row; with chance `review_fraction` a
     critic and refiner row on a colouring right or slipped, played through `reflection` (the
     run's protocol: the refiner patches and is shown the first named clash), and with
     `second_round` a second pair on what the first patch left; with `team_fraction` an
     ensemble variant's or debater's row. A share `work_fraction` of the solver rows work the
     colouring out (`work_reply`)."""
-    rows: list[dict[str, Any]] = []
+    rows: list[tuple[dict[str, str], str, str]] = []
     reflection.reset(options={"problem": problem})
     worked = rng.random() < work_fraction
     solved = work_reply(problem) if worked else solve_reply(problem)
-    rows.append(chat_row(reflection.observe("solver_0"), solved, "solver"))
+    rows.append(turn(reflection.observe("solver_0"), solved, "solver"))
     if rng.random() < review_fraction:
         colours = solution(problem) if rng.random() < 0.5 else slip(problem, rng)
         reflection.step(solve_reply(problem, colours))
         for round_ in range(2):  # the second review sees what the first repair left
             check = check_reply(problem, colours)
-            rows.append(chat_row(reflection.observe("critic_0"), check, "critic"))
+            rows.append(turn(reflection.observe("critic_0"), check, "critic"))
             reflection.step(check)
             reply, colours = repair_reply(problem, colours, patch=True)
-            rows.append(chat_row(reflection.observe("refiner_0"), reply, "refiner"))
+            rows.append(turn(reflection.observe("refiner_0"), reply, "refiner"))
             if round_ == 1 or rng.random() >= second_round:
                 break
             reflection.step(reply)
     if rng.random() < team_fraction:
         if rng.random() < 0.5:
             obs, _ = ensemble.reset(options={"problem": problem})
-            rows.append(chat_row(obs[rng.choice(ensemble.agents)], solve_reply(problem), "variant"))
+            rows.append(turn(obs[rng.choice(ensemble.agents)], solve_reply(problem), "variant"))
         else:
             debate.reset(options={"problem": problem})
             shown = {a: solve_reply(problem, slip(problem, rng)) for a in debate.agents}
             obs, *_ = debate.step(shown)
-            rows.append(chat_row(obs[debate.agents[0]], solve_reply(problem), "debater"))
+            rows.append(turn(obs[debate.agents[0]], solve_reply(problem), "debater"))
     return rows
 
 
@@ -246,3 +252,30 @@ def _short_drill(rng: random.Random) -> tuple[list[str], list[tuple[int, int]]]:
     if same and pairs and rng.random() < 0.5:  # half the drills: one clash, anywhere
         pairs[rng.randrange(len(pairs))] = rng.choice(same)
     return colours, sorted(set(pairs))
+
+
+VERSION = 4  # bump whenever the transcripts change; keyed only into recipes with coloring rows
+
+
+def drills(recipe: Any, problems: Any) -> list[dict[str, Any]]:
+    """The recipe's scan drills: `coloring_drill_rows` short ones, and `coloring_scan_rows` on
+    its train graphs (``problems(size)``: the recipe's train problems of the family)."""
+    rows = scan_drill_rows(recipe.coloring_drill_rows, recipe.seed)
+    if recipe.coloring_scan_rows:
+        pool = problems(max(recipe.coloring_problems, 1000))
+        rows += scan_drill_rows(recipe.coloring_scan_rows, recipe.seed, pool)
+    return rows
+
+
+def key_fields(fields: dict[str, Any]) -> None:
+    """The recipe's key fields of the family: none in a recipe without its rows or drills (the
+    key before the family), `coloring_scan_rows` only when set (the key before real-length scan
+    drills), and `VERSION` in a recipe with its transcripts or scan drills."""
+    problems, scans = fields["coloring_problems"], fields["coloring_scan_rows"]
+    if not (problems or fields["coloring_drill_rows"]):
+        for name in ("coloring_problems", "coloring_difficulty", "coloring_drill_rows"):
+            fields.pop(name)
+    if not scans:
+        fields.pop("coloring_scan_rows")
+    if scans or problems:
+        fields["coloring_version"] = VERSION

@@ -1,8 +1,8 @@
 """How a model plays ``coloring``, per level: its solver, its critic and its refiner, each on
 the solver's own answers, beside the scripted check and patch.
 
-    python scripts/probe_coloring.py --model DIR          # a build: build_embedded.py --variant coloring
-    python scripts/probe_coloring.py --model DIR --problems 400 --split test --sample
+    mathteams probe coloring --model DIR          # a build: build_embedded.py --variant coloring
+    mathteams probe coloring --model DIR --problems 400 --split test --sample
 
 Plays held-out ``coloring`` problems (validation by default) through `math/reflection-v0` as a
 run on ``coloring`` plays it (the refiner patches and is shown the first named clash), greedy
@@ -12,23 +12,34 @@ run on ``coloring`` plays it (the refiner patches and is shown the first named c
   are within 2 vertices of right (the material a check and a patch can repair), and the share
   of vertices coloured right (chance on a free vertex: 1/3);
 - **critic on its own answers** and **on scripted ones** (the right colouring or a slip of
-  `trainers.embedded.coloring_rows.slip`, half each): true-positive and true-negative rates,
+  `rows.slip`, half each): true-positive and true-negative rates,
   balanced accuracy, and the share of its rejections whose named edge (``BAD u v``) is a real
   clash;
 - **refiner on the solver's wrong answers**, shown the first clash as a sound critic names it:
-  how often its patch is the scripted min-conflicts patch (`coloring_rows.min_conflicts`), and
+  how often its patch is the scripted min-conflicts patch (`rows.min_conflicts`), and
   for it and for the scripted patch the share that leave fewer clashes, and that are right.
 
-``--drills N`` adds the lookup alone, on scan drills no build saw (`coloring_rows.scan_drill_rows`
+``--drills N`` adds the lookup alone, on scan drills no build saw (`rows.scan_drill_rows`
 with another seed): the share of marks (an edge and its two ends' colours) written right.
 """
 
 from __future__ import annotations
 
-import argparse
 import random
 import re
+from collections.abc import Iterator
 from typing import Any
+
+from envs.tasks.coloring.faults import ColoringFaults
+from envs.tasks.coloring.rows import (
+    clashes,
+    min_conflicts,
+    scan_drill_rows,
+    slip,
+    solution,
+    solve_reply,
+)
+from envs.tasks.coloring.verifier import parse_coloring, read_boxes
 
 MARK = re.compile(r"(\d+) (\d+) ([ABC]) ([ABC])")
 
@@ -48,9 +59,7 @@ def _rates(rows: list[tuple[bool, bool, bool | None]]) -> str:
 
 def _colours(answer: str, n: int) -> list[str] | None:
     """The colouring a solver's answer states, vertex by vertex, or None when it states none
-    whole (`rewards.coloring.parse_coloring` on its last box)."""
-    from rewards.coloring import parse_coloring, read_boxes
-
+    whole (`verifier.parse_coloring` on its last box)."""
     boxes = read_boxes(answer)
     coloring = parse_coloring(boxes[-1], n)[0] if boxes else None
     if coloring is None or sorted(coloring) != list(range(n)):
@@ -60,8 +69,6 @@ def _colours(answer: str, n: int) -> list[str] | None:
 
 def solver_line(problems: list[Any], answers: list[str]) -> str:
     """The solver's share right, its misses within 2 vertices, and its vertices right."""
-    from trainers.embedded.coloring_rows import solution
-
     right = near = unread = 0
     vertices = []
     for problem, answer in zip(problems, answers, strict=True):
@@ -85,9 +92,6 @@ def solver_line(problems: list[Any], answers: list[str]) -> str:
 def refiner_line(env: Any, policy: Any, problems: list[Any], answers: list[str]) -> str:
     """The refiner on the wrong answers among `answers`, shown their first clash as a sound
     critic names it, against the scripted min-conflicts patch of the same clash."""
-    from envs.tasks.faults import ColoringFaults
-    from trainers.embedded.coloring_rows import clashes, min_conflicts, solution
-
     faults = ColoringFaults()
     cases, observations = [], []
     for problem, answer in zip(problems, answers, strict=True):
@@ -127,8 +131,6 @@ def refiner_line(env: Any, policy: Any, problems: list[Any], answers: list[str])
 
 def critic_line(env: Any, policy: Any, problems: list[Any], answers: list[str], name: str) -> str:
     """The critic's rates (`_rates`) on `answers`."""
-    from envs.tasks.faults import ColoringFaults
-
     faults = ColoringFaults()
     observations = []
     for problem, answer in zip(problems, answers, strict=True):
@@ -146,15 +148,14 @@ def critic_line(env: Any, policy: Any, problems: list[Any], answers: list[str], 
     return f"critic on {name} answers: {_rates(rows)}"
 
 
-def probe_level(policy: Any, level: int, args: argparse.Namespace, rng: random.Random) -> str:
-    import envs
-    from trainers.embedded.coloring_rows import slip, solve_reply
-    from trainers.embedded.transcripts import coloring_protocol
+def probe_level(policy: Any, env: Any, level: int, args: Any, rng: random.Random) -> str:
+    """One level's line: the solver, the critic on its own and on scripted answers, the
+    refiner."""
+    from envs.tasks import make_task
 
     problems = list(
-        envs.make_task("coloring", split=args.split, size=args.problems, difficulty=level).source
+        make_task("coloring", split=args.split, size=args.problems, difficulty=level).source
     )
-    env = envs.make("math/reflection-v0", task="coloring", **coloring_protocol()).unwrapped
 
     def observe(agent: str) -> list[Any]:
         out = []
@@ -178,8 +179,6 @@ def probe_level(policy: Any, level: int, args: argparse.Namespace, rng: random.R
 
 
 def probe_drills(policy: Any, count: int) -> str:
-    from trainers.embedded.coloring_rows import scan_drill_rows
-
     rows = scan_drill_rows(count, seed=12345)  # a seed the build does not use
     observations = [
         {"instruction": r["messages"][0]["content"], "prompt": r["messages"][1]["content"]}
@@ -199,39 +198,18 @@ def probe_drills(policy: Any, count: int) -> str:
     )
 
 
-def make_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--model", default=None, help="a model folder (default: the shipped one)")
+def add_arguments(parser: Any) -> None:
+    """The probe's own flags (`trainers.embedded.probe_family` adds the model's)."""
     parser.add_argument("--problems", type=int, default=100, help="problems per level")
     parser.add_argument("--difficulty", type=int, nargs="+", default=[1, 2, 3, 4])
     parser.add_argument("--split", default="validation", choices=["validation", "test"])
     parser.add_argument("--drills", type=int, default=0, help="scan drills (0: none)")
-    parser.add_argument("--sample", action="store_true", help="sample at T=1 (default: greedy)")
-    parser.add_argument("--max_new_tokens", type=int, default=160)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--threads", type=int, default=1, help="torch threads")
-    return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = make_parser().parse_args(argv)
-    import torch
-
-    from agents.base import GenerationArguments
-    from agents.hf import HFPolicy
-    from trainers.embedded import resolve_model
-
-    torch.set_num_threads(args.threads)
-    torch.manual_seed(args.seed)
-    generation = GenerationArguments(
-        max_new_tokens=args.max_new_tokens, temperature=1.0, do_sample=args.sample
-    )
-    policy = HFPolicy.from_pretrained(resolve_model(args.model, "coloring"), generation)
+def run(policy: Any, env: Any, args: Any) -> Iterator[str]:
+    """The probe's lines: one per level, then the drills' (`FamilyProbe.run`)."""
     rng = random.Random(args.seed)
     for level in args.difficulty:
-        print(probe_level(policy, level, args, rng), flush=True)
+        yield probe_level(policy, env, level, args, rng)
     if args.drills:
-        print(probe_drills(policy, args.drills), flush=True)
-    return 0
+        yield probe_drills(policy, args.drills)

@@ -1,13 +1,16 @@
-"""The ``coloring`` verifier: sound, not gameable, bounded on hostile text."""
+"""The ``coloring`` verifier (`envs.tasks.coloring.verifier`, registered into `rewards` with the
+family): sound, not gameable, bounded on hostile text."""
 
 from __future__ import annotations
 
+import doctest
 import time
 
 import pytest
 
-from rewards import ColoringVerifier, canonical_answer, get_verifier, majority_vote
-from rewards.coloring import (
+import envs.tasks.coloring.verifier as verifier_module
+from envs.tasks.coloring import ColoringVerifier
+from envs.tasks.coloring.verifier import (
     MAX_COLORING_CHARS,
     Instance,
     clashes,
@@ -16,6 +19,7 @@ from rewards.coloring import (
     read_reference,
     reference_text,
 )
+from rewards import canonical_answer, get_verifier, majority_vote
 
 # Vertices 0..4: a triangle 0 1 2 with 3 hung on 1 and 2, and 4 on 0 and 3.
 SOLUTION = "0 A 1 B 2 C 3 A 4 B"
@@ -185,3 +189,7 @@ def test_the_helpers_agree_with_the_verifier():
     assert parse_coloring("0 A", 0)[0] is None  # no vertices at all
     assert parse_coloring("1000 A", 2000)[0] is None  # past the digits read
     assert ColoringVerifier.name == "coloring"
+
+
+def test_its_docstring_examples_run() -> None:
+    assert doctest.testmod(verifier_module, optionflags=doctest.ELLIPSIS).failed == 0

@@ -22,7 +22,7 @@ when vertex 0 has a neighbour, the graph has exactly one proper 3-colouring up t
 the colours (`count_colorings`) and the greedy colouring fails (`greedy_fails`). The
 solution is then named so that vertex 0 is ``A`` and its smallest neighbour ``B`` (the third
 class is ``C``); those two are the fixed colours the question states, so a problem has one
-right answer and every right answer votes together (`rewards.coloring`).
+right answer and every right answer votes together (`envs.tasks.coloring.verifier`).
 
 Measured over the first 2,000 indices of seed 0 at each level (pure Python, one core): 3.3,
 2.9, 2.6 and 3.6 candidates per kept problem (acceptance 31%, 35%, 38%, 28%: the greedy test
@@ -34,7 +34,7 @@ gave over 18,000 distinct texts in their first 20,000 candidates.
 Candidate ``index`` of a (difficulty, seed) pair comes from its own seeded ``random.Random``, so
 any problem can be rebuilt alone; its split is a hash of its text (`envs.tasks.splits`). The
 metadata holds the graph, the palette, the fixed colours and the solution; the answer (the
-reference) is ``solution | edges | fixed colours`` (`rewards.coloring.reference_text`), from
+reference) is ``solution | edges | fixed colours`` (`envs.tasks.coloring.verifier.reference_text`), from
 which the verifier reads the graph.
 """
 
@@ -43,8 +43,8 @@ from __future__ import annotations
 import random
 from collections.abc import Collection, Mapping, Sequence
 
+from envs.tasks.coloring.verifier import Instance, reference_text
 from envs.tasks.sources import Problem
-from rewards.coloring import Instance, reference_text
 
 MAX_DIFFICULTY = 4
 PALETTE = ("A", "B", "C")
