@@ -137,9 +137,9 @@ def test_the_folded_scale_is_out_while_training_and_back_after(tiny_model, tmp_p
 
 
 def test_the_warm_up_spends_the_training_budget(monkeypatch):
-    (budget,) = time_budget.callbacks(Job.of(max_train_minutes=15), spent_seconds=300)
+    budget, _ = time_budget.callbacks(Job.of(max_train_minutes=15), spent_seconds=300)
     assert budget.seconds == pytest.approx(600)
-    (budget,) = time_budget.callbacks(Job.of(max_train_minutes=2), spent_seconds=600)
+    budget, _ = time_budget.callbacks(Job.of(max_train_minutes=2), spent_seconds=600)
     assert budget.seconds == pytest.approx(60 * time_budget.MIN_MINUTES)
 
 

@@ -60,7 +60,7 @@ class Validation:
     def score(self, model: str) -> tuple[float, float]:
         """`model`'s score and the seconds the check took."""
         began = time.perf_counter()
-        results = evaluate(dataclasses.replace(self.evaluation, model=str(model)))
+        results = evaluate(self.evaluation.replaced(model=str(model)))
         return metric_of(results["metrics"], self.metric), time.perf_counter() - began
 
     def signature(self) -> dict[str, Any]:
