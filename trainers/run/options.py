@@ -96,7 +96,7 @@ def _default(f: dataclasses.Field) -> Any:
 
 def options_group(env_id: str) -> type | None:
     """A dataclass of `env_id`'s own options, for `transformers.HfArgumentParser` (and so TRL's
-    `TrlParser`) or `add_group`: one field per option its command line can write, with the
+    `TrlParser`) or `add_all_groups`: one field per option its command line can write, with the
     spec's and then the options class's default, the help of the field's ``metadata``, and
     ``_argument_group_name`` "env options (ENV_ID)". None: the env has no options class, or
     none beyond the task's."""
@@ -140,32 +140,6 @@ def option_kwargs(env_id: str, parsed: Any) -> dict[str, Any]:
             value = tuple(part.strip() for part in value.split(",") if part.strip())
         out[f.name] = value
     return out
-
-
-def add_group(parser: Any, env_id: str) -> list[str]:
-    """Add `env_id`'s options group to an `argparse.ArgumentParser`; returns the option names
-    (``scripts/evaluate.py``'s parser, which is not a dataclass parser)."""
-    group_cls = options_group(env_id)
-    if group_cls is None:
-        return []
-    group = parser.add_argument_group(group_cls._argument_group_name)
-    names = []
-    for f in dataclasses.fields(group_cls):
-        scalar, _, _ = _scalar(f.type)
-        shown = f.metadata.get("help") or f.name
-        kwargs: dict[str, Any] = {"default": f.default, "help": f"{shown} (default: {f.default!r})"}
-        if "choices" in f.metadata:
-            kwargs["choices"] = f.metadata["choices"]
-        if scalar is bool:
-            kwargs["type"] = _bool
-            kwargs["nargs"] = "?"
-            kwargs["const"] = True
-            kwargs["metavar"] = "BOOL"
-        else:
-            kwargs["type"] = scalar
-        group.add_argument(f"--{f.name}", **kwargs)
-        names.append(f.name)
-    return names
 
 
 def _bool(text: str) -> bool:

@@ -9,13 +9,12 @@ checks come from `ProblemSet`. It is used three times, with the flags users type
   --train_problems --verifier``;
 - the before/after evaluation of a run (`trainers.run.args.EvalArguments`): ``--eval_split
   --eval_difficulty --eval_problems --eval_data_path`` (its task and verifier are training's);
-- ``mathteams evaluate`` (`trainers.run.evaluate_cli`): ``--task --data_path --split
+- ``mathteams evaluate`` (`trainers.run.evaluate_args`): ``--task --data_path --split
   --difficulty --num_problems --offset``.
 
 A group is a dataclass, for `transformers.HfArgumentParser` (and so TRL's `TrlParser`), or added
 to an `argparse.ArgumentParser` (`add_problem_flags`). Its ``problem_values()`` gives the parsed
-values by `ProblemSet` field, so a caller builds the set with ``ProblemSet(**values)``;
-`problem_set_of` builds it from an `argparse.Namespace` too.
+values by `ProblemSet` field, so a caller builds the set with ``ProblemSet(**values)``.
 """
 
 from __future__ import annotations
@@ -87,14 +86,6 @@ def problem_arguments(
 def _problem_values(self: Any) -> dict[str, Any]:
     """The parsed values by `ProblemSet` field (``{"levels": [2, 3], "count": 200, ...}``)."""
     return {key: getattr(self, flag) for key, flag in type(self).PROBLEM_FLAGS.items()}
-
-
-def problem_set_of(group_cls: type, parsed: Any) -> ProblemSet:
-    """The `ProblemSet` a parsed group names: `parsed` is an instance of `group_cls` (a
-    `problem_arguments` class) or an `argparse.Namespace` holding its flags."""
-    return ProblemSet(
-        **{key: getattr(parsed, flag) for key, flag in group_cls.PROBLEM_FLAGS.items()}
-    )
 
 
 def add_problem_flags(
