@@ -1,13 +1,13 @@
 """An env's own options as a command-line group, derived from its registered options dataclass.
 
 Each registered env states its options once, in its options dataclass (`envs.options`:
-``ReflectionOptions``, ``DebateOptions``, ...; ``envs.spec(env_id).options``). The training
-scripts and ``scripts/evaluate.py`` add the chosen env's options as one argument group
-(`options_group`): its fields beyond the task's (`envs.options.TaskOptions`: task, split,
-verifier, ... have the generic env group), typed for the command line, with the dataclass's
-defaults and help. Adding an option to an env is one edit, in its options dataclass: it then
-shows in ``--help``, reaches training and evaluation (`env_kwargs`), and is checked there by the
-dataclass itself.
+``ReflectionOptions``, ``DebateOptions``, ...; ``envs.spec(env_id).options``). A training
+script adds its env's options as one argument group (`options_group`): its fields beyond the
+task's (`envs.options.TaskOptions`: task, split, verifier, ... have the generic env group),
+typed for the command line, with the dataclass's defaults and help; ``scripts/evaluate.py``, whose
+env is a flag, adds every env's options once each (`add_all_groups`). Adding an option to an env
+is one edit, in its options dataclass: it then shows in ``--help``, reaches training and
+evaluation (`envs.protocol.Protocol.env_kwargs`), and is checked there by the dataclass itself.
 
 A sequence option (reflection's ``audit``) reads as a comma-separated string on the command line
 (``--audit critic,refiner``; ``--audit ""``: none). Options whose type a command line cannot
