@@ -102,9 +102,6 @@ class Protocol:
         if env_id is not None and env_id != self.env_id:
             own = getattr(spec(env_id).options, "own_names", tuple)()
             options = {k: v for k, v in options.items() if k in own}
-        if self.problems.verifier is not None:  # where the old spellings put it: first
-            options = {"verifier": self.problems.verifier, **options}
-            return dataclasses.replace(self.problems, verifier=None).env_kwargs(options)
         return self.problems.env_kwargs(options)
 
     @property
