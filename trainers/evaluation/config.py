@@ -25,10 +25,11 @@ from trainers.evaluation.splits import Levels, as_levels
 ALONE_ENV = "math/solve-v0"  # what the same model plays alone (`trainers.evaluation.alone`)
 TOKENS_PER_TURN = 96  # the training configs' max_completion_length, where none is given
 TEMPERATURE = 1.0
+NUM_PROBLEMS = 200  # what an evaluation plays unless told (a run's saves its own count)
 
 
 def _default_protocol() -> Protocol:
-    return Protocol(problems=ProblemSet(count=200))
+    return Protocol(problems=ProblemSet(count=NUM_PROBLEMS))
 
 
 @dataclass(frozen=True)

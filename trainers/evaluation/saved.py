@@ -23,7 +23,7 @@ from typing import Any
 
 from envs.protocol import Protocol, ProtocolError
 from envs.tasks.problems import ProblemSet
-from trainers.evaluation.config import EvalConfig
+from trainers.evaluation.config import NUM_PROBLEMS, EvalConfig
 
 SAVED_FILE = "mathteams.json"
 FORMAT = 2
@@ -146,7 +146,7 @@ def trained_evaluation(saved: Saved, folder: str | Path) -> EvalConfig:
     if saved.evaluation is not None:
         return saved.evaluation
     protocol = saved.protocol
-    problems = ProblemSet(protocol.task, count=200, verifier=protocol.problems.verifier)
+    problems = ProblemSet(protocol.task, count=NUM_PROBLEMS, verifier=protocol.problems.verifier)
     problems = problems.evaluated(protocol.problems.levels)
     return EvalConfig(protocol=replace(protocol, problems=problems)).replaced(model=str(folder))
 

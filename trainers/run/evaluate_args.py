@@ -15,13 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import envs
+from envs.protocol import DEFAULT_ENV
+from trainers.evaluation.config import NUM_PROBLEMS
 from trainers.run.options import add_all_groups
 from trainers.run.problem_args import add_problem_flags, problem_arguments
-
-DEFAULT_ENV = "math/reflection-v0"
-# What a flag not given plays where neither the model's evaluation nor the env says (the
-# problem count's and tokens' defaults are `EvalConfig`'s).
-NUM_PROBLEMS = 200
 
 ProblemArguments = problem_arguments(
     "EvaluateProblemArguments",

@@ -45,12 +45,13 @@ from typing import Any
 import envs
 from envs.tasks.problems import DEFAULT_TASK, ProblemSet
 from trainers.algorithms.checkpoint import atomic_path
+from trainers.evaluation.config import NUM_PROBLEMS
 from trainers.evaluation.evaluate import EvalConfig, evaluate
 from trainers.evaluation.report.plots import plot_compute
 from trainers.evaluation.report.tables import markdown_report
 from trainers.evaluation.saved import Saved, read_saved, trained_evaluation
 from trainers.run.args import comma_items
-from trainers.run.evaluate_args import DEFAULT_ENV, NUM_PROBLEMS, ProblemArguments, make_parser
+from trainers.run.evaluate_args import ProblemArguments, make_parser
 from trainers.run.options import group_defaults, option_kwargs
 
 # Old flag -> its name in the training scripts' vocabulary; other dashed flags map to underscores.
@@ -106,7 +107,7 @@ def resolve(args: Any, error: Any) -> EvalConfig:
     `error` is the parser's (an option of another env, a malformed --role_models)."""
     saved, folder = trained(args)
     base = EvalConfig() if saved is None else trained_evaluation(saved, folder)
-    env_id = args.env_id or (DEFAULT_ENV if saved is None else base.env_id)
+    env_id = args.env_id or base.env_id  # the defaults' env is envs.protocol.DEFAULT_ENV
     _refuse_foreign_options(args, env_id, error)
     problems = _problems(args, saved, base, env_id)
     run = envs.spec(env_id).run_defaults(problems.task)

@@ -51,9 +51,8 @@ def start_run(job: Job, config: Any, algo: str) -> tuple[Path, dict[str, Any]]:
     out.mkdir(parents=True, exist_ok=True)
     start_model = resolve_model(job.model.model_name_or_path, job.env.task)
     results: dict[str, Any] = {"env": job.env_id, "algo": algo, "start_model": start_model}
-    results["env_kwargs"] = (
-        job.protocol().env_kwargs()
-    )  # the training env's (critic_reward, audit...)
+    # the training env's kwargs (critic_reward, audit...)
+    results["env_kwargs"] = job.protocol().env_kwargs()
     results["processes"] = config.world_size
     if not job.eval.eval_problems:
         return out, results
@@ -113,14 +112,14 @@ def finish_run(
     if not is_main(config):
         return results
     after = after_config(job, config, results, final)
-    saved = final / SAVED_FILE
-    write_json_atomic(saved, saved_data(final, job.protocol(config=config), after, results["algo"]))
+    protocol, saved = job.protocol(config=config), final / SAVED_FILE
+    write_json_atomic(saved, saved_data(final, protocol, after, results["algo"]))
     if after is not None:
         results["after"] = evaluate(after)
         print(markdown_report(results["after"]))
         results["summary"] = summary(results)
         print(summary_table(results["summary"]))
-    written = [final, saved, write_card(final, job.protocol(config=config), results)]
+    written = [final, saved, write_card(final, protocol, results)]
     write_json_atomic(out / "metrics.json", results)
     title = f"{job.env_id} {results['algo']}"
     with atomic_path(out / "curves.png") as tmp:
