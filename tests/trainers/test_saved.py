@@ -150,6 +150,12 @@ def test_python_evaluation_of_a_folder_plays_its_evaluation_with_overrides(tmp_p
     )
 
 
+def test_replacing_the_env_drops_its_options_and_naming_the_same_env_keeps_them():
+    config = EvalConfig.of(env_options={"rounds": 1})
+    assert config.replaced(env_id="math/reflection-v0").protocol.options == {"rounds": 1}
+    assert config.replaced(env_id="math/debate-v0").protocol.options == {}
+
+
 def test_a_protocol_round_trips_through_its_json_form():
     protocol = Protocol(
         "math/reflection-v0",

@@ -111,7 +111,8 @@ class EvalConfig:
             protocol["problems"] = values.pop("problems")
         if "env_options" in values:
             protocol["options"] = values.pop("env_options")
-        if "env_id" in protocol and "options" not in protocol:  # another env's options
+        moved = protocol.get("env_id", self.env_id) != self.env_id
+        if moved and "options" not in protocol:  # the old env's options are not the new one's
             protocol["options"] = {}
         players = {k: values.pop(k) for k in PLAYERS if k in values}
         own = {f.name for f in dataclasses.fields(self)} - {"protocol", "players"}
