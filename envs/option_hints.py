@@ -21,6 +21,13 @@ def note_options(env_id: str, names: Sequence[str]) -> None:
             takers.append(env_id)
 
 
+def forget_options(env_id: str) -> None:
+    """Forget the options of `env_id` (`envs.deregister`)."""
+    for takers in _TAKERS.values():
+        if env_id in takers:
+            takers.remove(env_id)
+
+
 def unexpected(name: str, names: Sequence[str]) -> str:
     """The hint, after an env's error for the keyword `name`, given the env's own `names`."""
     if name in TASK_KEYWORDS:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from envs.errors import DuplicateEnvError, RegistryError, UnknownEnvError
-from envs.option_hints import note_options
+from envs.option_hints import forget_options, note_options
 from envs.options import TaskOptions, problem_kwargs
 from envs.tasks.family import declared_run_defaults, family_run_defaults
 
@@ -216,6 +216,7 @@ def deregister(env_id: str) -> None:
     """Remove a registered id (for tests and notebooks)."""
     spec(env_id)
     del _REGISTRY[env_id]
+    forget_options(env_id)
 
 
 def spec(env_id: str) -> EnvSpec:

@@ -66,6 +66,21 @@ def test_an_unexpected_keyword_names_the_envs_that_take_it_or_a_near_name(env_id
         envs.make(env_id, **kwargs)
 
 
+def test_a_deregistered_env_is_no_longer_named_as_taking_an_option():
+    spec = envs.spec("math/debate-v0")
+    envs.deregister("math/debate-v0")
+    try:
+        with pytest.raises(TypeError, match="is an option of math/ensemble-v0, not of"):
+            envs.make("math/reflection-v0", num_agents=3)
+    finally:
+        envs.register(
+            spec.id, spec.entry_point, max_turns=spec.max_turns, options=spec.options,
+            run_task=spec.run_task, run_options=spec.run_options, **spec.kwargs,
+        )  # fmt: skip
+    with pytest.raises(TypeError, match="math/ensemble-v0, math/debate-v0"):
+        envs.make("math/reflection-v0", num_agents=3)
+
+
 @pytest.mark.parametrize("env_id", envs.list_envs())
 def test_every_env_lists_the_task_arguments_in_its_signature(env_id):
     raw = envs.make(env_id, wrapped=False).unwrapped
