@@ -36,17 +36,19 @@ def base_model_id(name: str | None) -> tuple[str | None, str]:
     return name, f"[{name}](https://huggingface.co/{name})"
 
 
+def _figure(evaluation: dict[str, Any], key: str) -> float | None:
+    """`key` of one evaluation: its team metric, else its comparison's figure, else None."""
+    compared = evaluation.get("compare", {}).get("figures", {})
+    return evaluation.get("metrics", {}).get(key, compared.get(key))
+
+
 def _figures(results: dict[str, Any]) -> list[str]:
     """Markdown table rows of the before/after figures the run measured."""
     rows = []
     for key in FIGURES:
-        values = [results.get(w, {}).get("metrics", {}).get(key) for w in ("before", "after")]
-        compare = [
-            results.get(w, {}).get("compare", {}).get("figures", {}) for w in ("before", "after")
-        ]
-        values = [v if v is not None else c.get(key) for v, c in zip(values, compare, strict=True)]
-        if all(v is not None for v in values):
-            rows.append(f"| {key} | {values[0]:.3f} | {values[1]:.3f} |")
+        before, after = (_figure(results.get(w, {}), key) for w in ("before", "after"))
+        if before is not None and after is not None:
+            rows.append(f"| {key} | {before:.3f} | {after:.3f} |")
     return rows
 
 
