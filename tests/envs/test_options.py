@@ -67,17 +67,14 @@ def test_an_unexpected_keyword_names_the_envs_that_take_it_or_a_near_name(env_id
 
 
 def test_a_deregistered_env_is_no_longer_named_as_taking_an_option():
-    spec = envs.spec("math/debate-v0")
-    envs.deregister("math/debate-v0")
+    debate = envs.spec("math/debate-v0")
+    envs.register("test/debatecopy-v0", debate.entry_point, options=debate.options)
     try:
-        with pytest.raises(TypeError, match="is an option of math/ensemble-v0, not of"):
+        with pytest.raises(TypeError, match="math/ensemble-v0, test/debatecopy-v0, not of"):
             envs.make("math/reflection-v0", num_agents=3)
     finally:
-        envs.register(
-            spec.id, spec.entry_point, max_turns=spec.max_turns, options=spec.options,
-            run_task=spec.run_task, run_options=spec.run_options, **spec.kwargs,
-        )  # fmt: skip
-    with pytest.raises(TypeError, match="math/ensemble-v0, math/debate-v0"):
+        envs.deregister("test/debatecopy-v0")
+    with pytest.raises(TypeError, match="math/ensemble-v0, not of this env"):
         envs.make("math/reflection-v0", num_agents=3)
 
 
